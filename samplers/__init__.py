@@ -1,0 +1,1 @@
+"""Minibatch Metropolis-Hastings samplers: one chain loop, pluggable accept/reject tests."""

@@ -1,0 +1,1 @@
+"""Checks to run on a dataset before trusting a minibatch MH test."""
