@@ -1,1 +1,52 @@
-"""Minibatch Metropolis-Hastings samplers: one chain loop, pluggable accept/reject tests."""
+"""Minibatch Metropolis-Hastings samplers: one chain loop, pluggable accept/reject tests.
+
+The pieces:
+
+* models (:mod:`samplers.models`): the protocol a user's model follows and built-in models
+  with numba kernels; priors (:mod:`samplers.priors`); synthetic data
+  (:mod:`samplers.datasets`);
+* accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
+  :class:`ConfidenceTest` (Bardenet et al. 2014);
+* proposals: :class:`RandomWalk`, :class:`Langevin`;
+* the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
+  :class:`Chains`;
+* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from.
+"""
+
+from . import datasets, priors
+from ._accept import (
+    AcceptanceTest,
+    AustereInfo,
+    AustereTest,
+    ConfidenceInfo,
+    ConfidenceTest,
+    ExactInfo,
+    ExactTest,
+    confidence_radius,
+)
+from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._index import IndexSampler
+from .models import (
+    BaseModel,
+    Gaussian,
+    GaussianMean,
+    GaussianMixture,
+    LinearRegression,
+    LogisticRegression,
+    Model,
+    loglik_ratio,
+)
+from .priors import FlatPrior, GaussianPrior, LaplacePrior
+from .proposals import Langevin, Proposal, RandomWalk
+
+__all__ = [
+    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest",
+    "ExactInfo", "AustereInfo", "ConfidenceInfo", "confidence_radius",
+    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
+    "IndexSampler",
+    "Model", "BaseModel", "loglik_ratio",
+    "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",
+    "FlatPrior", "GaussianPrior", "LaplacePrior",
+    "Proposal", "RandomWalk", "Langevin",
+    "datasets", "priors",
+]

@@ -11,3 +11,7 @@ from functools import partial
 import numba
 
 jit = partial(numba.njit, cache=True, error_model="numpy", nogil=True)
+
+#: For the per-row kernels of the models: inlined into the loops that call them (numba IR
+#: inlining), which lets the compiler keep the model's data tuple out of the row loop.
+row_jit = partial(jit, inline="always")

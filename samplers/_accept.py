@@ -1,0 +1,400 @@
+"""Accept/reject tests: the pluggable part of the Metropolis-Hastings chain.
+
+Every test decides between the current point ``theta`` and a proposal ``theta_new`` given
+the data-free part of the log acceptance ratio,
+
+    c = log p0(theta_new) - log p0(theta) + log q(theta | theta_new) - log q(theta_new | theta),
+
+so that exact MH accepts iff ``log u < sum_i l_i + c`` with ``u ~ U(0, 1)`` and
+``l_i = log p(x_i | theta_new) - log p(x_i | theta)``; equivalently iff the mean ``mu`` of
+the l_i exceeds ``mu0 = (log u - c) / N`` (Korattikara et al. 2014, eq. 2-3; the
+``psi`` of Bardenet et al. 2014, eq. 3). A test returns ``(accepted, info)``, where
+``info`` is a NamedTuple of what it measured, at least ``n_used`` (rows whose l_i the
+decision used) and ``n_stages``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special
+
+from . import _seq
+from ._checks import check_int, check_interval
+from ._moments import RunningMoments
+from ._seq import austere_se, confidence_radius_code, look_delta, next_size
+
+__all__ = [
+    "AcceptanceTest",
+    "ExactTest",
+    "AustereTest",
+    "ConfidenceTest",
+    "ExactInfo",
+    "AustereInfo",
+    "ConfidenceInfo",
+]
+
+
+class AcceptanceTest:
+    """Base class of the accept/reject tests.
+
+    Subclasses implement :meth:`decide` and :meth:`null_info` (the info of a proposal
+    rejected by the prior before any data are read) and may override :meth:`check`, called
+    once per chain with the model view to refuse settings that do not fit the data.
+    """
+
+    #: Whether the test needs per-datum gradients from the model.
+    needs_gradients = False
+
+    def check(self, view) -> None:
+        """Refuse settings that do not fit this model (e.g. a batch larger than N)."""
+
+    def decide(self, rng, view, batches, theta, theta_new, log_const):
+        """Return ``(accepted, info)`` for one proposal."""
+        raise NotImplementedError
+
+    def null_info(self):
+        """Info recorded for a proposal that the prior rejects without reading data."""
+        raise NotImplementedError
+
+
+def _nonfinite_decision(mean: float, theta_new) -> bool:
+    """A batch mean of +inf or -inf decides like the full sum would; NaN is an error."""
+    if math.isnan(mean):
+        raise ValueError(
+            f"log-likelihood ratios are NaN between the current point and theta_new={theta_new}; "
+            "the model's log-likelihood is not defined there"
+        )
+    return mean > 0
+
+
+# --- exact MH ------------------------------------------------------------------------------
+
+
+class ExactInfo(NamedTuple):
+    n_used: int
+    n_stages: int
+    #: Mean of the l_i over all N rows.
+    l_mean: float
+    #: Population standard deviation of the l_i over all N rows.
+    l_std: float
+
+
+@dataclass(frozen=True)
+class ExactTest(AcceptanceTest):
+    """Full-data Metropolis-Hastings: the baseline every approximate test is compared with.
+
+    Reads all N rows in chunks each step (O(N)); records the mean and population sd of the
+    l_i, which is what a trial chain for :func:`design.optimize` needs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ExactTest, GaussianMean, RandomWalk, sample
+    >>> model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 2000))
+    >>> chain = sample(model, ExactTest(), RandomWalk(0.05), [1.0], 200, rng=1)
+    >>> int(chain.stats["n_used"][0])
+    2000
+    """
+
+    def decide(self, rng, view, batches, theta, theta_new, log_const):
+        log_u = -rng.standard_exponential()
+        mom = RunningMoments()
+        for idx in view.chunks():
+            if not mom.add(view.ratio(theta, theta_new, idx)):
+                accepted = _nonfinite_decision(mom.mean, theta_new)
+                return accepted, ExactInfo(view.N, 1, mom.mean, math.nan)
+        accepted = log_u < mom.mean * view.N + log_const
+        return accepted, ExactInfo(view.N, 1, mom.mean, mom.population_sd())
+
+    def null_info(self):
+        return ExactInfo(0, 0, math.nan, math.nan)
+
+
+# --- the sequential t-test of Korattikara et al. -------------------------------------------
+
+
+class AustereInfo(NamedTuple):
+    n_used: int
+    n_stages: int
+
+
+#: Stages of critical values computed at first (the table grows by doubling as needed).
+_T_TABLE_STAGES = 4096
+
+
+@dataclass(frozen=True)
+class AustereTest(AcceptanceTest):
+    """The approximate MH test of Korattikara, Chen & Welling (2014), Algorithm 1.
+
+    Draws minibatches of ``m`` rows without replacement; after ``n`` rows computes the mean
+    ``l_bar`` and sample sd ``s_l`` of the l_i, the standard error with finite-population
+    correction ``s = s_l / sqrt(n) * sqrt(1 - (n - 1)/(N - 1))`` and ``t = (l_bar - mu0)/s``.
+    It decides (accept iff ``l_bar > mu0``) as soon as ``|t|`` exceeds the critical value
+    of a test of level ``epsilon``; when all N rows are used the decision is exact.
+
+    Parameters
+    ----------
+    m : int
+        Minibatch size, ``2 <= m <= N``.
+    epsilon : float
+        Per-stage error level in (0, 1): the stage decides iff ``1 - F(|t|) < epsilon``.
+    threshold : {"t", "normal"}
+        ``"t"``: F is the Student-t cdf with ``n - 1`` degrees of freedom (the paper's
+        algorithm); ``"normal"``: the standard normal cdf (the paper's error analysis).
+
+    Notes
+    -----
+    ``mu0 = (log u - c)/N`` with ``c`` the data-free log ratio (prior and proposal terms).
+    Critical values are tabulated once per N (``scipy.special.stdtrit``). For built-in
+    models the whole decision runs in one compiled call (:mod:`samplers._seq`).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import AustereTest, GaussianMean, RandomWalk, sample
+    >>> model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 100_000))
+    >>> test = AustereTest(m=500, epsilon=0.05)
+    >>> chain = sample(model, test, RandomWalk(0.005), [1.0], 300, rng=2)
+    >>> bool(chain.stats["n_used"].mean() < 100_000)
+    True
+    """
+
+    m: int = 500
+    epsilon: float = 0.01
+    threshold: str = "t"
+    _q_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "m", check_int("m", self.m, low=2))
+        object.__setattr__(self, "epsilon", check_interval("epsilon", self.epsilon, 0.0, 1.0))
+        if self.threshold not in ("t", "normal"):
+            raise ValueError(f"threshold must be 't' or 'normal', got {self.threshold!r}")
+
+    @classmethod
+    def from_design(cls, design) -> "AustereTest":
+        """The test a :func:`design.optimize` result prescribes (its m, epsilon, threshold)."""
+        return cls(m=design.m, epsilon=design.epsilon, threshold=design.threshold)
+
+    def check(self, view):
+        if self.m > view.N:
+            raise ValueError(f"m must be <= N = {view.N} (the number of rows), got {self.m}")
+
+    def critical_values(self, N: int, n_stages: int) -> np.ndarray:
+        """Critical values of ``|t|`` for the first ``n_stages`` stages (``n_j = min(j m, N)``)."""
+        n = np.minimum(np.arange(1, n_stages + 1) * self.m, N)
+        if self.threshold == "normal":
+            return np.full(n.shape, special.ndtri(1.0 - self.epsilon))
+        return special.stdtrit(n - 1, 1.0 - self.epsilon)
+
+    def _table(self, N, stages):
+        """Critical values for at least ``stages`` stages (cached per N, grown by doubling)."""
+        table = self._q_cache.get(N)
+        if table is None or table.shape[0] < stages:
+            total = -(-N // self.m)
+            size = min(total, max(stages, _T_TABLE_STAGES,
+                                  2 * (0 if table is None else table.shape[0])))
+            table = self.critical_values(N, size)
+            self._q_cache[N] = table
+        return table
+
+    def decide(self, rng, view, batches, theta, theta_new, log_const):
+        N = view.N
+        mu0 = (-rng.standard_exponential() - log_const) / N
+        batches.restart()
+        if view.row_ratio is None:
+            return self._decide_python(view, batches, theta, theta_new, mu0)
+        loop = _seq.austere_loop(view.row_ratio, view.row_prefetch)
+        data = view.kernel_data()
+        perm, cursor = batches.kernel_state()
+        n, mean, m2, stage = 0, 0.0, 0.0, 0
+        while True:
+            status, accepted, cursor, n, mean, m2, stage = loop(
+                data, theta, theta_new, rng, perm, cursor, self.m, mu0,
+                self._table(N, stage + 1), n, mean, m2, stage,
+            )
+            if status != _seq.MORE_THRESHOLDS:
+                break
+        batches.set_cursor(cursor)
+        if status == _seq.NONFINITE:
+            return _nonfinite_decision(mean, theta_new), AustereInfo(cursor, stage)
+        return bool(accepted), AustereInfo(n, stage)
+
+    def _decide_python(self, view, batches, theta, theta_new, mu0):
+        """Reference implementation (and the path for models without row kernels)."""
+        N = view.N
+        mom = RunningMoments()
+        stage = 0
+        while True:
+            stage += 1
+            if not mom.add(view.ratio(theta, theta_new, batches.take(self.m))):
+                return _nonfinite_decision(mom.mean, theta_new), AustereInfo(batches.taken, stage)
+            n = mom.n
+            diff = mom.mean - mu0
+            if n == N or abs(diff) > self._table(N, stage)[stage - 1] * austere_se(mom.m2, n, N):
+                return diff > 0, AustereInfo(n, stage)
+
+    def null_info(self):
+        return AustereInfo(0, 0)
+
+
+# --- the confidence sampler of Bardenet et al. ----------------------------------------------
+
+
+class ConfidenceInfo(NamedTuple):
+    n_used: int
+    n_stages: int
+    #: Rows read to find the range of the l_i (N with ``range="full-data"``, else 0).
+    n_scanned: int
+
+
+_BOUNDS = ("hoeffding", "bernstein", "bernstein-serfling")  # in the order of the _seq codes
+
+
+def confidence_radius(bound: str, t: int, N: int, C: float, sd: float, delta_t: float) -> float:
+    """Half-width ``c_t`` with ``P(|mean_t - mu| > c_t) <= delta_t`` for l_i in [-C, C].
+
+    ``t`` rows drawn without replacement from N, ``sd`` their empirical sd (1/t
+    normalisation). Bounds: Hoeffding-Serfling (Bardenet et al. 2014, eq. 7), empirical
+    Bernstein (eq. 9, Audibert et al. 2009), and the empirical Bernstein-Serfling bound of
+    Bardenet & Maillard (2015, Theorem 3),
+    ``sd sqrt(2 rho_t L / t) + kappa (2C) L / t`` with ``kappa = 7/3 + 3/sqrt(2)`` and
+    ``rho_t = 1 - (t-1)/N`` (t <= N/2) or ``(1 - t/N)(1 + 1/t)``. Theorem 3 is one-sided with
+    failure probability 5 delta'; two-sided we take ``L = log(10/delta_t)`` (the authors'
+    code uses log(5/delta_t)).
+
+    Examples
+    --------
+    >>> r = [confidence_radius(b, 1000, 10**6, 1.0, 0.1, 1e-3) for b in _BOUNDS]
+    >>> r[1] < r[0]  # a small sd makes Bernstein tighter than Hoeffding
+    True
+    """
+    if bound not in _BOUNDS:
+        raise ValueError(f"bound must be one of {_BOUNDS}, got {bound!r}")
+    return confidence_radius_code(_BOUNDS.index(bound), t, N, C, sd, delta_t)
+
+
+@dataclass(frozen=True)
+class ConfidenceTest(AcceptanceTest):
+    """The confidence sampler (MHSubLhd) of Bardenet, Doucet & Holmes (2014), Figure 3.
+
+    Grows a without-replacement subsample geometrically (factor ``gamma``) until the
+    concentration bound ``c_t`` separates the subsample mean of the l_i from ``mu0``; the
+    k-th look uses ``delta_k = (p - 1)/(p k^p) delta`` so that all looks together err with
+    probability at most ``delta``. Then ``|P_accept - P_accept exact| <= delta``
+    (their Lemma 3.1).
+
+    Parameters
+    ----------
+    delta : float
+        Total error probability of one test, in (0, 1).
+    gamma : float
+        Geometric growth factor of the subsample, > 1.
+    p : float
+        Exponent of the error schedule, > 1.
+    bound : {"bernstein-serfling", "bernstein", "hoeffding"}
+        Concentration inequality (see :func:`confidence_radius`).
+    batch_size : int
+        Size of the first subsample (Seita et al. used 50; Bardenet et al. 1).
+    range : {"model", "full-data"}
+        Where the range ``C = max_i |l_i|`` comes from: the model's
+        ``loglik_ratio_bound`` (time independent of N), or a scan of all N rows every step,
+        which costs O(N) and is reported in ``info.n_scanned``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ConfidenceTest, GaussianMean, RandomWalk, sample
+    >>> model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 20_000))
+    >>> chain = sample(model, ConfidenceTest(delta=0.05), RandomWalk(0.01), [1.0], 100, rng=3)
+    >>> chain.stats["n_scanned"].max()
+    0
+    """
+
+    delta: float = 0.01
+    gamma: float = 2.0
+    p: float = 2.0
+    bound: str = "bernstein-serfling"
+    batch_size: int = 100
+    range: str = "model"
+
+    def __post_init__(self):
+        object.__setattr__(self, "delta", check_interval("delta", self.delta, 0.0, 1.0))
+        object.__setattr__(self, "gamma", check_interval("gamma", self.gamma, 1.0, math.inf))
+        object.__setattr__(self, "p", check_interval("p", self.p, 1.0, math.inf))
+        object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, low=1))
+        if self.bound not in _BOUNDS:
+            raise ValueError(f"bound must be one of {_BOUNDS}, got {self.bound!r}")
+        if self.range not in ("model", "full-data"):
+            raise ValueError(f"range must be 'model' or 'full-data', got {self.range!r}")
+
+    def check(self, view):
+        if self.range == "model" and view.bound is None:
+            raise TypeError(
+                f"ConfidenceTest(range='model') needs model.loglik_ratio_bound(theta, theta_new); "
+                f"{type(view.model).__name__} has none. Add one, or pass range='full-data' "
+                "(an O(N) scan per step)"
+            )
+
+    def _range(self, view, theta, theta_new):
+        if self.range == "model":
+            return view.bound(theta, theta_new), 0
+        C = 0.0
+        for idx in view.chunks():
+            chunk_max = float(np.max(np.abs(view.ratio(theta, theta_new, idx))))
+            if not chunk_max <= C:  # larger, or NaN (which max() would silently drop)
+                C = chunk_max
+                if math.isnan(C):
+                    break
+        return C, view.N
+
+    def decide(self, rng, view, batches, theta, theta_new, log_const):
+        N = view.N
+        psi = (-rng.standard_exponential() - log_const) / N
+        C, scanned = self._range(view, theta, theta_new)
+        if not math.isfinite(C):
+            if math.isnan(C):
+                _nonfinite_decision(C, theta_new)  # raises the NaN error
+            raise ValueError(f"ConfidenceTest needs bounded l_i, but a log-likelihood ratio is "
+                             f"infinite at theta_new={theta_new}")
+        if C == 0.0:  # every l_i is 0: the full-data mean is known without reading data
+            return 0.0 > psi, ConfidenceInfo(0, 0, scanned)
+        batches.restart()
+        if view.row_ratio is None:
+            return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
+        perm, _ = batches.kernel_state()
+        status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
+            view.kernel_data(), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
+            self.gamma, _BOUNDS.index(self.bound), self.batch_size,
+        )
+        batches.set_cursor(cursor)
+        if status == _seq.NONFINITE:
+            accepted = _nonfinite_decision(mean, theta_new)
+        return bool(accepted), ConfidenceInfo(cursor, look, scanned)
+
+    def _decide_python(self, view, batches, theta, theta_new, psi, C, scanned):
+        """Reference implementation (and the path for models without row kernels)."""
+        N = view.N
+        code = _BOUNDS.index(self.bound)
+        mom = RunningMoments()
+        b = min(self.batch_size, N)
+        look = 0
+        while True:
+            look += 1
+            if not mom.add(view.ratio(theta, theta_new, batches.take(b - mom.n))):
+                accepted = _nonfinite_decision(mom.mean, theta_new)
+                return accepted, ConfidenceInfo(batches.taken, look, scanned)
+            t = mom.n
+            diff = mom.mean - psi
+            if t == N:
+                return diff > 0, ConfidenceInfo(t, look, scanned)
+            delta_t = look_delta(look, self.p, self.delta)
+            if abs(diff) > confidence_radius_code(code, t, N, C, mom.population_sd(), delta_t):
+                return diff > 0, ConfidenceInfo(t, look, scanned)
+            b = next_size(t, N, self.gamma)
+
+    def null_info(self):
+        return ConfidenceInfo(0, 0, 0)

@@ -1,0 +1,104 @@
+"""Synthetic datasets of the papers' experiments, in memory or written to a memmap.
+
+Every generator takes ``rng`` and returns new arrays; :func:`write_memmap` streams any of
+them to disk in chunks so that datasets larger than memory can be built.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._checks import as_generator, check_int, check_positive
+
+__all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap"]
+
+
+def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
+    """Draw ``x_i ~ 0.5 N(theta_1, sigma_x2) + 0.5 N(theta_1 + theta_2, sigma_x2)``.
+
+    The defaults are Seita et al. (2017), section 6.1 (after Welling & Teh, 2011).
+
+    Examples
+    --------
+    >>> x = gaussian_mixture(1000, rng=0)
+    >>> x.shape
+    (1000,)
+    """
+    N = check_int("N", N, low=1)
+    sigma_x2 = check_positive("sigma_x2", sigma_x2)
+    rng = as_generator(rng)
+    second = rng.random(N) < 0.5
+    return rng.normal(theta[0] + second * theta[1], np.sqrt(sigma_x2))
+
+
+def logistic_regression(N, d, rng=None, *, intercept=True, scale=1.0, theta=None):
+    """Synthetic logistic-regression data that are not linearly separable.
+
+    Covariates are standard normal (plus a column of ones when ``intercept``); the true
+    coefficients are drawn N(0, scale^2 / d) unless given, so that the linear predictor has
+    sd about ``scale`` and classes overlap. Returns ``(X, y, theta)`` with y in {0, 1}.
+
+    Examples
+    --------
+    >>> X, y, theta = logistic_regression(100, 3, rng=0)
+    >>> X.shape, y.shape, theta.shape
+    ((100, 4), (100,), (4,))
+    """
+    N = check_int("N", N, low=1)
+    d = check_int("d", d, low=1)
+    rng = as_generator(rng)
+    k = d + int(intercept)
+    if theta is None:
+        theta = rng.normal(0.0, scale / np.sqrt(d), k)
+    theta = np.asarray(theta, dtype=float)
+    X = rng.normal(size=(N, k))
+    if intercept:
+        X[:, -1] = 1.0
+    p = 1.0 / (1.0 + np.exp(-(X @ theta)))
+    y = (rng.random(N) < p).astype(float)
+    return X, y, theta
+
+
+def linear_regression(N, theta, noise_sd=1.0, rng=None):
+    """``y = X theta + noise`` with standard-normal covariates. Returns ``(X, y)``.
+
+    Examples
+    --------
+    >>> X, y = linear_regression(50, [0.5], noise_sd=0.1, rng=0)
+    >>> X.shape, y.shape
+    ((50, 1), (50,))
+    """
+    N = check_int("N", N, low=1)
+    rng = as_generator(rng)
+    theta = np.atleast_1d(np.asarray(theta, dtype=float))
+    X = rng.normal(size=(N, theta.shape[0]))
+    return X, X @ theta + rng.normal(0.0, check_positive("noise_sd", noise_sd), N)
+
+
+def write_memmap(path, N, make_rows, *, chunk=1 << 18, rng=None, dtype=np.float64):
+    """Write ``N`` rows produced chunk by chunk to a new ``.npy`` file and open it as a memmap.
+
+    ``make_rows(n, rng)`` must return an array of ``n`` rows (the same trailing shape for
+    every call). Memory use is one chunk. Returns the read-only memmap.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> path = os.path.join(tempfile.mkdtemp(), "x.npy")
+    >>> x = write_memmap(path, 1000, lambda n, rng: rng.normal(size=n), chunk=300, rng=0)
+    >>> type(x).__name__, x.shape
+    ('memmap', (1000,))
+    """
+    N = check_int("N", N, low=1)
+    rng = as_generator(rng)
+    first = np.asarray(make_rows(min(chunk, N), rng), dtype=dtype)
+    out = np.lib.format.open_memmap(path, mode="w+", dtype=dtype, shape=(N,) + first.shape[1:])
+    out[: first.shape[0]] = first
+    start = first.shape[0]
+    while start < N:
+        n = min(chunk, N - start)
+        out[start : start + n] = make_rows(n, rng)
+        start += n
+    out.flush()
+    del out
+    return np.load(path, mmap_mode="r")

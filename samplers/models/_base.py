@@ -1,0 +1,291 @@
+"""The model protocol, the base class of the built-in models, and data handling.
+
+A model is any object with
+
+* ``N`` -- the number of data rows (int);
+* ``loglik(theta, idx)`` -- per-datum log-likelihoods of rows ``idx`` (an integer array),
+  returned as a float array of the same length;
+* ``logprior(theta)`` -- the log prior density (a float, ``-inf`` outside the support).
+
+and optionally ``grad_loglik(theta, idx)`` (per-datum gradients, shape ``(len(idx), d)``),
+``grad_logprior(theta)``, a fused ``loglik_ratio(theta, theta_new, idx)`` that returns
+``l_i = log p(x_i | theta_new) - log p(x_i | theta)`` reading each row once, and
+``loglik_ratio_bound(theta, theta_new)``, an upper bound on ``max_i |l_i|`` over all N rows
+(used by the concentration-bound test).
+
+Data are read in place and never copied, so they may be a :class:`numpy.memmap` larger than
+memory; nothing in a sampler step touches more rows than the test asks for.
+"""
+
+from __future__ import annotations
+
+import mmap
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+from .._checks import check_finite_array, check_positive
+from ..priors import FlatPrior, Prior
+from ._kernels import batch_grad, batch_loglik, batch_ratio
+
+__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "scan_rows"]
+
+#: Rows per chunk when a model scans its data once at construction.
+SCAN_CHUNK = 1 << 16
+
+
+@runtime_checkable
+class Model(Protocol):
+    """What the samplers need from a model (see the module docstring for optional methods).
+
+    Examples
+    --------
+    A user-written model: the mean of Gaussian data with unit variance and a flat prior.
+
+    >>> import numpy as np
+    >>> class UnitGaussianMean:
+    ...     def __init__(self, x):
+    ...         self.x = x
+    ...         self.N = len(x)
+    ...     def loglik(self, theta, idx):
+    ...         return -0.5 * (self.x[idx] - theta[0]) ** 2
+    ...     def logprior(self, theta):
+    ...         return 0.0
+    >>> model = UnitGaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 10_000))
+    >>> isinstance(model, Model)
+    True
+    >>> loglik_ratio(model, np.array([0.9]), np.array([1.0]), np.arange(3)).shape
+    (3,)
+    """
+
+    N: int
+
+    def loglik(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray: ...
+
+    def logprior(self, theta: np.ndarray) -> float: ...
+
+
+def loglik_ratio(model, theta, theta_new, idx) -> np.ndarray:
+    """Per-datum log-likelihood ratios ``l_i`` of rows ``idx`` between ``theta`` and ``theta_new``.
+
+    Uses the model's fused ``loglik_ratio`` when it has one, otherwise the difference of two
+    ``loglik`` calls.
+    """
+    fused = getattr(model, "loglik_ratio", None)
+    if fused is not None:
+        return np.asarray(fused(theta, theta_new, idx), dtype=float)
+    return np.asarray(model.loglik(theta_new, idx), dtype=float) - np.asarray(
+        model.loglik(theta, idx), dtype=float
+    )
+
+
+def as_data_array(name: str, arr, *, ndim: int) -> np.ndarray:
+    """Return ``arr`` as a float array without copying when it already is one.
+
+    Float32/float64 arrays (including memmaps) are kept as they are, so a memmap stays on
+    disk. Anything else is converted to a new float64 array.
+    """
+    if isinstance(arr, np.ndarray) and arr.dtype in (np.float32, np.float64):
+        out = arr
+    else:
+        if isinstance(arr, np.memmap):
+            raise TypeError(
+                f"{name} is a memmap of dtype {arr.dtype}; use float32 or float64 so it can be "
+                "read in place"
+            )
+        try:
+            out = np.array(arr, dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"{name} must be an array of real numbers") from exc
+    if out.ndim != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {out.shape}")
+    if out.shape[0] < 1:
+        raise ValueError(f"{name} must have at least one row, got shape {out.shape}")
+    return out
+
+
+def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK):
+    """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass)."""
+    for start in range(0, arr.shape[0], chunk):
+        yield fn(arr[start : start + chunk])
+
+
+def check_finite_rows(name: str, arr: np.ndarray) -> None:
+    """Refuse data with NaN or inf, naming the first bad row (one chunked pass)."""
+    for start in range(0, arr.shape[0], SCAN_CHUNK):
+        block = np.asarray(arr[start : start + SCAN_CHUNK])
+        ok = np.isfinite(block)
+        if not ok.all():
+            bad = ok.reshape(block.shape[0], -1).all(axis=1)
+            row = start + int(np.flatnonzero(~bad)[0])
+            raise ValueError(f"{name} must be finite; row {row} holds {block[row - start]!r}")
+
+
+# --- memmaps survive pickling (for process pools) without copying the data -----------------
+
+
+def _memmap_spec(arr: np.ndarray):
+    """Describe an array that lives in a memory-mapped file, or return None."""
+    base = arr
+    while base is not None and not isinstance(base, mmap.mmap):
+        if isinstance(base, np.memmap) and isinstance(getattr(base, "_mmap", None), mmap.mmap):
+            mm = base._mmap
+            filename = base.filename
+            break
+        base = getattr(base, "base", None)
+    else:
+        return None
+    if filename is None:
+        return None
+    map_start = np.frombuffer(mm, dtype=np.uint8).ctypes.data
+    # np.memmap maps from the allocation-granularity boundary below its offset.
+    file_start = base.offset - base.offset % mmap.ALLOCATIONGRANULARITY
+    byte_offset = file_start + (arr.ctypes.data - map_start)
+    return {
+        "filename": filename,
+        "dtype": arr.dtype.str,
+        "shape": arr.shape,
+        "strides": arr.strides,
+        "byte_offset": int(byte_offset),
+    }
+
+
+def _open_memmap_spec(spec) -> np.ndarray:
+    """Re-open, read-only, an array described by :func:`_memmap_spec`."""
+    dtype = np.dtype(spec["dtype"])
+    shape, strides = tuple(spec["shape"]), tuple(spec["strides"])
+    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides)) if all(shape) else 1
+    raw = np.memmap(spec["filename"], dtype=np.uint8, mode="r", offset=spec["byte_offset"],
+                    shape=(span + dtype.itemsize - 1,))
+    return np.ndarray(shape, dtype=dtype, buffer=raw, offset=0, strides=strides)
+
+
+class BaseModel:
+    """Base class of the built-in models.
+
+    Holds the number of rows ``N``, the dimension ``dim`` of theta, the ``temperature`` K
+    (the likelihood is raised to 1/K, as in Seita et al.), and a :class:`~samplers.priors.Prior`.
+    Public methods check their arguments and call private ``_method`` kernels; samplers call
+    the private ones directly after checking once. Data arrays that are memmaps are pickled
+    as a reference to their file, so process pools do not copy them.
+
+    Subclasses set ``N`` and ``dim``, define the per-row kernels ``_row_loglik``,
+    ``_row_ratio``, ``_row_grad`` and ``_row_prefetch`` (jitted, wrapped in ``staticmethod``, see
+    :mod:`samplers.models._kernels`), ``_kernel_data()`` (the tuple of arrays and constants
+    the row kernels read, temperature included) and ``_loglik_ratio_bound``.
+    """
+
+    N: int
+    dim: int
+    _row_loglik = _row_ratio = _row_grad = _row_prefetch = None
+
+    def __init__(self, *, prior: Prior | None, temperature: float, dim: int):
+        self.dim = dim
+        self.temperature = check_positive("temperature", temperature)
+        self._inv_temp = 1.0 / self.temperature
+        prior = FlatPrior() if prior is None else prior
+        if not isinstance(prior, Prior):
+            raise TypeError(f"prior must be a samplers.priors.Prior, got {type(prior).__name__}")
+        self.prior = prior.bind(dim)
+
+    # -- public, checked ---------------------------------------------------------------------
+
+    def loglik(self, theta, idx) -> np.ndarray:
+        """Per-datum log-likelihoods (tempered by 1/K) of rows ``idx`` at ``theta``."""
+        return self._loglik(self._check_theta("theta", theta), self._check_idx(idx))
+
+    def loglik_ratio(self, theta, theta_new, idx) -> np.ndarray:
+        """``l_i = log p(x_i|theta_new) - log p(x_i|theta)`` (tempered), reading each row once."""
+        return self._loglik_ratio(
+            self._check_theta("theta", theta), self._check_theta("theta_new", theta_new),
+            self._check_idx(idx),
+        )
+
+    def grad_loglik(self, theta, idx) -> np.ndarray:
+        """Per-datum gradients of the tempered log-likelihood, shape ``(len(idx), dim)``."""
+        return self._grad_loglik(self._check_theta("theta", theta), self._check_idx(idx))
+
+    def loglik_ratio_bound(self, theta, theta_new) -> float:
+        """An upper bound on ``max_i |l_i|`` over all N rows, in time independent of N."""
+        return self._loglik_ratio_bound(
+            self._check_theta("theta", theta), self._check_theta("theta_new", theta_new)
+        )
+
+    def logprior(self, theta) -> float:
+        """Log prior density at ``theta``."""
+        return self.prior.logpdf(np.asarray(theta, dtype=float))
+
+    def grad_logprior(self, theta) -> np.ndarray:
+        """Gradient of the log prior density at ``theta``."""
+        return self.prior.grad(np.asarray(theta, dtype=float))
+
+    # -- unchecked batch methods used by the samplers -----------------------------------------
+
+    def _loglik(self, theta, idx):
+        out = np.empty(idx.shape[0])
+        batch_loglik(self._row_loglik, self._row_prefetch)(self._kernel_data(), idx, theta, out)
+        return out
+
+    def _loglik_ratio(self, theta, theta_new, idx):
+        out = np.empty(idx.shape[0])
+        batch_ratio(self._row_ratio, self._row_prefetch)(self._kernel_data(), idx, theta, theta_new, out)
+        return out
+
+    def _grad_loglik(self, theta, idx):
+        out = np.empty((idx.shape[0], self.dim))
+        batch_grad(self._row_grad, self._row_prefetch)(self._kernel_data(), idx, theta, out)
+        return out
+
+    def _kernel_data(self) -> tuple:
+        raise NotImplementedError
+
+    def _loglik_ratio_bound(self, theta, theta_new) -> float:
+        raise NotImplementedError
+
+    # -- checks --------------------------------------------------------------------------------
+
+    def _check_theta(self, name, theta) -> np.ndarray:
+        arr = check_finite_array(name, theta, ndim=(0, 1)).reshape(-1)
+        if arr.shape[0] != self.dim:
+            raise ValueError(
+                f"{name} must have {self.dim} element(s) for {type(self).__name__}, "
+                f"got shape {np.shape(theta)}"
+            )
+        return arr
+
+    def _check_idx(self, idx) -> np.ndarray:
+        arr = np.asarray(idx)
+        if arr.ndim != 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
+            raise TypeError(f"idx must be a 1-D integer array, got {arr.dtype} of shape {arr.shape}")
+        arr = arr.astype(np.intp, copy=False)
+        if arr.size and (arr.min() < 0 or arr.max() >= self.N):
+            raise ValueError(f"idx must lie in [0, {self.N - 1}], got values in "
+                             f"[{arr.min()}, {arr.max()}]")
+        return arr
+
+    # -- pickling ------------------------------------------------------------------------------
+
+    def __getstate__(self):
+        state = dict(self.__dict__)
+        for key, value in state.items():
+            if isinstance(value, np.ndarray):
+                spec = _memmap_spec(value)
+                if spec is not None:
+                    state[key] = _MemmapRef(spec)
+        return state
+
+    def __setstate__(self, state):
+        for key, value in state.items():
+            if isinstance(value, _MemmapRef):
+                state[key] = _open_memmap_spec(value.spec)
+        self.__dict__.update(state)
+
+    def __repr__(self):
+        return f"{type(self).__name__}(N={self.N}, dim={self.dim}, temperature={self.temperature:g})"
+
+
+class _MemmapRef:
+    """Placeholder for a memmapped array inside a pickled model."""
+
+    def __init__(self, spec):
+        self.spec = spec

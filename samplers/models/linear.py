@@ -1,0 +1,111 @@
+"""Bayesian linear regression with known noise standard deviation."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .._checks import check_positive
+from .._jit import row_jit
+from ..priors import Prior
+from ._kernels import prefetch_data01
+from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
+
+__all__ = ["LinearRegression"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2 * math.pi)
+
+
+# data = (X, y, noise_sd, 1/K)
+
+
+@row_jit
+def _residual(X, y, i, theta):
+    a = 0.0
+    for j in range(X.shape[1]):
+        a += X[i, j] * theta[j]
+    return y[i] - a
+
+
+@row_jit
+def _linear_row_loglik(data, i, theta):
+    X, y, noise_sd, inv_temp = data
+    r = _residual(X, y, i, theta) / noise_sd
+    return (-math.log(noise_sd) - _HALF_LOG_2PI - 0.5 * r * r) * inv_temp
+
+
+@row_jit
+def _linear_row_ratio(data, i, theta, theta_new):
+    X, y, noise_sd, inv_temp = data
+    a = 0.0
+    a_new = 0.0
+    for j in range(X.shape[1]):
+        xij = X[i, j]
+        a += xij * theta[j]
+        a_new += xij * theta_new[j]
+    r = y[i] - a
+    r_new = y[i] - a_new
+    return (r * r - r_new * r_new) * (0.5 / (noise_sd * noise_sd)) * inv_temp
+
+
+@row_jit
+def _linear_row_grad(data, i, theta, out):
+    X, y, noise_sd, inv_temp = data
+    w = _residual(X, y, i, theta) / (noise_sd * noise_sd) * inv_temp
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+class LinearRegression(BaseModel):
+    """Linear regression ``y_i ~ N(theta . x_i, noise_sd^2)`` with known noise sd.
+
+    Parameters
+    ----------
+    X : array of shape (N, d)
+    y : array of shape (N,)
+    noise_sd : float
+    prior : Prior, optional
+        Defaults to the flat prior; a :class:`~samplers.priors.LaplacePrior` gives the
+        L1-regularised regression of Korattikara et al. (2014), section 6.4.
+    temperature : float
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(200, 1)); y = 0.5 * X[:, 0] + rng.normal(0, 0.5, 200)
+    >>> model = LinearRegression(X, y, noise_sd=0.5)
+    >>> model.grad_loglik([0.5], [0, 1]).shape
+    (2, 1)
+    """
+
+    _row_loglik = staticmethod(_linear_row_loglik)
+    _row_ratio = staticmethod(_linear_row_ratio)
+    _row_grad = staticmethod(_linear_row_grad)
+    _row_prefetch = staticmethod(prefetch_data01)
+
+    def __init__(self, X, y, noise_sd=1.0, *, prior: Prior | None = None, temperature=1.0):
+        self.X = as_data_array("X", X, ndim=2)
+        self.y = as_data_array("y", y, ndim=1)
+        self.N = self.X.shape[0]
+        if self.y.shape[0] != self.N:
+            raise ValueError(f"y must have one value per row of X ({self.N}), got {self.y.shape[0]}")
+        check_finite_rows("X", self.X)
+        check_finite_rows("y", self.y)
+        self.noise_sd = check_positive("noise_sd", noise_sd)
+        super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
+        self._max_row_norm = math.sqrt(
+            max(scan_rows(self.X, lambda b: float(np.max(np.einsum("ij,ij->i", b, b)))))
+        )
+        self._max_abs_y = max(scan_rows(self.y, lambda b: float(np.max(np.abs(b)))))
+
+    def _kernel_data(self):
+        return (self.X, self.y, self.noise_sd, self._inv_temp)
+
+    def _loglik_ratio_bound(self, theta, theta_new):
+        # l_i = (t'_i - t_i)(2 y_i - t_i - t'_i) / (2 s^2) with t_i = theta . x_i.
+        r = self._max_row_norm
+        step = float(np.linalg.norm(theta_new - theta)) * r
+        reach = 2.0 * self._max_abs_y + float(np.linalg.norm(theta_new + theta)) * r
+        return step * reach / (2.0 * self.noise_sd**2) * self._inv_temp
