@@ -107,7 +107,7 @@ class GaussianMean(BaseModel):
             weighted += self.prior.mean[0] / self.prior.sd[0] ** 2
         elif not isinstance(self.prior, FlatPrior):
             raise TypeError("posterior() is closed-form only for a flat or Gaussian prior")
-        return weighted / precision, precision**-0.5
+        return float(weighted / precision), float(precision**-0.5)
 
 
 # --- Gaussian with unknown mean and log sd: data = (x, 1/K) --------------------------------
