@@ -252,3 +252,22 @@ def test_hat_normal_d2_matches_quadrature(z, h, tau):
 def test_convolved_cdf_without_noise_is_the_table_cdf(table):
     y = np.linspace(-5, 5, 41)
     assert np.abs(table.convolved_cdf(y, noise_sd=0.0) - table.cdf(y)).max() < 1e-12
+
+
+@FEW
+@given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=12), st.floats(0.0, 1.5))
+def test_any_table_gives_a_distribution(weights, tau):
+    """Invariants of arbitrary tables: unit mass, draws on the support, a monotone cdf."""
+    inner = np.asarray(weights)
+    if inner.sum() == 0:
+        inner = np.ones_like(inner)
+    x = np.linspace(-1.0, 1.0, inner.size + 2)
+    density = np.r_[0.0, inner, 0.0]
+    density /= np.trapezoid(density, x)
+    tab = correction.CorrectionTable(x, density, sigma=1.0, linf_error=1.0)
+    assert tab.cdf_nodes[-1] == pytest.approx(1.0, abs=1e-12)
+    draws = tab.sample(200, rng=0)
+    assert draws.min() >= x[0] and draws.max() <= x[-1]
+    z = np.linspace(-8, 8, 161)
+    f = tab.convolved_cdf(z, noise_sd=tau)
+    assert np.all(np.diff(f) >= -1e-13) and f[0] < 1e-6 and f[-1] > 1 - 1e-6

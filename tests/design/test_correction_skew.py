@@ -132,3 +132,18 @@ def test_acceptance_refuses_bad_arguments():
         barker_acceptance(l, 200)
     with pytest.raises(TypeError, match="table must be"):
         barker_acceptance(l, 10, table="default")
+
+
+def test_finite_population_factor_removes_a_predicted_bias():
+    """Without 1 - b/N the variance estimate is too large by b/N and the test errs by
+    about -(b/N)(s^2/2) S''(Delta) (heat equation); with it, the error is within noise."""
+    n, b, s2, delta = 20_000, 2_000, 0.5, 2.3
+    l, c = population("normal", n, b, s2, np.random.default_rng(8))
+    kw = dict(log_const=c + delta, n_tests=20_000, rng=9)
+    with_fpc = barker_acceptance(l, b, **kw)
+    without = barker_acceptance(l, b, fpc=False, **kw)
+    sd = special.expit(delta) * (1 - special.expit(delta))
+    s_second = sd * (1 - 2 * special.expit(delta))
+    predicted = -(b / n) * (s2 / 2) * s_second
+    assert without.error - with_fpc.error == pytest.approx(predicted, rel=0.05)
+    assert abs(with_fpc.error) < 4 * with_fpc.standard_error + 1e-5
