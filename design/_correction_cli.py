@@ -18,7 +18,8 @@ def add_correction_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``correction`` command (with ``build`` and ``info``) to ``subparsers``.
 
     ``subparsers`` is what ``ArgumentParser.add_subparsers()`` returned; the command sets
-    ``func=run_correction`` as its default, so a caller runs ``args.func(args)``.
+    ``run=run_correction`` as its default, so a caller runs ``args.run(args)`` (the
+    convention of ``samplers/cli.py``).
     """
     parser = subparsers.add_parser(
         "correction", help="build and inspect Barker correction tables",
@@ -42,7 +43,7 @@ def add_correction_parser(subparsers) -> argparse.ArgumentParser:
 
     info = commands.add_parser("info", help="describe a correction table file")
     info.add_argument("path", help="a file written by `correction build`")
-    parser.set_defaults(func=run_correction)
+    parser.set_defaults(run=run_correction)
     return parser
 
 

@@ -11,8 +11,8 @@ No such distribution exists exactly for any ``sigma > 0``: the logistic characte
 function ``pi t / sinh(pi t)`` decays like ``exp(-pi |t|)``, so ``C_sigma`` would need the
 characteristic function ``pi t / sinh(pi t) exp(sigma^2 t^2 / 2)``, which is unbounded. The
 error is therefore bounded below for every distribution; :func:`error_floor` certifies the
-bound and :func:`build` gets within a few per cent of it (``5.3e-8`` at ``sigma = 1`` against
-the paper's ``8.9e-4``; see ``docs/correction.md``).
+bound and :func:`build` gets within 16 % of it at ``sigma = 1`` (``5.3e-8``, against the
+paper's ``8.9e-4``) and 5 % at ``sigma = 1.1``; see ``docs/correction.md``.
 
 Contents
 --------
@@ -392,14 +392,15 @@ def build(sigma=1.0, *, method="lp", spacing=None, half_width=None, lam=None) ->
     ``"lp"`` solves ``min_C max_i |(Phi_sigma * C)(x_i) - S(x_i)|`` over hat mixtures
     ``C >= 0`` with unit mass, the check points ``x_i`` on the grid out to
     ``half_width + 10 sigma`` (symmetric problem, halved; HiGHS with iterative refinement;
-    about a second at the defaults). Its optimum is a comb of narrow peaks: the minimax
+    one to four seconds at the defaults). Its optimum is a comb of narrow peaks: the minimax
     correction is (nearly) a discrete distribution, whose error equioscillates, and not
     the smooth density the ridge penalty produces. At ``sigma = 1`` it reaches 5.3e-8,
     within 16 % of the certified floor (:func:`error_floor`).
 
     ``"ridge"`` reproduces Seita et al.'s construction (see :func:`ridge_deconvolution`);
     their Table 3 figures are its error *with negative masses set to zero and not
-    renormalised*; the table built here is renormalised, which halves that figure.
+    renormalised*; the table built here is renormalised, which lowers that figure by
+    up to a half.
 
     Examples
     --------

@@ -19,7 +19,7 @@ def test_build_writes_a_loadable_table(tmp_path):
     out = tmp_path / "t09.npz"
     args = parse(["correction", "build", "--sigma", "0.9", "--spacing", "0.1",
                   "--out", str(out)])
-    assert args.func is run_correction
+    assert args.run is run_correction
     stdout = io.StringIO()
     assert run_correction(args, stdout=stdout) == 0
     table = correction.CorrectionTable.load(out)
