@@ -12,7 +12,7 @@ from ._checks import as_generator, check_int, check_positive
 
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
            # issue 7 (SGLD, extended SGLD)
-           "l1_regression_toy"]
+           "l1_regression_toy", "correlated_regression"]
 
 
 def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
@@ -137,3 +137,50 @@ def l1_regression_toy(N=10_000, rng=None):
     x = rng.uniform(-1.0, 1.0, N)
     y = 0.5 * x + rng.normal(0.0, np.sqrt(1.0 / L1_TOY_PRECISION), N)
     return x[:, None], y
+
+
+def correlated_regression(N, p, coef, rho=0.5, noise_sd=1.0, rng=None, *, dtype=np.float64,
+                          chunk=1 << 14):
+    """Sparse linear regression with equicorrelated covariates (Song et al. 2020, section 4).
+
+    ``x_ij = sqrt(rho) c_i + sqrt(1 - rho) e_ij`` with ``c_i, e_ij ~ N(0, 1)``: unit variances
+    and mutual correlation ``rho`` from a shared factor, without any p x p covariance. The
+    first ``len(coef)`` coefficients are ``coef``, the others zero; ``y = X beta + N(0,
+    noise_sd^2)``. Rows are generated in chunks, so memory is the output only. Song et al.'s
+    setting is ``N = 50_000, p = 2001, coef = [1] * 5 + [-1] * 3``.
+
+    Returns
+    -------
+    X : ndarray of shape (N, p) and the given dtype
+    y : ndarray of shape (N,)
+    beta : ndarray of shape (p,)
+
+    Examples
+    --------
+    >>> X, y, beta = correlated_regression(20_000, 3, [1.0], rho=0.5, rng=0)
+    >>> round(float(np.corrcoef(X[:, 1], X[:, 2])[0, 1]), 1), beta.tolist()
+    (0.5, [1.0, 0.0, 0.0])
+    """
+    N = check_int("N", N, low=1)
+    p = check_int("p", p, low=1)
+    coef = np.atleast_1d(np.asarray(coef, dtype=float))
+    if coef.ndim != 1 or coef.shape[0] > p:
+        raise ValueError(f"coef must be a vector of at most p = {p} values, got shape {coef.shape}")
+    rho = float(rho)
+    if not 0.0 <= rho < 1.0:
+        raise ValueError(f"rho must be in [0, 1), got {rho}")
+    noise_sd = check_positive("noise_sd", noise_sd)
+    rng = as_generator(rng)
+    beta = np.zeros(p)
+    beta[: coef.shape[0]] = coef
+    X = np.empty((N, p), dtype=dtype)
+    y = np.empty(N)
+    a, b = np.sqrt(rho), np.sqrt(1.0 - rho)
+    for start in range(0, N, chunk):
+        stop = min(start + chunk, N)
+        block = rng.standard_normal((stop - start, p))
+        block *= b
+        block += a * rng.standard_normal((stop - start, 1))
+        X[start:stop] = block
+        y[start:stop] = block @ beta + rng.normal(0.0, noise_sd, stop - start)
+    return X, y, beta
