@@ -6,13 +6,17 @@ them to disk in chunks so that datasets larger than memory can be built.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import optimize, special
 
 from ._checks import as_generator, check_int, check_positive
 
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
            # issue 7 (SGLD, extended SGLD)
-           "l1_regression_toy", "correlated_regression"]
+           "l1_regression_toy", "correlated_regression", "MissingData",
+           "missing_covariates_regression"]
 
 
 def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
@@ -184,3 +188,61 @@ def correlated_regression(N, p, coef, rho=0.5, noise_sd=1.0, rng=None, *, dtype=
         X[start:stop] = block
         y[start:stop] = block @ beta + rng.normal(0.0, noise_sd, stop - start)
     return X, y, beta
+
+
+@dataclass(frozen=True)
+class MissingData:
+    """A regression data set with covariates missing at random.
+
+    Attributes
+    ----------
+    X : ndarray of shape (N, d)
+        Covariates with ``NaN`` where missing.
+    X_complete : ndarray of shape (N, d)
+        The same covariates before deletion.
+    y : ndarray of shape (N,)
+    beta, mu : ndarray of shape (d,)
+        True coefficients and covariate means.
+    cov : ndarray of shape (d, d)
+        Covariance of the covariates.
+    """
+
+    X: np.ndarray
+    X_complete: np.ndarray
+    y: np.ndarray
+    beta: np.ndarray
+    mu: np.ndarray
+    cov: np.ndarray
+
+
+def missing_covariates_regression(N, beta=(1.0, -0.5, 0.25), mu=(0.5, -0.3, 0.0), rho=0.5,
+                                  noise_sd=1.0, missing=0.2, rng=None) -> MissingData:
+    """Linear regression with Gaussian covariates, a fraction of them missing at random.
+
+    ``x_i ~ N(mu, Sigma)`` with unit variances and correlation ``rho``; ``y_i = x_i . beta +
+    N(0, noise_sd^2)``. Each covariate entry is deleted with probability ``expit(c + y_i)``,
+    ``c`` set so that a fraction ``missing`` is deleted: missingness depends on the observed
+    ``y`` only (missing at random, not completely at random).
+
+    Examples
+    --------
+    >>> data = missing_covariates_regression(10_000, rng=0)
+    >>> round(float(np.isnan(data.X).mean()), 2)
+    0.2
+    """
+    N = check_int("N", N, low=1)
+    beta = np.asarray(beta, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    d = beta.shape[0]
+    if mu.shape != (d,):
+        raise ValueError(f"mu must have {d} values like beta, got shape {mu.shape}")
+    if not 0.0 < missing < 1.0:
+        raise ValueError(f"missing must be in (0, 1), got {missing}")
+    rng = as_generator(rng)
+    cov = np.full((d, d), float(rho)) + (1.0 - rho) * np.eye(d)
+    X_complete = mu + rng.standard_normal((N, d)) @ np.linalg.cholesky(cov).T
+    y = X_complete @ beta + rng.normal(0.0, check_positive("noise_sd", noise_sd), N)
+    c = optimize.brentq(lambda c: special.expit(c + y).mean() - missing, -50.0, 50.0)
+    gone = rng.random((N, d)) < special.expit(c + y)[:, None]
+    X = np.where(gone, np.nan, X_complete)
+    return MissingData(X, X_complete, y, beta, mu, cov)

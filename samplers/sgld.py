@@ -200,10 +200,14 @@ class SGLD(Proposal):
     def check(self, view):
         check_gradient_model(self, view)
 
+    def _gradient(self, rng, view, theta, idx):
+        """The estimate ``g`` of the log-posterior gradient from rows ``idx``."""
+        return minibatch_grad(view, theta, idx)
+
     def propose(self, rng, view, batches, theta, pstate, iteration=0):
         h = self._schedule(iteration)
         batches.restart()
         idx = batches.take(self.batch_size)
-        drift = 0.5 * h * minibatch_grad(view, theta, idx)
+        drift = 0.5 * h * self._gradient(rng, view, theta, idx)
         noise = math.sqrt(h * self.temperature) * rng.standard_normal(theta.shape[0])
         return theta + drift + noise, 0.0, None, idx.shape[0]

@@ -9,9 +9,12 @@
 * baselines on the shared chain loop: :class:`SparseLinearRegression` (the same model, with
   ``beta`` as the state) and the :class:`ReversibleJump` proposal, run by
   :func:`rjmcmc_select` with ``ExactTest`` (full-data reversible-jump MH) or ``AustereTest``
-  (Korattikara et al. 2014, section 6.3).
+  (Korattikara et al. 2014, section 6.3);
+* missing data (section 3.2, Algorithm S1): :class:`ImputationSGLD` on a
+  :class:`MissingCovariateRegression`, and the full-data :func:`data_augmentation` baseline.
 """
 
+from ._missing import ImputationSGLD, MissingCovariateRegression, data_augmentation
 from ._prior import SpikeSlabPrior
 from ._results import SelectionScores, VariableSelection, selection_scores
 from ._rjmcmc import ReversibleJump, SparseLinearRegression, rjmcmc_select
@@ -21,4 +24,5 @@ __all__ = [
     "esgld_select", "ESGLDState", "ESGLDInfo",
     "SpikeSlabPrior", "VariableSelection", "SelectionScores", "selection_scores",
     "SparseLinearRegression", "ReversibleJump", "rjmcmc_select",
+    "MissingCovariateRegression", "ImputationSGLD", "data_augmentation",
 ]
