@@ -25,12 +25,12 @@ iteration t, with the subsample ``X_n`` standing in for the duplicated data set 
 :class:`SpikeSlabPrior`): it leaves the posterior of ``(gamma, beta)`` unchanged and holds
 excluded coefficients near zero. That matters because the subsample stands in for all N
 rows: the log-likelihood gain of including variable j varies between subsamples with sd
-about ``N |theta_j| / (sigma sqrt(n))``, so a loosely held null ``theta_j`` would be let in
+about ``N |theta_j| sd(x_j) / (sigma sqrt(n))``, so a loosely held null ``theta_j`` would be let in
 by subsample noise alone.
 
 Posterior inclusion probabilities average ``1{j in gamma_k}`` over all models after burn-in
 (Theorem 1(iii)); the coefficient estimates average ``theta * gamma_k`` over the same draws.
-One iteration reads n rows and costs O(m n |gamma| + p), never O(N).
+One iteration reads n rows and costs O(m (moves + |gamma|) n + p), never O(N).
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ class ESGLDInfo(NamedTuple):
 
     #: For each variable, how many of the m models included it.
     counts: np.ndarray
-    #: Accepted model moves (of m).
+    #: Accepted model moves (of ``m * moves`` proposals).
     accepted: int
     #: Mean size of the m models.
     mean_size: float
@@ -246,8 +246,7 @@ def esgld_step(rng, state: ESGLDState, problem: _Problem, batches: IndexSampler)
     counts = np.empty(p, dtype=np.int64)
     size, accepted = esgld_update(
         problem.X, problem.y, rows, state.theta, order, state.size, u, problem.moves, z,
-        problem.k_max,
-        problem.coef, problem.log_size, problem.slab_sd, problem.spike_sd, h,
+        problem.k_max, problem.coef, problem.log_size, problem.slab_sd, problem.spike_sd, h,
         math.sqrt(h * problem.temperature), theta, grad, counts,
     )
     info = ESGLDInfo(counts, int(accepted), float(counts.sum()) / problem.m)
