@@ -11,9 +11,7 @@ Writes ``benchmarks/results/fig5_sgld_mh.png`` and ``.json``.
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import platform
+import sys
 import time
 import warnings
 from pathlib import Path
@@ -24,6 +22,9 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _common import RESULTS, write  # noqa: E402
+
 from samplers import SGLD, AcceptAll, AustereTest, LaplacePrior, Langevin, LinearRegression, sample  # noqa: E402
 from samplers.datasets import L1_TOY_LAPLACE_RATE, L1_TOY_PRECISION, l1_regression_toy  # noqa: E402
 from samplers.quadrature import posterior_1d  # noqa: E402
@@ -31,8 +32,6 @@ from samplers.quadrature import posterior_1d  # noqa: E402
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
     import arviz as az
-
-RESULTS = Path(__file__).resolve().parent / "results"
 
 
 def main(steps: int, seed: int) -> dict:
@@ -89,15 +88,13 @@ def main(steps: int, seed: int) -> dict:
     fig.tight_layout()
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "fig5_sgld_mh.png", dpi=120)
+    print(f"wrote {RESULTS / 'fig5_sgld_mh.png'}")
     payload = {
-        "machine": {"cpu_count": os.cpu_count(), "python": platform.python_version(),
-                    "load_average_1min": os.getloadavg()[0]},
         "settings": {"N": model.N, "step": 5e-6, "batch": 500, "seed": seed},
         "posterior": {"mean": post.mean, "sd": post.sd, "p_left_of_zero": post.prob(-np.inf, 0.0)},
         **summary,
     }
-    (RESULTS / "fig5_sgld_mh.json").write_text(json.dumps(payload, indent=2) + "\n")
-    print(f"wrote {RESULTS / 'fig5_sgld_mh.png'} and .json")
+    write("fig5_sgld_mh", payload)
     return payload
 
 
