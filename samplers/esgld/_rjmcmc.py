@@ -12,7 +12,6 @@ prior ratio and the proposal ratio of the jump.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 
 import numpy as np

@@ -17,7 +17,6 @@ from samplers import (
     IndexSampler,
     Langevin,
     PolynomialDecay,
-    RandomWalk,
     State,
     mh_step,
     sample,
@@ -163,8 +162,3 @@ def test_model_without_gradients_is_refused():
 
     with pytest.raises(TypeError, match="SGLD needs model.grad_loglik and model.grad_logprior"):
         sample(NoGrad(), AcceptAll(), SGLD(1e-5, 5), [0.0], 5, rng=0)
-
-
-def test_random_walk_chains_still_count_iterations():
-    chain = sample(MODEL, AustereTest(m=500), RandomWalk(0.01), [0.3], 10, rng=0)
-    assert chain.samples.shape == (10, 1)
