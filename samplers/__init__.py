@@ -8,6 +8,8 @@ The pieces:
 * accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
   :class:`ConfidenceTest` (Bardenet et al. 2014);
 * proposals: :class:`RandomWalk`, :class:`Langevin`;
+* SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
+  extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
   :class:`Chains`;
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from.
@@ -39,6 +41,9 @@ from .models import (
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Langevin, Proposal, RandomWalk
 
+# --- SGLD and extended SGLD (issue 7) ---
+from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "confidence_radius",
@@ -49,4 +54,6 @@ __all__ = [
     "FlatPrior", "GaussianPrior", "LaplacePrior",
     "Proposal", "RandomWalk", "Langevin",
     "datasets", "priors",
+    # SGLD and extended SGLD (issue 7)
+    "SGLD", "AcceptAll", "AcceptAllInfo", "StepSchedule", "ConstantStep", "PolynomialDecay",
 ]
