@@ -1,5 +1,7 @@
 """Theory engine: error and data use of minibatch MH tests, and their optimal design.
 
+* :func:`sequential_error` -- E, pi-bar and expected stages of the sequential t-test at a
+  standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
@@ -7,5 +9,6 @@
 """
 
 from . import acceptance, correction
+from ._sequential import SequentialError, sequential_error
 
-__all__ = ["acceptance", "correction"]
+__all__ = ["SequentialError", "acceptance", "correction", "sequential_error"]
