@@ -1,7 +1,9 @@
 """Theory engine: error and data use of minibatch MH tests, and their optimal design.
 
 * :func:`sequential_error` -- E, pi-bar and expected stages of the sequential t-test at a
-  standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1).
+  standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1);
+* :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
+  a :class:`TrialChain` (Eq. 6).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
@@ -9,6 +11,16 @@
 """
 
 from . import acceptance, correction
+from ._acceptance import AcceptanceError, acceptance_error
 from ._sequential import SequentialError, sequential_error
+from ._trial import TrialChain
 
-__all__ = ["SequentialError", "acceptance", "correction", "sequential_error"]
+__all__ = [
+    "AcceptanceError",
+    "SequentialError",
+    "TrialChain",
+    "acceptance",
+    "acceptance_error",
+    "correction",
+    "sequential_error",
+]
