@@ -2,6 +2,7 @@
 loaded by path (the suite runs with ``--import-mode=importlib``)."""
 
 import importlib.util
+import sys
 from pathlib import Path
 
 import pytest
@@ -10,8 +11,13 @@ REFERENCE = Path(__file__).parent / "reference"
 
 
 def _load(name):
-    spec = importlib.util.spec_from_file_location(f"design_reference_{name}", REFERENCE / f"{name}.py")
+    """Import ``reference/<name>.py`` as module ``name`` (numba's cache and pickling
+    refer to compiled functions by module name, so it must be importable as such)."""
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.spec_from_file_location(name, REFERENCE / f"{name}.py")
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
     spec.loader.exec_module(module)
     return module
 
