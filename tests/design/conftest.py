@@ -35,6 +35,12 @@ def simulation():
 
 
 @pytest.fixture(scope="session")
+def logistic_pairs():
+    """Synthetic logistic regression, its model protocol, and MH / Laplace pairs."""
+    return _load("logistic_pairs")
+
+
+@pytest.fixture(scope="session")
 def coarse_dp():
     """Re-implementation of the authors' 100-bin dynamic programme."""
     return _load("coarse_dp")
