@@ -258,13 +258,43 @@ def _panel_rule(edges, gl_t, gl_w):
 
 #: Above this a q the even-moment series needs too many terms; sum exponentials instead.
 _SERIES_LIMIT = 40.0
+#: Terms of the band series; it is used while a * (band half-width) <= _BAND_SERIES_LIMIT.
+_N_BAND_MOM = 28
+_BAND_SERIES_LIMIT = 3.0
+
+
+@jit
+def _band_moments(xb, wfb):
+    """Centre and half-width of the band, and C_k = sum_b wfb (xb - centre)^k / k!."""
+    c = np.zeros(_N_BAND_MOM)
+    if xb.shape[0] == 0:
+        return 0.0, 0.0, c
+    centre = 0.5 * (xb[0] + xb[-1])
+    half = 0.5 * (xb[-1] - xb[0])
+    pw = wfb.copy()
+    for k in range(_N_BAND_MOM):
+        acc = 0.0
+        for b in range(xb.shape[0]):
+            acc += pw[b]
+        c[k] = acc
+        for b in range(xb.shape[0]):
+            pw[b] *= (xb[b] - centre) / (k + 1)
+    return centre, half, c
 
 
 @jit
 def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
                       active, surv_mu, err, right, pibar, stages):
-    """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting)."""
+    """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting).
+
+    With a = mu sqrt(tau_j): wrong-side stops D = exp(-a^2/2) sum_b wfb exp(-a xb) (lower
+    band, where the ratio is below one), by the centred series exp(-a centre)
+    sum_k (-a)^k C_k while a * half-width is small (alternating terms lose at most
+    exp(3)); survival S = exp(-a^2/2) sum_r c_r a^(2r) (positive terms), truncated where
+    (a q)^(2r) / (2r)! is negligible, or summed directly for large a q.
+    """
     a_cut = qj + math.sqrt(qj * qj + 80.0)            # exp(a q - a^2/2) < e^-40 beyond
+    centre, half, cband = _band_moments(xb, wfb)
     for k in range(mus.shape[0]):
         if not active[k]:
             continue
@@ -275,16 +305,25 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
             surv_mu[k] = 0.0
             continue
         g = math.exp(-0.5 * a * a)
-        dlow = 0.0                                    # wrong side: below -q, ratio <= 1
-        for b in range(xb.shape[0]):
-            dlow += wfb[b] * math.exp(-a * xb[b])
-        dlow *= g
+        if a * half <= _BAND_SERIES_LIMIT:
+            n_terms = min(_N_BAND_MOM, 14 + int(5.0 * a * half))
+            acc = 0.0
+            for r in range(n_terms - 1, -1, -1):
+                acc = acc * -a + cband[r]
+            dlow = acc * math.exp(-a * centre - 0.5 * a * a)
+        else:
+            dlow = 0.0
+            for b in range(xb.shape[0]):
+                dlow += wfb[b] * math.exp(-a * xb[b])
+            dlow *= g
+        x = a * qj
         if not use_series:                            # driftless survival carried along
             svk = coeffs[0]
-        elif a * qj <= _SERIES_LIMIT:
+        elif x <= _SERIES_LIMIT:
+            n_terms = min(coeffs.shape[0], int(0.5 * (x + 8.5 * math.sqrt(x) + 10.0)) + 1)
             acc = 0.0
             y = a * a
-            for r in range(coeffs.shape[0] - 1, -1, -1):
+            for r in range(n_terms - 1, -1, -1):
                 acc = acc * y + coeffs[r]
             svk = g * acc
         else:
