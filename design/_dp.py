@@ -339,8 +339,8 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
 
 
 @jit
-def dp_kernel(tau, q, pi, mus, W, lam, band_width, int_finest, int_coarsest, int_ratio,
-              band_t, band_w, gl_t, gl_w, n_mom, interior):
+def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coarsest,
+              int_ratio, band_t, band_w, gl_t, gl_w, n_mom, interior):
     """Run the dynamic programme over the monitored stages 1..J-1.
 
     Parameters
@@ -351,10 +351,11 @@ def dp_kernel(tau, q, pi, mus, W, lam, band_width, int_finest, int_coarsest, int
         Data fraction n_j / N of every stage including the last (pi[J1] == 1).
     mus : float64[n_mu]
         Non-negative standardized means.
-    W, lam, band_width, int_finest, int_coarsest, int_ratio, n_mom
-        Resolution: kernel reach in sds, grid points per kernel sd, band panel width in sds,
-        interior panel widths (finest in sds, coarsest absolute) and growth ratio, number of
-        even moments.
+    W, lam, window, band_width, int_finest, int_coarsest, int_ratio, n_mom
+        Resolution: kernel reach in sds; grid points per kernel sd, and how much finer the
+        contracting grid may get before it is rebuilt; band panel width in sds; interior
+        panel widths (finest in sds, coarsest absolute) and growth ratio; number of even
+        moments.
     band_t, band_w, gl_t, gl_w : float64[p]
         Gauss-Legendre nodes and weights on [-1, 1] for the band and interior panels.
     interior : bool
@@ -429,8 +430,8 @@ def dp_kernel(tau, q, pi, mus, W, lam, band_width, int_finest, int_coarsest, int
         h_hi = min(s, s_after) / lam                  # resolves f_{j+1} and the next kernel
         Xn = rho * qj + W * s                         # support edge of f_{j+1}
         qn = q[j + 1]
-        toeplitz = h_hi / 1.6 <= rho * h <= h_hi
-        hn = rho * h if toeplitz else h_hi / 1.25
+        toeplitz = h_hi / window <= rho * h <= h_hi
+        hn = rho * h if toeplitz else h_hi
         Mn = int(math.ceil(max(Xn, qn) / hn)) + 1
         if toeplitz:
             Fn = _toeplitz_step(F, M, h, hn, Mn, s, W)

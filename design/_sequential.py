@@ -32,7 +32,8 @@ class _Resolution:
     """
 
     reach: float = 8.0
-    grid: float = 2.0
+    grid: float = 1.75
+    window: float = 1.25
     band: float = 8.5
     band_order: int = 16
     interior_finest: float = 3.0
@@ -98,7 +99,7 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
     pi = n / N
     r = resolution
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
-        tau, q, pi, mus, r.reach, r.grid, r.band, r.interior_finest, r.interior_coarsest,
+        tau, q, pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest, r.interior_coarsest,
         r.interior_ratio, *np.polynomial.legendre.leggauss(r.band_order), _GL_T, _GL_W,
         _N_MOMENTS if interior else 1, bool(interior))
     return dict(error=err, p_early_correct=right, p_full=pfull, data_fraction=pibar,
