@@ -21,7 +21,7 @@ __all__ = ["add_design_parser", "run_design"]
 def add_design_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``design`` subcommand to an ``argparse`` subparsers object; return it.
 
-    The parser sets ``func=run_design``, so a caller can dispatch with ``args.func(args)``.
+    The parser sets ``run=run_design``, so ``samplers.cli`` dispatches with ``args.run(args)``.
     """
     p = subparsers.add_parser(
         "design",
@@ -42,7 +42,7 @@ def add_design_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--m-grid", type=int, nargs="+", metavar="M", help="minibatch sizes")
     p.add_argument("--epsilon-grid", type=float, nargs="+", metavar="EPS",
                    help="per-stage errors")
-    p.set_defaults(func=run_design)
+    p.set_defaults(run=run_design)
     return p
 
 

@@ -25,7 +25,7 @@ def trial_file(tmp_path):
 def test_average_design_from_a_trial_file(trial_file, capsys):
     args = _parse(["design", "--trial", str(trial_file), "--tolerance", "0.02",
                    "--m-grid", "100", "500", "--epsilon-grid", "0.01", "0.1"])
-    assert args.func is run_design
+    assert args.run is run_design
     assert run_design(args) == 0
     out = capsys.readouterr().out
     assert "average design over 3 trial pairs" in out and "N = 10,000" in out
