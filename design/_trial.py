@@ -203,7 +203,8 @@ class TrialChain:
         Reads ``chain.N`` and the per-iteration arrays ``chain.stats["l_mean"]`` (mean of
         l_i over all N), ``chain.stats["l_std"]`` (population sd of l_i, ddof = 0) and
         ``chain.stats["log_const"]`` (the data-free log term log prior ratio + log q ratio,
-        so c0 = -log_const / N).
+        so c0 = -log_const / N). Arrays of several chains stacked (n_chains, n_samples) are
+        pooled.
         """
         stats = getattr(chain, "stats", None)
         missing = [k for k in ("l_mean", "l_std", "log_const")
@@ -213,8 +214,9 @@ class TrialChain:
                 "chain must carry stats['l_mean'], stats['l_std'] and stats['log_const'] "
                 f"(record it with exact MH); missing {missing}")
         N = check_int("chain.N", getattr(chain, "N", None), low=2)
-        log_const = check_finite_array("chain.stats['log_const']", stats["log_const"], ndim=1)
-        return cls(mu=stats["l_mean"], sigma=stats["l_std"], c0=-log_const / N, N=N)
+        log_const = check_finite_array("chain.stats['log_const']", stats["log_const"]).ravel()
+        return cls(mu=np.ravel(stats["l_mean"]), sigma=np.ravel(stats["l_std"]),
+                   c0=-log_const / N, N=N)
 
     # ------------------------------------------------------------------ file format
     def save(self, path) -> None:

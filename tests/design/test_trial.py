@@ -108,6 +108,8 @@ def test_from_chain_reads_the_recorded_statistics():
     np.testing.assert_array_equal(tc.sigma, [0.01, 0.02])
     np.testing.assert_allclose(tc.c0, [-0.5 / 5000, 1.0 / 5000])
     assert tc.N == 5000
+    stacked = SimpleNamespace(N=5000, stats={k: np.stack([v, v]) for k, v in chain.stats.items()})
+    assert TrialChain.from_chain(stacked).n_pairs == 4
     del chain.stats["l_std"]
     with pytest.raises(TypeError, match=r"missing \['l_std'\]"):
         TrialChain.from_chain(chain)
