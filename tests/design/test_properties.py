@@ -1,13 +1,11 @@
-"""Invariants of sequential_error over random tests (hypothesis, derandomised, capped)."""
+"""Invariants of sequential_error over random tests (hypothesis, with the project's
+derandomised, capped profile from tests/conftest.py)."""
 
 import numpy as np
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from design import sequential_error
-
-PROPERTY = settings(derandomize=True, max_examples=30, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow])
 
 
 @st.composite
@@ -22,7 +20,6 @@ def sequential_tests(draw):
 mu_values = st.lists(st.floats(0.0, 30.0), min_size=1, max_size=6)
 
 
-@PROPERTY
 @given(sequential_tests(), mu_values)
 def test_probabilities_are_probabilities(test, mus):
     r = sequential_error(np.array(mus), **test)
@@ -34,7 +31,6 @@ def test_probabilities_are_probabilities(test, mus):
         assert np.all((p >= -1e-10) & (p <= 1 + 1e-10))
 
 
-@PROPERTY
 @given(sequential_tests())
 def test_outcome_probabilities_sum_to_one(test):
     """At mu = 0 the early right-side stops come from survival differences and the wrong
@@ -45,7 +41,6 @@ def test_outcome_probabilities_sum_to_one(test):
     assert abs(r.p_early_correct[0] - r.error[0]) < 1e-9
 
 
-@PROPERTY
 @given(sequential_tests(), mu_values)
 def test_error_is_even_and_decreasing_in_mu(test, mus):
     mus = np.sort(np.array(mus))
@@ -57,7 +52,6 @@ def test_error_is_even_and_decreasing_in_mu(test, mus):
     assert np.all(np.diff(r.error[:k + 1]) <= 1e-12)
 
 
-@PROPERTY
 @given(st.integers(2, 5000), st.floats(0.001, 0.49), st.sampled_from(["normal", "t"]),
        mu_values)
 def test_whole_data_when_the_batch_is_the_population(N, eps, threshold, mus):
