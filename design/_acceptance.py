@@ -76,13 +76,11 @@ class PairIntegrals:
                         continue
                     lo, hi = 0.0, -c
                     cut_lo, cut_hi = max(0.0, -c - _WEIGHT_CUT / k), -c
-                # u-mass of the part beyond the table, where E = 0 and pi-bar = m / N
-                if hi > self.mu_max:
-                    a = max(lo, self.mu_max)
+                if hi > self.mu_max:  # u-mass beyond the table: E = 0, pi-bar = m / N
                     if side > 0:
-                        self.tail[p] += math.exp(k * (c - a))
+                        self.tail[p] += math.exp(k * (c - max(lo, self.mu_max)))
                     else:
-                        self.tail[p] += -math.expm1(k * (c + self.mu_max)) if a < hi else 0.0
+                        self.tail[p] -= math.expm1(k * (c + self.mu_max))
                 a, b = cut_lo, min(cut_hi, self.mu_max)
                 if b <= a:
                     continue
@@ -186,6 +184,8 @@ def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> Acceptan
     integrals = PairIntegrals(trial_chain, mu_table_edge(N, m, epsilon, threshold))
     table = run_dp(integrals.knots, m, epsilon, N, threshold)
     delta, data = integrals.evaluate(table, m, N)
+    for a in (delta, data):
+        a.setflags(write=False)
     return AcceptanceError(
         delta=delta, data_fraction=data, accept_prob=trial_chain.accept_prob,
         mean_abs_delta=float(np.mean(np.abs(delta))),

@@ -46,7 +46,7 @@ from samplers._jit import jit
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI
 
-#: Gauss-Legendre rule used on band and interior panels (nodes and weights on [-1, 1]).
+#: Gauss-Legendre order of the interior panels (the band's is a resolution parameter).
 GL_ORDER = 10
 
 
@@ -173,21 +173,21 @@ def _interior_edges(q, finest, coarsest, ratio):
 
 
 @jit
-def _even_moment_coeffs(xi, wfi, n_mom):
-    """c_k = m_{2k} / (2k)!, m_{2k} = 2 * sum_i wfi x_i^{2k} (even moments on [-q, q])."""
-    c = np.zeros(n_mom)
-    n = xi.shape[0]
-    pw = np.empty(n)
-    for i in range(n):
-        pw[i] = 2.0 * wfi[i]
-    for k in range(n_mom):
+def _taylor_sums(t, w, n, stride):
+    """c_k = sum_i w_i t_i^(stride k) / (stride k)!, k < n: the coefficients of
+    sum_i w_i exp(a t_i) (stride 1) or of sum_i w_i cosh(a t_i) (stride 2) in powers of a."""
+    c = np.zeros(n)
+    pw = w.copy()
+    for k in range(n):
         acc = 0.0
-        for i in range(n):
+        for i in range(t.shape[0]):
             acc += pw[i]
         c[k] = acc
-        f = 1.0 / ((2 * k + 1) * (2 * k + 2))
-        for i in range(n):
-            pw[i] *= xi[i] * xi[i] * f
+        f = 1.0
+        for r in range(stride):
+            f /= stride * k + r + 1
+        for i in range(t.shape[0]):
+            pw[i] *= t[i] ** stride * f
     return c
 
 
@@ -264,25 +264,6 @@ _BAND_SERIES_LIMIT = 3.0
 
 
 @jit
-def _band_moments(xb, wfb):
-    """Centre and half-width of the band, and C_k = sum_b wfb (xb - centre)^k / k!."""
-    c = np.zeros(_N_BAND_MOM)
-    if xb.shape[0] == 0:
-        return 0.0, 0.0, c
-    centre = 0.5 * (xb[0] + xb[-1])
-    half = 0.5 * (xb[-1] - xb[0])
-    pw = wfb.copy()
-    for k in range(_N_BAND_MOM):
-        acc = 0.0
-        for b in range(xb.shape[0]):
-            acc += pw[b]
-        c[k] = acc
-        for b in range(xb.shape[0]):
-            pw[b] *= (xb[b] - centre) / (k + 1)
-    return centre, half, c
-
-
-@jit
 def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
                       active, surv_mu, err, right, pibar, stages):
     """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting).
@@ -294,7 +275,11 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
     (a q)^(2r) / (2r)! is negligible, or summed directly for large a q.
     """
     a_cut = qj + math.sqrt(qj * qj + 80.0)            # exp(a q - a^2/2) < e^-40 beyond
-    centre, half, cband = _band_moments(xb, wfb)
+    centre = half = 0.0
+    if xb.shape[0] > 0:
+        centre = 0.5 * (xb[0] + xb[-1])
+        half = 0.5 * (xb[-1] - xb[0])
+    cband = _taylor_sums(xb - centre, wfb, _N_BAND_MOM, 1)
     for k in range(mus.shape[0]):
         if not active[k]:
             continue
@@ -308,7 +293,7 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
         if a * half <= _BAND_SERIES_LIMIT:
             n_terms = min(_N_BAND_MOM, 14 + int(5.0 * a * half))
             acc = 0.0
-            for r in range(n_terms - 1, -1, -1):
+            for r in range(n_terms - 1, -1, -1):      # sum_k (-a)^k C_k
                 acc = acc * -a + cband[r]
             dlow = acc * math.exp(-a * centre - 0.5 * a * a)
         else:
@@ -401,8 +386,8 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
     xi = np.empty(0)
     wi = np.empty(0)
     if interior:
-        xi, wi = _panel_rule(_interior_edges(q[0], int_finest * scale, int_coarsest, int_ratio),
-                             gl_t, gl_w)
+        xi, wi = _panel_rule(_interior_edges(min(q[0], X), int_finest * scale, int_coarsest,
+                                             int_ratio), gl_t, gl_w)
     fi = _normal_pdf(xi)
     sv = 1.0
 
@@ -413,7 +398,7 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         exits[j] = 2.0 * np.sum(wfb)
         if interior:
             sv = 2.0 * np.sum(wfi)
-            coeffs = _even_moment_coeffs(xi, wfi, n_mom)
+            coeffs = _taylor_sums(xi, 2.0 * wfi, n_mom, 2)   # even moments on [-q, q]
         else:
             sv = sv - exits[j]
             coeffs = np.full(1, sv)
@@ -428,7 +413,7 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         rho = math.sqrt(tau[j] / tau[j + 1])
         s_after = s_all[j + 1]
         h_hi = min(s, s_after) / lam                  # resolves f_{j+1} and the next kernel
-        Xn = rho * qj + W * s                         # support edge of f_{j+1}
+        Xn = rho * min(qj, X) + W * s                 # support edge of f_{j+1}
         qn = q[j + 1]
         toeplitz = h_hi / window <= rho * h <= h_hi
         hn = rho * h if toeplitz else h_hi
@@ -443,11 +428,11 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         xbn, wbn = _panel_rule(_band_edges(qn, Xn, band_width * min(s, s_after)),
                                band_t, band_w)
         fbn = _eval_points(xbn, F, M, h, rho, s, W, xb, wfb)
-        if interior:
-            xi, wi = _panel_rule(_interior_edges(qn, int_finest * s, int_coarsest, int_ratio),
-                                 gl_t, gl_w)
+        if interior:   # f_{j+1} is negligible beyond Xn, so no nodes are needed there
+            xi, wi = _panel_rule(_interior_edges(min(qn, Xn), int_finest * s, int_coarsest,
+                                                 int_ratio), gl_t, gl_w)
             fi = _eval_points(xi, F, M, h, rho, s, W, xb, wfb)
-        F, M, h = Fn, Mn, hn
+        F, M, h, X = Fn, Mn, hn, Xn
         xb, wb, fb = xbn, wbn, fbn
 
     return err, right, surv_mu, pibar, stages, exits, surv

@@ -25,10 +25,11 @@ _N_MOMENTS = 64
 class _Resolution:
     """Discretisation of the dynamic programme; ``refined(f)`` is f times finer.
 
-    reach: kernel reach in kernel sds; grid: grid points per kernel sd (before contraction);
-    band, band_order: band panel width in sds and its Gauss-Legendre order; interior_*:
-    panels on [0, q] (finest in sds, coarsest absolute, growth ratio). The defaults give
-    ~1e-10 absolute accuracy or better (see the tests).
+    reach: kernel reach in kernel sds; grid: grid points per kernel sd; window: how much
+    finer than that the contracting grid may become before it is rebuilt; band, band_order:
+    band panel width in sds and its Gauss-Legendre order; interior_*: panels on [0, q]
+    (finest in sds, coarsest absolute, growth ratio). The defaults give ~1e-10 absolute
+    accuracy or better (see the tests).
     """
 
     reach: float = 8.0
@@ -44,6 +45,7 @@ class _Resolution:
         return _Resolution(
             reach=self.reach + 1.0,
             grid=self.grid * factor,
+            window=self.window,
             band=self.band / factor,
             band_order=int(round(self.band_order * factor)),
             interior_finest=self.interior_finest / factor,
@@ -98,9 +100,10 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
     q = stage_thresholds(n[:-1], epsilon, threshold).astype(np.float64)
     pi = n / N
     r = resolution
+    band_t, band_w = np.polynomial.legendre.leggauss(r.band_order)
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
-        tau, q, pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest, r.interior_coarsest,
-        r.interior_ratio, *np.polynomial.legendre.leggauss(r.band_order), _GL_T, _GL_W,
+        tau, q, pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
+        r.interior_coarsest, r.interior_ratio, band_t, band_w, _GL_T, _GL_W,
         _N_MOMENTS if interior else 1, bool(interior))
     return dict(error=err, p_early_correct=right, p_full=pfull, data_fraction=pibar,
                 expected_stages=stages, exits=exits, survival=surv)
@@ -220,8 +223,10 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal") -> Sequential
 
     def shaped(key):
         out = res[key][inverse].reshape(mu.shape)
+        out.setflags(write=False)
         return float(out) if scalar else out
 
+    mu.setflags(write=False)
     return SequentialError(
         mu_std=float(mu) if scalar else mu,
         error=shaped("error"),
