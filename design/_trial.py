@@ -144,6 +144,21 @@ class TrialChain:
         -----
         The mean and variance of l_i are accumulated chunk by chunk with the pairwise update
         of Chan, Golub & LeVeque (1979), which does not lose precision when |mu| << sigma.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> class UnitGaussianMean:              # x_i ~ N(theta, 1), flat prior
+        ...     def __init__(self, x):
+        ...         self.x, self.N = x, len(x)
+        ...     def loglik(self, theta, idx):
+        ...         return -0.5 * (self.x[idx] - theta[0]) ** 2
+        ...     def logprior(self, theta):
+        ...         return 0.0
+        >>> model = UnitGaussianMean(np.random.default_rng(0).normal(size=1000))
+        >>> tc = TrialChain.from_model(model, [[0.0], [0.0]], [[0.01], [-0.02]], chunk=300)
+        >>> tc.n_pairs, tc.N, tc.sigma.round(4)
+        (2, 1000, array([0.0098, 0.0195]))
         """
         N = check_int("model.N", getattr(model, "N", None), low=2)
         chunk = check_int("chunk", chunk, low=1)
@@ -220,7 +235,18 @@ class TrialChain:
 
     # ------------------------------------------------------------------ file format
     def save(self, path) -> None:
-        """Write to ``path`` as an .npz file with a format name and version."""
+        """Write to ``path`` as an .npz file with a format name and version.
+
+        Examples
+        --------
+        >>> import os, tempfile
+        >>> tc = TrialChain(mu=[1e-5], sigma=[0.01], c0=[0.0], N=10_000)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     tc.save(os.path.join(tmp, "trial.npz"))
+        ...     back = TrialChain.load(os.path.join(tmp, "trial.npz"))
+        >>> back.N, back.sigma
+        (10000, array([0.01]))
+        """
         with open(path, "wb") as fh:
             np.savez(fh, format=np.array(_FORMAT), version=np.array(_VERSION),
                      mu=self.mu, sigma=self.sigma, c0=self.c0, N=np.array(self.N))
