@@ -13,7 +13,7 @@
 """
 
 from . import acceptance, correction
-from ._acceptance import AcceptanceError, acceptance_error
+from ._acceptance_error import AcceptanceError, acceptance_error
 from ._optimize import Design, InfeasibleDesignError, optimize
 from ._sequential import SequentialError, sequential_error
 from ._trial import TrialChain

@@ -10,7 +10,7 @@ import numpy as np
 
 from samplers._checks import check_int, check_interval
 
-from ._acceptance import PairIntegrals, mu_table_edge
+from ._acceptance_error import PairIntegrals, mu_table_edge
 from ._sequential import THRESHOLDS, run_dp
 from ._trial import TrialChain
 

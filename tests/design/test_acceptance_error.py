@@ -6,7 +6,7 @@ import pytest
 from scipy.interpolate import CubicSpline
 
 from design import TrialChain, acceptance_error, sequential_error
-from design._acceptance import PairIntegrals, mu_table_edge
+from design._acceptance_error import PairIntegrals, mu_table_edge
 from design._sequential import run_dp
 
 N = 10_000
