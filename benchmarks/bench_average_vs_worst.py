@@ -15,7 +15,6 @@ Run: ``python benchmarks/bench_average_vs_worst.py``
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -24,14 +23,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
+from _design_refs import reference  # noqa: E402
 
 from design import InfeasibleDesignError, TrialChain, acceptance_error, optimize  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location(
-    "logistic_pairs", ROOT / "tests" / "design" / "reference" / "logistic_pairs.py")
-lp = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lp)
+lp = reference("logistic_pairs")
 
 TOLERANCES = (0.02, 0.03, 0.05, 0.1, 0.2)
 DESIGNS = {

@@ -16,7 +16,6 @@ Writes ``benchmarks/results/bench_design.json``. Run: ``python benchmarks/bench_
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -25,14 +24,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
+from _design_refs import reference  # noqa: E402
 
 from design import TrialChain, optimize, sequential_error  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location(
-    "logistic_pairs", ROOT / "tests" / "design" / "reference" / "logistic_pairs.py")
-lp = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(lp)
+lp = reference("logistic_pairs")
 
 
 def timed(f, *args, **kwargs):

@@ -12,7 +12,6 @@ Run: ``python benchmarks/worst_case_table.py``
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 from pathlib import Path
@@ -21,14 +20,11 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
+from _design_refs import reference  # noqa: E402
 
 from design import sequential_error  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
-spec = importlib.util.spec_from_file_location(
-    "coarse_dp", ROOT / "tests" / "design" / "reference" / "coarse_dp.py")
-coarse = importlib.util.module_from_spec(spec)
-spec.loader.exec_module(coarse)
+coarse = reference("coarse_dp")
 
 
 def main():
