@@ -219,7 +219,9 @@ class TrialChain:
         l_i over all N), ``chain.stats["l_std"]`` (population sd of l_i, ddof = 0) and
         ``chain.stats["log_const"]`` (the data-free log term log prior ratio + log q ratio,
         so c0 = -log_const / N). Arrays of several chains stacked (n_chains, n_samples) are
-        pooled.
+        pooled. Steps where the test read no data (a proposal outside the prior's support:
+        ``log_const = -inf`` and the statistics NaN) are left out: the sampler rejects them
+        without error.
         """
         stats = getattr(chain, "stats", None)
         missing = [k for k in ("l_mean", "l_std", "log_const")
@@ -229,9 +231,15 @@ class TrialChain:
                 "chain must carry stats['l_mean'], stats['l_std'] and stats['log_const'] "
                 f"(record it with exact MH); missing {missing}")
         N = check_int("chain.N", getattr(chain, "N", None), low=2)
-        log_const = check_finite_array("chain.stats['log_const']", stats["log_const"]).ravel()
-        return cls(mu=np.ravel(stats["l_mean"]), sigma=np.ravel(stats["l_std"]),
-                   c0=-log_const / N, N=N)
+        mu, sigma, log_const = (np.ravel(np.asarray(stats[k], dtype=float))
+                                for k in ("l_mean", "l_std", "log_const"))
+        if not (mu.shape == sigma.shape == log_const.shape):
+            raise ValueError("chain.stats['l_mean'], ['l_std'] and ['log_const'] must have "
+                             f"the same length, got {mu.size}, {sigma.size}, {log_const.size}")
+        ran = np.isfinite(mu) & np.isfinite(sigma) & np.isfinite(log_const)
+        if not ran.any():
+            raise ValueError(f"none of the {mu.size} steps of the chain ran the test on data")
+        return cls(mu=mu[ran], sigma=sigma[ran], c0=-log_const[ran] / N, N=N)
 
     # ------------------------------------------------------------------ file format
     def save(self, path) -> None:

@@ -110,11 +110,36 @@ def test_from_chain_reads_the_recorded_statistics():
     assert tc.N == 5000
     stacked = SimpleNamespace(N=5000, stats={k: np.stack([v, v]) for k, v in chain.stats.items()})
     assert TrialChain.from_chain(stacked).n_pairs == 4
+    # a step whose proposal left the prior's support ran no test: it is left out
+    skipped = SimpleNamespace(N=5000, stats={
+        "l_mean": np.array([1e-4, np.nan]), "l_std": np.array([0.01, np.nan]),
+        "log_const": np.array([0.5, -np.inf])})
+    assert TrialChain.from_chain(skipped).n_pairs == 1
+    skipped.stats["l_mean"][0] = np.nan
+    with pytest.raises(ValueError, match="none of the 2 steps"):
+        TrialChain.from_chain(skipped)
     del chain.stats["l_std"]
     with pytest.raises(TypeError, match=r"missing \['l_std'\]"):
         TrialChain.from_chain(chain)
     with pytest.raises(TypeError, match="stats"):
         TrialChain.from_chain(object())
+
+
+def test_from_chain_of_an_exact_mh_run():
+    """For exact MH, P(accept | pair) = Pa: the chain's acceptance rate must match the mean
+    Pa of the trial chain built from it, which checks c0 = -log_const / N end to end."""
+    from samplers import ExactTest, GaussianPrior, LogisticRegression, RandomWalk, sample
+    from samplers.datasets import logistic_regression
+
+    X, y, theta = logistic_regression(20_000, d=3, rng=0)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    chain = sample(model, ExactTest(), RandomWalk(0.02), theta, 400, rng=1)
+    tc = TrialChain.from_chain(chain)
+    assert tc.n_pairs == 400 and tc.N == 20_000
+    pa = tc.accept_prob
+    se = np.sqrt(np.sum(pa * (1 - pa))) / pa.size
+    assert 0.1 < pa.mean() < 0.9
+    assert abs(chain.stats["accepted"].mean() - pa.mean()) < 4 * se
 
 
 def test_construction_checks_and_immutability():
