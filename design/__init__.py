@@ -1,5 +1,11 @@
 """Theory engine: error and data use of minibatch MH tests, and their optimal design.
 
+* :func:`sequential_error` -- E, pi-bar and expected stages of the sequential t-test at a
+  standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1);
+* :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
+  a :class:`TrialChain` (Eq. 6);
+* :func:`optimize` -- the (m, epsilon) that uses the least data within a tolerance, by the
+  average (Eq. 7) or worst-case (Eq. 8) design, returned as a :class:`Design`.
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
@@ -7,5 +13,20 @@
 """
 
 from . import acceptance, correction
+from ._acceptance_error import AcceptanceError, acceptance_error
+from ._optimize import Design, InfeasibleDesignError, optimize
+from ._sequential import SequentialError, sequential_error
+from ._trial import TrialChain
 
-__all__ = ["acceptance", "correction"]
+__all__ = [
+    "AcceptanceError",
+    "Design",
+    "InfeasibleDesignError",
+    "SequentialError",
+    "TrialChain",
+    "acceptance",
+    "acceptance_error",
+    "correction",
+    "optimize",
+    "sequential_error",
+]

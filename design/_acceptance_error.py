@@ -1,0 +1,193 @@
+"""Error in the acceptance probability of each pair of a trial chain."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.interpolate import CubicSpline
+
+from ._sequential import check_design_args, run_dp, stage_thresholds
+from ._trial import TrialChain
+
+__all__ = ["AcceptanceError", "acceptance_error"]
+
+#: Knot spacing in t = asinh(mu_std sqrt(N - 1)): linear near 0, logarithmic far out.
+KNOT_STEP = 0.075
+_GL_T, _GL_W = np.polynomial.legendre.leggauss(8)
+_WEIGHT_CUT = 46.0   # exp(-46) ~ 1e-20: the u-weight is negligible beyond this many 1/kappa
+_PANEL = 2.0         # panel width in units of 1/kappa, so the exponential weight is resolved
+
+
+def mu_table_edge(N, m_min, epsilon_min, threshold):
+    """Largest mu_std needing a table entry: beyond it E < 1e-20 and pi-bar = m / N.
+
+    At stage 1, z_1 ~ N(mu_std sqrt(tau_1), 1); once mu_std sqrt(tau_1) exceeds q_1 + 10
+    every pair stops at stage 1 on the correct side.
+    """
+    if m_min >= N:
+        return 1.0
+    q1 = float(stage_thresholds(np.array([m_min]), epsilon_min, threshold)[0])
+    tau1 = m_min / (N - m_min)
+    return (q1 + 10.0) / math.sqrt(tau1)
+
+
+class PairIntegrals:
+    """Per-pair integrals over u ~ U(0, 1) as linear maps of a tabulated E and pi-bar.
+
+    With kappa = N sigma / sqrt(N - 1) and mu_c = mu_std(u = 1), the standardized mean is
+    mu_std(u) = mu_c - log(u) / kappa, so u ~ U(0, 1) gives mu_std the density
+    kappa exp(kappa (mu_c - x)) on [mu_c, inf). Exact MH accepts iff mu_std(u) > 0. Hence
+
+        delta = int_{mu_c}^{min(0, .)} E(|x|) w(x) dx - int_{max(mu_c, 0)}^inf E(x) w(x) dx,
+        data  = int_{mu_c}^inf pi-bar(|x|) w(x) dx,
+
+    integrated by Gauss-Legendre panels no wider than 2 / kappa (and split at the knots of
+    the table), with E and pi-bar interpolated by a cubic spline in t = asinh(x sqrt(N-1))
+    through their values at the knots. Both integrals are linear in the knot values, so
+    they are stored as matrices: delta = A_err @ E_knots,
+    data = A_data @ pibar_knots + tail * (m / N), ``tail`` being the u-mass beyond the
+    table, where pi-bar = m / N and E = 0.
+    """
+
+    def __init__(self, trial: TrialChain, mu_max: float):
+        N = trial.N
+        scale = math.sqrt(N - 1.0)
+        t_max = math.asinh(mu_max * scale)
+        n_knots = max(int(math.ceil(t_max / KNOT_STEP)), 4) + 1
+        self.knots_t = np.linspace(0.0, t_max, n_knots)
+        self.knots = np.sinh(self.knots_t) / scale
+        self.mu_max = float(self.knots[-1])
+        basis = CubicSpline(self.knots_t, np.eye(n_knots))
+        kappa = trial.mu_std_scale
+        mu_c = trial.mu_std_at_one
+        self.A_err = np.zeros((trial.n_pairs, n_knots))
+        self.A_data = np.zeros((trial.n_pairs, n_knots))
+        self.tail = np.zeros(trial.n_pairs)
+        for p in range(trial.n_pairs):
+            k, c = float(kappa[p]), float(mu_c[p])
+            for side in (+1.0, -1.0):
+                if side > 0:      # mu_std = x >= max(c, 0): exact accepts, error lowers Pa
+                    lo, hi = max(c, 0.0), math.inf
+                    cut_lo, cut_hi = lo, lo + _WEIGHT_CUT / k
+                else:             # mu_std = -x, x in [0, -c]: exact rejects
+                    if c >= 0.0:
+                        continue
+                    lo, hi = 0.0, -c
+                    cut_lo, cut_hi = max(0.0, -c - _WEIGHT_CUT / k), -c
+                if hi > self.mu_max:  # u-mass beyond the table: E = 0, pi-bar = m / N
+                    if side > 0:
+                        self.tail[p] += math.exp(k * (c - max(lo, self.mu_max)))
+                    else:
+                        self.tail[p] -= math.expm1(k * (c + self.mu_max))
+                a, b = cut_lo, min(cut_hi, self.mu_max)
+                if b <= a:
+                    continue
+                x, w = self._nodes(a, b, k)
+                w = w * (k * np.exp(k * (c - side * x)))   # density of mu_std at side * x
+                B = basis(np.arcsinh(x * scale))
+                wB = w @ B
+                self.A_err[p] -= side * wB      # accepted side counts -E, rejected side +E
+                self.A_data[p] += wB
+
+    def _nodes(self, a, b, kappa):
+        inner = self.knots[(self.knots > a) & (self.knots < b)]
+        n_sub = max(1, int(math.ceil((b - a) * kappa / _PANEL)))
+        edges = np.unique(np.concatenate([np.linspace(a, b, n_sub + 1), inner]))
+        half = 0.5 * np.diff(edges)
+        mid = 0.5 * (edges[1:] + edges[:-1])
+        x = (mid[:, None] + half[:, None] * _GL_T).ravel()
+        w = (half[:, None] * _GL_W).ravel()
+        return x, w
+
+    def evaluate(self, table, m, N):
+        """(delta, data_fraction) per pair from a table {error, data_fraction} at the knots."""
+        delta = self.A_err @ table["error"]
+        data = self.A_data @ table["data_fraction"] + self.tail * (m / N)
+        return delta, data
+
+
+@dataclass(frozen=True, eq=False)
+class AcceptanceError:
+    """Error in the acceptance probability for each pair of a trial chain.
+
+    Attributes
+    ----------
+    delta : numpy.ndarray
+        Delta = P(approximate test accepts) - Pa, per pair.
+    data_fraction : numpy.ndarray
+        Expected fraction of the data the test uses, averaged over u, per pair.
+    accept_prob : numpy.ndarray
+        Exact MH acceptance probability Pa, per pair.
+    mean_abs_delta, mean_data_fraction : float
+        Averages over the pairs: the average design's error and cost (Eq. 7).
+    m, epsilon, N, threshold
+        The test.
+    """
+
+    delta: np.ndarray
+    data_fraction: np.ndarray
+    accept_prob: np.ndarray
+    mean_abs_delta: float
+    mean_data_fraction: float
+    m: int
+    epsilon: float
+    N: int
+    threshold: str
+
+
+def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> AcceptanceError:
+    """Error Delta in the acceptance probability of each pair of a trial chain.
+
+    Parameters
+    ----------
+    trial_chain : TrialChain
+        Pairs (theta, theta') summarised by mu, sigma, c0 and N.
+    m : int
+        Minibatch size, 2 <= m <= N.
+    epsilon : float
+        Per-stage error of the sequential test, in (0, 0.5).
+    threshold : {"normal", "t"}
+        Threshold of the sequential test (see :func:`sequential_error`).
+
+    Returns
+    -------
+    AcceptanceError
+
+    Notes
+    -----
+    With u ~ U(0, 1), mu0(u) = log(u) / N + c0 and Pa = min(1, exp(N (mu - c0))), exact MH
+    accepts iff u < Pa, i.e. iff mu_std(u) = (mu - mu0(u)) sqrt(N - 1) / sigma > 0. The
+    sequential test errs with probability E(mu_std(u)) (:func:`sequential_error`), so
+
+        Delta = P_eps - Pa = int_Pa^1 E(mu_std(u)) du - int_0^Pa E(mu_std(u)) du,
+
+    Korattikara et al. (2014), Eq. 6, with the sign that makes Delta the approximate minus
+    the exact acceptance probability (the restatement in ``papers/README.md`` writes the
+    opposite sign, Pa - P_eps; only |Delta| enters the design). The integral over u is done
+    in mu_std, u = exp(kappa (mu_std(1) - mu_std)), split at mu_std = 0 (see
+    ``PairIntegrals``); |Delta| <= E(0).
+
+    Examples
+    --------
+    >>> from design import TrialChain, acceptance_error
+    >>> tc = TrialChain(mu=[2e-4, -1e-4], sigma=[0.05, 0.05], c0=[0.0, 0.0], N=10_000)
+    >>> r = acceptance_error(tc, m=500, epsilon=0.05)
+    >>> r.accept_prob.round(3), r.delta.round(4)
+    (array([1.   , 0.368]), array([-0.1192,  0.067 ]))
+    """
+    if not isinstance(trial_chain, TrialChain):
+        raise TypeError(f"trial_chain must be a TrialChain, got {type(trial_chain).__name__}")
+    N = trial_chain.N
+    m, epsilon, N, threshold = check_design_args(m, epsilon, N, threshold)
+    integrals = PairIntegrals(trial_chain, mu_table_edge(N, m, epsilon, threshold))
+    table = run_dp(integrals.knots, m, epsilon, N, threshold)
+    delta, data = integrals.evaluate(table, m, N)
+    for a in (delta, data):
+        a.setflags(write=False)
+    return AcceptanceError(
+        delta=delta, data_fraction=data, accept_prob=trial_chain.accept_prob,
+        mean_abs_delta=float(np.mean(np.abs(delta))),
+        mean_data_fraction=float(np.mean(data)),
+        m=m, epsilon=epsilon, N=N, threshold=threshold)

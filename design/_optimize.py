@@ -1,0 +1,268 @@
+"""Optimal (m, epsilon) of the sequential test: average or worst-case design."""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from samplers._checks import check_int, check_interval
+
+from ._acceptance_error import PairIntegrals, mu_table_edge
+from ._sequential import THRESHOLDS, run_dp
+from ._trial import TrialChain
+
+__all__ = ["Design", "InfeasibleDesignError", "optimize",
+           "DEFAULT_M_GRID", "DEFAULT_EPSILON_GRID"]
+
+DEFAULT_M_GRID = (50, 75, 100, 150, 200, 300, 400, 500, 750, 1000)
+DEFAULT_EPSILON_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
+METHODS = ("average", "worst-case")
+_MAX_HALVINGS = 20   # how far below the grid the infeasible-design search goes in epsilon
+
+
+class InfeasibleDesignError(ValueError):
+    """No (m, epsilon) on the grid meets the tolerance.
+
+    Attributes ``m``, ``epsilon``, ``error``, ``data_fraction`` describe the nearest
+    feasible setting found off the grid (smaller epsilon at the largest m, or the exact
+    test m = N), ``best_on_grid`` the grid point with the smallest error.
+    """
+
+    def __init__(self, message, *, m, epsilon, error, data_fraction, best_on_grid):
+        super().__init__(message)
+        self.m = m
+        self.epsilon = epsilon
+        self.error = error
+        self.data_fraction = data_fraction
+        self.best_on_grid = best_on_grid
+
+
+@dataclass(frozen=True, eq=False)
+class Design:
+    """An optimal sequential-test design and the grid it was chosen from.
+
+    Attributes
+    ----------
+    m : int
+        Minibatch size.
+    epsilon : float
+        Per-stage error of the sequential test.
+    threshold : {"normal", "t"}
+        Threshold kind the test should use.
+    data_fraction : float
+        Expected fraction of the data used per test (averaged over the trial pairs and u for
+        the average design; at mu_std = 0 for the worst case).
+    error : float
+        Expected error: mean |Delta| over the trial pairs (average design) or E(0)
+        (worst case).
+    method : {"average", "worst-case"}
+    tolerance : float
+    N : int
+    n_pairs : int or None
+        Trial pairs used (None for the worst case).
+    m_grid, epsilon_grid : numpy.ndarray
+        The grid searched.
+    error_grid, data_grid : numpy.ndarray, shape (len(m_grid), len(epsilon_grid))
+        Error and data fraction at every grid point.
+    """
+
+    m: int
+    epsilon: float
+    threshold: str
+    data_fraction: float
+    error: float
+    method: str
+    tolerance: float
+    N: int
+    n_pairs: int | None
+    m_grid: np.ndarray
+    epsilon_grid: np.ndarray
+    error_grid: np.ndarray
+    data_grid: np.ndarray
+
+    def __str__(self):
+        if self.method == "average":
+            head = f"average design over {self.n_pairs} trial pairs"
+            err = "mean |Delta| over the trial pairs"
+        else:
+            head = "worst-case design"
+            err = "worst case E(0)"
+        feasible = int(np.sum(self.error_grid <= self.tolerance))
+        n_used = self.data_fraction * self.N
+        return "\n".join([
+            f"Sequential test design ({head}, N = {self.N:,}, tolerance {self.tolerance:g})",
+            f"  minibatch size m      {self.m}",
+            f"  per-stage error eps   {self.epsilon:g}",
+            f"  threshold             {self.threshold}",
+            f"  expected error        {self.error:.4g}  ({err})",
+            f"  expected data use     {self.data_fraction:.4g}  "
+            f"(about {n_used:,.0f} of {self.N:,} points per test)",
+            f"  grid                  {len(self.m_grid)} m x {len(self.epsilon_grid)} eps, "
+            f"{feasible} within tolerance",
+        ])
+
+    def plot(self, ax=None):
+        """Data use against error for each m, as in Korattikara et al. (2014), Fig. 6.
+
+        Each line joins the epsilon grid for one m; the dashed line is the tolerance and the
+        star the chosen design. Returns the matplotlib Axes.
+        """
+        import matplotlib.pyplot as plt
+
+        if ax is None:
+            _, ax = plt.subplots(figsize=(6, 4))
+        for i, m in enumerate(self.m_grid):
+            err, data = self.error_grid[i], self.data_grid[i]
+            keep = err > 0
+            ax.plot(err[keep], data[keep], marker="o", ms=3, lw=1, label=f"m = {m}")
+        ax.axvline(self.tolerance, ls="--", color="0.5", lw=1, label="tolerance")
+        ax.plot([self.error], [self.data_fraction], marker="*", ms=14, color="k", ls="none",
+                label=f"chosen: m = {self.m}, eps = {self.epsilon:g}")
+        ax.set_xscale("log")
+        ax.set_xlabel("mean |Delta|" if self.method == "average" else "E(0)")
+        ax.set_ylabel("expected fraction of data used")
+        ax.set_title(f"{self.method} design, N = {self.N:,}")
+        ax.legend(fontsize="x-small", ncol=2)
+        return ax
+
+
+def _grid(name, values, check):
+    arr = np.atleast_1d(np.asarray(values))
+    if arr.ndim != 1 or arr.size == 0:
+        raise ValueError(f"{name} must be a non-empty 1-d sequence, got shape {arr.shape}")
+    return np.unique([check(f"{name}[{i}]", v) for i, v in enumerate(arr.tolist())])
+
+
+class _Evaluator:
+    """Error and data fraction of a design (m, epsilon), for one method."""
+
+    def __init__(self, method, N, threshold, trial, m_min, eps_min):
+        self.method, self.N, self.threshold = method, N, threshold
+        if method == "average":
+            self.integrals = PairIntegrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
+
+    def __call__(self, m, eps):
+        if self.method == "worst-case":
+            r = run_dp(np.zeros(1), m, eps, self.N, self.threshold, interior=False)
+            return float(r["error"][0]), float(r["data_fraction"][0])
+        table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold)
+        delta, data = self.integrals.evaluate(table, m, self.N)
+        return float(np.mean(np.abs(delta))), float(np.mean(data))
+
+
+def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
+             epsilon_grid=None, threshold="normal", workers=None) -> Design:
+    """Minibatch size and per-stage error that use the least data within a tolerance.
+
+    Parameters
+    ----------
+    trial_chain : TrialChain or int
+        Pairs of a trial run (average design); the worst-case design needs only N, so an
+        int N is accepted there.
+    tolerance : float
+        Bound on the expected error, in (0, 0.5).
+    method : {"average", "worst-case"}
+        ``"average"`` minimises the mean data use over the trial pairs subject to
+        mean |Delta| <= tolerance (Korattikara et al. 2014, Eq. 7); ``"worst-case"``
+        minimises pi-bar(0) subject to E(0) <= tolerance (Eq. 8).
+    m_grid : sequence of int, optional
+        Minibatch sizes to search, each in [2, N]; by default 50..1000 (ten values; those
+        above N are dropped).
+    epsilon_grid : sequence of float, optional
+        Per-stage errors, each in (0, 0.5); by default nine values from 0.001 to 0.2.
+    threshold : {"normal", "t"}
+        Threshold of the sequential test (see :func:`sequential_error`).
+    workers : int, optional
+        Threads for the grid (the compiled kernel releases the GIL); default: CPU count.
+
+    Returns
+    -------
+    Design
+
+    Raises
+    ------
+    InfeasibleDesignError
+        If no grid point meets the tolerance; the message names the grid point with the
+        smallest error and the nearest feasible setting found by lowering epsilon.
+
+    Examples
+    --------
+    >>> from design import optimize
+    >>> d = optimize(100_000, tolerance=0.05, method="worst-case",
+    ...              m_grid=[100, 500], epsilon_grid=[0.001, 0.01])
+    >>> d.m, d.epsilon, round(d.error, 4)
+    (100, 0.001, 0.0425)
+    """
+    tolerance = check_interval("tolerance", tolerance, 0.0, 0.5)
+    if method not in METHODS:
+        raise ValueError(f"method must be 'average' or 'worst-case', got {method!r}")
+    if threshold not in THRESHOLDS:
+        raise ValueError(f"threshold must be 'normal' or 't', got {threshold!r}")
+    if isinstance(trial_chain, TrialChain):
+        trial, N = trial_chain, trial_chain.N
+    elif method == "worst-case":
+        trial, N = None, check_int("trial_chain (N)", trial_chain, low=2)
+    else:
+        raise TypeError("the average design needs a TrialChain, got "
+                        f"{type(trial_chain).__name__} (method='worst-case' accepts an int N)")
+    if m_grid is None:
+        m_grid = [m for m in DEFAULT_M_GRID if m <= N] or [N]
+    if epsilon_grid is None:
+        epsilon_grid = DEFAULT_EPSILON_GRID
+    m_grid = _grid("m_grid", m_grid, lambda n, v: check_int(n, v, low=2, high=N))
+    epsilon_grid = _grid("epsilon_grid", epsilon_grid,
+                         lambda n, v: check_interval(n, v, 0.0, 0.5))
+    if workers is None:
+        workers = os.cpu_count() or 1
+    workers = check_int("workers", workers, low=1)
+
+    evaluate = _Evaluator(method, N, threshold, trial, int(m_grid[0]), float(epsilon_grid[0]))
+    cells = [(i, k) for i in range(m_grid.size) for k in range(epsilon_grid.size)]
+    with ThreadPoolExecutor(max_workers=workers) as pool:   # small m (slowest) first
+        results = list(pool.map(lambda c: evaluate(int(m_grid[c[0]]), float(epsilon_grid[c[1]])),
+                                cells))
+    error_grid = np.empty((m_grid.size, epsilon_grid.size))
+    data_grid = np.empty_like(error_grid)
+    for (i, k), (err, data) in zip(cells, results):
+        error_grid[i, k], data_grid[i, k] = err, data
+    for a in (m_grid, epsilon_grid, error_grid, data_grid):
+        a.setflags(write=False)
+
+    feasible = error_grid <= tolerance
+    if not feasible.any():
+        raise _infeasible(evaluate, tolerance, m_grid, epsilon_grid, error_grid, N, method)
+    idx = np.flatnonzero(feasible.ravel())
+    best = idx[np.lexsort((error_grid.ravel()[idx], data_grid.ravel()[idx]))[0]]
+    i, k = np.unravel_index(best, error_grid.shape)
+    return Design(
+        m=int(m_grid[i]), epsilon=float(epsilon_grid[k]), threshold=threshold,
+        data_fraction=float(data_grid[i, k]), error=float(error_grid[i, k]), method=method,
+        tolerance=tolerance, N=N, n_pairs=None if trial is None else trial.n_pairs,
+        m_grid=m_grid, epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
+
+
+def _infeasible(evaluate, tolerance, m_grid, epsilon_grid, error_grid, N, method):
+    i, k = np.unravel_index(np.argmin(error_grid), error_grid.shape)
+    m_best, eps_best = int(m_grid[i]), float(epsilon_grid[k])
+    what = "mean |Delta|" if method == "average" else "E(0)"
+    found = None
+    eps = eps_best
+    for _ in range(_MAX_HALVINGS):
+        eps /= 2
+        err, data = evaluate(m_best, eps)
+        if err <= tolerance:
+            found = (m_best, eps, err, data)
+            break
+    if found is None:
+        found = (N, float(epsilon_grid[0]), 0.0, 1.0)   # the exact test
+    m_f, eps_f, err_f, data_f = found
+    return InfeasibleDesignError(
+        f"no (m, epsilon) on the grid meets tolerance {tolerance:g}: the smallest {what} is "
+        f"{error_grid[i, k]:.3g} at m = {m_best}, epsilon = {eps_best:g}. Nearest feasible "
+        f"setting found: m = {m_f}, epsilon = {eps_f:.3g} ({what} {err_f:.3g}, data fraction "
+        f"{data_f:.3g}); add it to the grid or raise the tolerance.",
+        m=m_f, epsilon=eps_f, error=err_f, data_fraction=data_f,
+        best_on_grid=(m_best, eps_best, float(error_grid[i, k])))

@@ -1,0 +1,120 @@
+"""optimize: the chosen grid point, both methods, the infeasible case, checks, str and plot."""
+
+import matplotlib
+import numpy as np
+import pytest
+
+from design import (Design, InfeasibleDesignError, TrialChain, acceptance_error, optimize,
+                    sequential_error)
+
+matplotlib.use("Agg")
+
+N = 20_000
+M_GRID = [50, 200, 1000]
+EPS_GRID = [0.001, 0.01, 0.05, 0.2]
+
+
+def _trial(n_pairs=30, seed=0):
+    rng = np.random.default_rng(seed)
+    sigma = rng.uniform(0.5, 1.5, n_pairs) / np.sqrt(N)
+    return TrialChain(mu=rng.normal(0, 1.5, n_pairs) / N, sigma=sigma,
+                      c0=np.zeros(n_pairs), N=N)
+
+
+def _check_choice(d):
+    feasible = d.error_grid <= d.tolerance
+    assert feasible.any() and d.error <= d.tolerance
+    assert d.data_fraction == pytest.approx(np.min(d.data_grid[feasible]))
+    i = list(d.m_grid).index(d.m)
+    k = list(d.epsilon_grid).index(d.epsilon)
+    assert (d.error_grid[i, k], d.data_grid[i, k]) == (d.error, d.data_fraction)
+
+
+def test_worst_case_design():
+    d = optimize(N, 0.05, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID)
+    assert isinstance(d, Design) and d.method == "worst-case" and d.n_pairs is None
+    _check_choice(d)
+    r = sequential_error(0.0, m=d.m, epsilon=d.epsilon, N=N)
+    assert d.error == pytest.approx(r.error, abs=1e-10)
+    assert d.data_fraction == pytest.approx(r.data_fraction, abs=1e-10)
+    # the worst case needs only N: a TrialChain gives the same design
+    d2 = optimize(_trial(), 0.05, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID,
+                  workers=1)
+    np.testing.assert_array_equal(d2.error_grid, d.error_grid)
+    assert (d2.m, d2.epsilon) == (d.m, d.epsilon)
+
+
+def test_average_design():
+    trial = _trial()
+    d = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, threshold="t")
+    assert d.method == "average" and d.n_pairs == 30 and d.threshold == "t"
+    _check_choice(d)
+    # the optimiser tabulates E over the whole grid's mu_std range, acceptance_error over
+    # this design's: different knots, so agreement to the interpolation error (<= 1e-7)
+    r = acceptance_error(trial, m=d.m, epsilon=d.epsilon, threshold="t")
+    assert d.error == pytest.approx(r.mean_abs_delta, abs=1e-7)
+    assert d.data_fraction == pytest.approx(r.mean_data_fraction, abs=1e-7)
+    # the average |Delta| is below the worst case E(0) at every grid point
+    w = optimize(N, 0.49, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID,
+                 threshold="t")
+    assert np.all(d.error_grid <= w.error_grid)
+
+
+def test_infeasible_names_a_feasible_setting():
+    with pytest.raises(InfeasibleDesignError) as info:
+        optimize(N, 0.02, method="worst-case", m_grid=[50, 100], epsilon_grid=[0.01, 0.05])
+    err = info.value
+    assert isinstance(err, ValueError)
+    assert err.best_on_grid[:2] == (100, 0.01)
+    assert err.m == 100 and err.epsilon < 0.01
+    assert sequential_error(0.0, m=err.m, epsilon=err.epsilon, N=N).error <= 0.02
+    msg = str(err)
+    assert "no (m, epsilon) on the grid meets tolerance 0.02" in msg
+    assert f"Nearest feasible setting found: m = 100, epsilon = {err.epsilon:.3g}" in msg
+
+
+def test_str_and_plot():
+    d = optimize(_trial(), 0.02, m_grid=M_GRID, epsilon_grid=EPS_GRID)
+    text = str(d)
+    assert f"minibatch size m      {d.m}" in text
+    assert f"per-stage error eps   {d.epsilon:g}" in text
+    assert "average design over 30 trial pairs" in text and "N = 20,000" in text
+    ax = d.plot()
+    assert len(ax.get_lines()) == len(M_GRID) + 2       # one per m, tolerance, choice
+    assert ax.get_xscale() == "log"
+
+
+def test_grid_is_read_only():
+    d = optimize(N, 0.49, method="worst-case", m_grid=[100], epsilon_grid=[0.01])
+    with pytest.raises(ValueError):
+        d.error_grid[0, 0] = 0.0
+
+
+def test_default_grid_drops_m_above_N():
+    d = optimize(600, 0.45, method="worst-case", epsilon_grid=[0.2])
+    np.testing.assert_array_equal(d.m_grid, [50, 75, 100, 150, 200, 300, 400, 500])
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    (dict(tolerance=0.0), ValueError, r"tolerance must be in \(0, 0.5\), got 0.0"),
+    (dict(tolerance=1.2), ValueError, r"tolerance must be in \(0, 0.5\), got 1.2"),
+    (dict(method="best"), ValueError, "method must be 'average' or 'worst-case', got 'best'"),
+    (dict(threshold="z"), ValueError, "threshold must be 'normal' or 't'"),
+    (dict(m_grid=[1, 100]), ValueError, r"m_grid\[0\] must be in \[2, 20000\], got 1"),
+    (dict(m_grid=[100, 20_001]), ValueError, r"m_grid\[1\] must be in \[2, 20000\], got 20001"),
+    (dict(epsilon_grid=[0.1, 0.5]), ValueError, r"epsilon_grid\[1\] must be in \(0, 0.5\)"),
+    (dict(epsilon_grid=[]), ValueError, "epsilon_grid must be a non-empty"),
+    (dict(workers=0), ValueError, "workers must be >= 1"),
+])
+def test_bad_input(kwargs, exc, match):
+    args = dict(tolerance=0.1, method="worst-case", m_grid=[100], epsilon_grid=[0.1])
+    args.update(kwargs)
+    with pytest.raises(exc, match=match):
+        optimize(N, **args)
+
+
+def test_average_design_needs_a_trial_chain():
+    with pytest.raises(TypeError, match="the average design needs a TrialChain, got int"):
+        optimize(N, 0.01)
+    with pytest.raises(ValueError, match=r"trial_chain \(N\) must be >= 2, got 1"):
+        optimize(1, 0.01, method="worst-case")
