@@ -148,6 +148,11 @@ class Chains:
         return iter(self.chains)
 
     @property
+    def N(self) -> int:
+        """Number of data rows of the model the chains sampled."""
+        return self.chains[0].N
+
+    @property
     def samples(self) -> np.ndarray:
         """Array of shape (n_chains, n_samples, d)."""
         return np.stack([c.samples for c in self.chains])

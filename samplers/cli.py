@@ -41,8 +41,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_demo(sub)
+    from design._cli import add_design_parser
     from design._correction_cli import add_correction_parser
 
+    add_design_parser(sub)
     add_correction_parser(sub)
     return parser
 
