@@ -10,7 +10,10 @@ The pieces:
 * proposals: :class:`RandomWalk`, :class:`Langevin`;
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
   :class:`Chains`;
-* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from.
+* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
+* Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
+  (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
+  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`.
 """
 
 from . import datasets, priors
@@ -39,6 +42,17 @@ from .models import (
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Langevin, Proposal, RandomWalk
 
+# --- Firefly Monte Carlo (issue 6) ---
+from ._firefly import BrightSet, ExplicitZ, FireflyInfo, ImplicitZ, Slice, firefly
+from .models import (
+    Bound,
+    JaakkolaJordanBound,
+    QuadraticBound,
+    RobustRegression,
+    StudentTBound,
+    map_estimate,
+)
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "confidence_radius",
@@ -49,4 +63,8 @@ __all__ = [
     "FlatPrior", "GaussianPrior", "LaplacePrior",
     "Proposal", "RandomWalk", "Langevin",
     "datasets", "priors",
+    # Firefly Monte Carlo
+    "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
+    "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
+    "map_estimate",
 ]
