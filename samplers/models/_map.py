@@ -1,4 +1,4 @@
-"""An approximate posterior mode from stochastic Fisher-scoring steps on row subsets."""
+"""An approximate posterior mode from Newton steps on row subsets, then averaged SA steps."""
 
 from __future__ import annotations
 
@@ -11,35 +11,59 @@ __all__ = ["map_estimate"]
 
 #: Gains (k + 1)^-0.6 in the averaging phase (Polyak & Juditsky 1992: any exponent in (1/2, 1)).
 _GAIN_EXPONENT = 0.6
+#: Step-halvings tried by a phase-1 Newton step before it gives up on its subset.
+_MAX_HALVINGS = 30
 
 
-def _prior_curvature(grad_logprior, theta) -> np.ndarray:
-    """Diagonal of minus the Hessian of the log prior (central differences, clipped at 0)."""
-    d = theta.shape[0]
-    out = np.empty(d)
-    for j in range(d):
-        h = 1e-5 * (1.0 + abs(theta[j]))
-        up, down = theta.copy(), theta.copy()
-        up[j] += h
-        down[j] -= h
-        out[j] = (np.asarray(grad_logprior(down))[j] - np.asarray(grad_logprior(up))[j]) / (2 * h)
-    return np.maximum(out, 0.0)
+class _Subset:
+    """The log posterior with the likelihood of m rows scaled up by N/m: an unbiased estimate."""
+
+    def __init__(self, model, idx, weight):
+        self.model, self.idx, self.weight = model, idx, weight
+
+    def value(self, theta) -> float:
+        return float(self.model.logprior(theta)
+                     + self.weight * np.sum(self.model.loglik(theta, self.idx)))
+
+    def grad(self, theta) -> np.ndarray:
+        G = np.asarray(self.model.grad_loglik(theta, self.idx), dtype=float)
+        return (np.asarray(self.model.grad_logprior(theta), dtype=float)
+                + self.weight * G.reshape(self.idx.shape[0], -1).sum(axis=0))
+
+    def curvature(self, theta, grad) -> np.ndarray:
+        """Minus the Hessian by forward differences of the gradient (d more gradient passes),
+        symmetrised, its eigenvalues made positive (|.|, floored) so that steps go uphill."""
+        d = theta.shape[0]
+        H = np.empty((d, d))
+        for j in range(d):
+            shifted = theta.copy()
+            h = 1e-6 * (1.0 + abs(theta[j]))
+            shifted[j] += h
+            H[:, j] = (grad - self.grad(shifted)) / h
+        H = 0.5 * (H + H.T)
+        try:
+            np.linalg.cholesky(H)  # positive definite: the usual case, and 1000x cheaper than eigh
+            return H
+        except np.linalg.LinAlgError:
+            w, V = np.linalg.eigh(H)
+            w = np.abs(w)
+            return (V * np.maximum(w, 1e-10 * max(w.max(), 1e-300))) @ V.T
 
 
 def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) -> np.ndarray:
-    """Approximate maximum a posteriori point from Fisher-scoring steps on random row subsets.
+    """Approximate maximum a posteriori point from Newton steps on random row subsets.
 
     Each step reads ``batch_size`` rows drawn without replacement. The first half of the
-    steps are Newton steps whose curvature is the empirical Fisher information of the step's
-    rows; the second half are stochastic-approximation steps with decreasing gains,
-    preconditioned by the mean Fisher information of the earlier steps, and their iterates
-    are averaged (Polyak & Juditsky 1992). A step costs O(batch_size d^2 + d^3), independent
-    of N.
+    steps are damped Newton steps on the log posterior estimated from the step's rows; the
+    second half are stochastic-approximation steps with decreasing gains, preconditioned by
+    the mean curvature of the earlier steps, and their iterates are averaged (Polyak &
+    Juditsky 1992). A step costs O(batch_size d^2 + d^3), independent of N.
 
     Parameters
     ----------
     model : Model
-        Needs ``N``, ``grad_loglik(theta, idx)`` and ``grad_logprior(theta)``.
+        Needs ``N``, ``loglik``, ``logprior``, ``grad_loglik(theta, idx)`` and
+        ``grad_logprior(theta)``.
     theta0 : array_like of shape (d,), optional
         Starting point; zeros by default (``model.dim`` must exist then).
     n_steps : int
@@ -54,17 +78,19 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
 
     Notes
     -----
-    Over the m rows of a step, ``g = grad log p0(theta) + (N/m) sum_i grad log p(x_i|theta)``
-    is an unbiased estimate of the gradient of the log posterior and
-    ``F = (N/m) sum_i grad log p(x_i|theta) grad log p(x_i|theta)^T`` plus the prior's
-    curvature estimates minus its Hessian (for a well-specified model). Phase 1 steps
-    ``theta += F^{-1} g`` reach the mode's neighbourhood in a few steps. A Newton step with
-    ``F`` and ``g`` from the same rows is biased (``E[F^{-1} g] != E[F]^{-1} E[g]``), so
-    phase 2 steps ``theta += (k + 1)^{-0.6} H^{-1} g`` with ``H`` the mean of earlier
-    ``F``: linear in an unbiased gradient, their average converges to the mode. A single
-    iterate scatters by about ``sqrt(N/m)`` posterior standard deviations, so
-    ``n_steps * batch_size`` should be several times N for the estimate to land well inside
-    the posterior (what MAP-tuned Firefly bounds need).
+    Over the m rows of a step, ``f(theta) = log p0(theta) + (N/m) sum_i log p(x_i|theta)`` is
+    an unbiased estimate of the log posterior. Its gradient ``g`` comes from the model, its
+    curvature ``H`` (minus the Hessian) from forward differences of ``g`` along each
+    coordinate, i.e. d more gradient passes over the same rows (generic in the model; for a
+    non-concave log posterior, such as the Student-t likelihood's, the eigenvalues of ``H``
+    are replaced by their absolute values). Phase 1 steps ``theta += H^{-1} g`` (halved
+    until ``f`` does not decrease) reach the mode's neighbourhood in a few steps. Newton
+    steps with ``H`` and ``g`` from the same rows are biased, so phase 2 steps
+    ``theta += (k + 1)^{-0.6} P^{-1} g`` with ``P`` the mean ``H`` of earlier steps: linear
+    in an unbiased gradient, their average converges to the mode. A single iterate scatters
+    by about ``sqrt(N/m)`` posterior standard deviations, so ``n_steps * batch_size`` should
+    be several times N for the estimate to land well inside the posterior (what MAP-tuned
+    Firefly bounds need).
 
     References
     ----------
@@ -84,7 +110,7 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     """
     n_steps = check_int("n_steps", n_steps, low=2)
     batch_size = check_int("batch_size", batch_size, low=1)
-    for attr in ("grad_loglik", "grad_logprior"):
+    for attr in ("loglik", "logprior", "grad_loglik", "grad_logprior"):
         if not callable(getattr(model, attr, None)):
             raise TypeError(f"map_estimate needs model.{attr}; {type(model).__name__} has none")
     rng = as_generator(rng)
@@ -100,26 +126,33 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     weight = N / m
     rows = IndexSampler(N, rng)
     average = np.zeros_like(theta)
-    curvature = None  # phase 2: mean empirical Fisher of the earlier steps
+    preconditioner = None  # phase 2: the mean curvature of the earlier steps
     half = n_steps // 2
     for step in range(n_steps):
         rows.restart()
-        idx = rows.take(m)
-        G = np.asarray(model.grad_loglik(theta, idx), dtype=float).reshape(m, theta.shape[0])
-        grad = np.asarray(model.grad_logprior(theta), dtype=float) + weight * G.sum(axis=0)
-        fisher = weight * (G.T @ G)
-        # plus the prior's curvature, and a ridge of 1e-10 of the mean curvature for flat directions
-        fisher[np.diag_indices_from(fisher)] += _prior_curvature(model.grad_logprior, theta)
-        fisher[np.diag_indices_from(fisher)] += 1e-10 * max(np.trace(fisher) / theta.shape[0], 1e-300)
+        subset = _Subset(model, rows.take(m), weight)
+        grad = subset.grad(theta)
+        curvature = subset.curvature(theta, grad)
         k = step - half
         if k < 0:
-            theta = theta + np.linalg.solve(fisher, grad)
-            curvature = fisher
+            theta = _damped_newton(subset, theta, np.linalg.solve(curvature, grad))
+            preconditioner = curvature
         else:
-            theta = theta + (k + 1) ** -_GAIN_EXPONENT * np.linalg.solve(curvature, grad)
-            curvature = curvature + (fisher - curvature) / (k + 2)
+            theta = theta + (k + 1) ** -_GAIN_EXPONENT * np.linalg.solve(preconditioner, grad)
+            preconditioner = preconditioner + (curvature - preconditioner) / (k + 2)
             average += (theta - average) / (k + 1)
         if not np.all(np.isfinite(theta)):
             raise ValueError(f"map_estimate diverged at step {step} (is the posterior proper? "
                              "separable classes with a flat prior have no mode)")
     return average
+
+
+def _damped_newton(subset, theta, step):
+    """``theta + step``, halved until the subset's log posterior does not decrease."""
+    current = subset.value(theta)
+    for _ in range(_MAX_HALVINGS):
+        candidate = theta + step
+        if subset.value(candidate) >= current:
+            return candidate
+        step = 0.5 * step
+    return theta

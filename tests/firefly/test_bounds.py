@@ -231,16 +231,19 @@ def exact_mode(model):
     return optimize.minimize(f, np.zeros(model.dim), jac=grad, method="BFGS", tol=1e-10).x
 
 
-def test_map_estimate_lands_well_inside_the_posterior():
-    X, y, _ = logistic_regression(20_000, 5, rng=3, scale=3.0)
+@pytest.mark.parametrize("scale", [1.0, 8.0])
+def test_map_estimate_lands_well_inside_the_posterior(scale):
+    # scale 8: classes that overlap little; there the empirical Fisher information is a poor
+    # curvature, and Fisher scoring on these subsets ran off to ~1000 posterior sds
+    X, y, _ = logistic_regression(6000, 20, rng=3, scale=scale)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 5.0))
     mode = exact_mode(model)
     p = expit(X @ mode)
-    precision = (X * (p * (1 - p))[:, None]).T @ X + np.eye(6) / 25
-    estimate = map_estimate(model, n_steps=200, batch_size=2000, rng=0)
+    precision = (X * (p * (1 - p))[:, None]).T @ X + np.eye(21) / 25
+    estimate = map_estimate(model, n_steps=200, batch_size=500, rng=0)
     d = estimate - mode
-    # a posterior draw is sqrt(6) ~ 2.4 away from the mode in this metric
-    assert np.sqrt(d @ precision @ d) < 1.0
+    # a posterior draw is about sqrt(21) ~ 4.6 away from the mode in this metric
+    assert np.sqrt(d @ precision @ d) < 2.0
 
 
 def test_map_estimate_for_the_robust_model_and_its_bounds():
@@ -254,7 +257,6 @@ def test_map_estimate_for_the_robust_model_and_its_bounds():
 def test_map_estimate_refuses_bad_input():
     class NoGradients:
         N = 10
-        dim = 1
 
         def loglik(self, theta, idx):
             return np.zeros(len(idx))
@@ -263,13 +265,11 @@ def test_map_estimate_refuses_bad_input():
             return 0.0
 
     with pytest.raises(TypeError, match="map_estimate needs model.grad_loglik"):
-        map_estimate(NoGradients())
+        map_estimate(NoGradients(), theta0=[0.0])
     with pytest.raises(ValueError, match="n_steps must be >= 2"):
         map_estimate(logistic(), n_steps=1)
 
-    class NoDim:
-        N = 10
-
+    class NoDim(NoGradients):
         def grad_loglik(self, theta, idx):
             return np.zeros((len(idx), 1))
 
