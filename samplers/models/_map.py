@@ -13,6 +13,10 @@ __all__ = ["map_estimate"]
 _GAIN_EXPONENT = 0.6
 #: Step-halvings tried by a phase-1 Newton step before it gives up on its subset.
 _MAX_HALVINGS = 30
+#: At most this many phase-1 Newton steps (they reach the mode's neighbourhood in fewer).
+_NEWTON_STEPS = 25
+#: Phase 2 refreshes its curvature estimate every this many steps (d gradient passes each).
+_CURVATURE_EVERY = 10
 
 
 class _Subset:
@@ -53,11 +57,12 @@ class _Subset:
 def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) -> np.ndarray:
     """Approximate maximum a posteriori point from Newton steps on random row subsets.
 
-    Each step reads ``batch_size`` rows drawn without replacement. The first half of the
-    steps are damped Newton steps on the log posterior estimated from the step's rows; the
-    second half are stochastic-approximation steps with decreasing gains, preconditioned by
-    the mean curvature of the earlier steps, and their iterates are averaged (Polyak &
-    Juditsky 1992). A step costs O(batch_size d^2 + d^3), independent of N.
+    Each step reads ``batch_size`` rows drawn without replacement. The first steps (at most
+    25, at most half) are damped Newton steps on the log posterior estimated from the step's
+    rows; the others are stochastic-approximation steps with decreasing gains,
+    preconditioned by the mean curvature of earlier steps, and their iterates are averaged
+    (Polyak & Juditsky 1992). A step costs O(batch_size d) plus, for Newton steps and every
+    10th other step, O(batch_size d^2 + d^3) for the curvature: independent of N.
 
     Parameters
     ----------
@@ -86,8 +91,9 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     are replaced by their absolute values). Phase 1 steps ``theta += H^{-1} g`` (halved
     until ``f`` does not decrease) reach the mode's neighbourhood in a few steps. Newton
     steps with ``H`` and ``g`` from the same rows are biased, so phase 2 steps
-    ``theta += (k + 1)^{-0.6} P^{-1} g`` with ``P`` the mean ``H`` of earlier steps: linear
-    in an unbiased gradient, their average converges to the mode. A single iterate scatters
+    ``theta += (k + 1)^{-0.6} P^{-1} g`` with ``P`` the mean of ``H`` over earlier steps
+    (refreshed every 10 steps): linear in an unbiased gradient, their average converges to
+    the mode. A single iterate scatters
     by about ``sqrt(N/m)`` posterior standard deviations, so ``n_steps * batch_size`` should
     be several times N for the estimate to land well inside the posterior (what MAP-tuned
     Firefly bounds need).
@@ -126,20 +132,22 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     weight = N / m
     rows = IndexSampler(N, rng)
     average = np.zeros_like(theta)
-    preconditioner = None  # phase 2: the mean curvature of the earlier steps
-    half = n_steps // 2
+    newton_steps = min(_NEWTON_STEPS, n_steps // 2)
+    preconditioner, n_curvatures = None, 0  # phase 2: the mean curvature of earlier steps
     for step in range(n_steps):
         rows.restart()
         subset = _Subset(model, rows.take(m), weight)
         grad = subset.grad(theta)
-        curvature = subset.curvature(theta, grad)
-        k = step - half
+        k = step - newton_steps
         if k < 0:
-            theta = _damped_newton(subset, theta, np.linalg.solve(curvature, grad))
-            preconditioner = curvature
+            preconditioner = subset.curvature(theta, grad)
+            theta = _damped_newton(subset, theta, np.linalg.solve(preconditioner, grad))
         else:
             theta = theta + (k + 1) ** -_GAIN_EXPONENT * np.linalg.solve(preconditioner, grad)
-            preconditioner = preconditioner + (curvature - preconditioner) / (k + 2)
+            if k % _CURVATURE_EVERY == 0:
+                n_curvatures += 1
+                curvature = subset.curvature(theta, subset.grad(theta))
+                preconditioner = preconditioner + (curvature - preconditioner) / (n_curvatures + 1)
             average += (theta - average) / (k + 1)
         if not np.all(np.isfinite(theta)):
             raise ValueError(f"map_estimate diverged at step {step} (is the posterior proper? "
