@@ -14,9 +14,9 @@ _GAIN_EXPONENT = 0.6
 #: Step-halvings tried by a phase-1 Newton step before it gives up on its subset.
 _MAX_HALVINGS = 30
 #: At most this many phase-1 Newton steps (they reach the mode's neighbourhood in fewer).
-_NEWTON_STEPS = 25
+_NEWTON_STEPS = 15
 #: Phase 2 refreshes its curvature estimate every this many steps (d gradient passes each).
-_CURVATURE_EVERY = 10
+_CURVATURE_EVERY = 25
 
 
 class _Subset:
@@ -58,11 +58,11 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     """Approximate maximum a posteriori point from Newton steps on random row subsets.
 
     Each step reads ``batch_size`` rows drawn without replacement. The first steps (at most
-    25, at most half) are damped Newton steps on the log posterior estimated from the step's
+    15, at most half) are damped Newton steps on the log posterior estimated from the step's
     rows; the others are stochastic-approximation steps with decreasing gains,
     preconditioned by the mean curvature of earlier steps, and their iterates are averaged
     (Polyak & Juditsky 1992). A step costs O(batch_size d) plus, for Newton steps and every
-    10th other step, O(batch_size d^2 + d^3) for the curvature: independent of N.
+    25th other step, O(batch_size d^2 + d^3) for the curvature: independent of N.
 
     Parameters
     ----------
@@ -92,7 +92,7 @@ def map_estimate(model, theta0=None, *, n_steps=300, batch_size=1000, rng=None) 
     until ``f`` does not decrease) reach the mode's neighbourhood in a few steps. Newton
     steps with ``H`` and ``g`` from the same rows are biased, so phase 2 steps
     ``theta += (k + 1)^{-0.6} P^{-1} g`` with ``P`` the mean of ``H`` over earlier steps
-    (refreshed every 10 steps): linear in an unbiased gradient, their average converges to
+    (refreshed every 25 steps): linear in an unbiased gradient, their average converges to
     the mode. A single iterate scatters
     by about ``sqrt(N/m)`` posterior standard deviations, so ``n_steps * batch_size`` should
     be several times N for the estimate to land well inside the posterior (what MAP-tuned
