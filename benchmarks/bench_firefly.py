@@ -9,9 +9,9 @@ the untuned bound leaves about half the points bright, as in the paper), labels 
 the model; a linear program confirms the classes are not separable.
 
 Part 1 (Table 1): regular MH (ExactTest), untuned FlyMC (xi = 1.5) and MAP-tuned FlyMC (MAP
-from map_estimate, 300 Fisher-scoring steps on 1,000 rows), all started at the MAP estimate
-(the paper started from the prior; starting at the mode removes the long random-walk burn-in
-of every method, which the paper excluded from its figures anyway). Likelihood queries per
+from map_estimate: 300 Newton and averaged stochastic-approximation steps on 1,000 rows), all
+started at the MAP estimate (the paper started from the prior; starting at the mode removes
+the long random-walk burn-in of every method, which the paper excluded from its figures). Likelihood queries per
 iteration, ArviZ bulk ESS per 1,000 iterations and per likelihood query (mean and minimum
 over the 51 coefficients), speedup in ESS per query relative to regular MH, and wall time.
 

@@ -200,7 +200,7 @@ class QuadraticBound:
         model : the model to bound
         theta : array_like of shape (d,), optional
             Where to make the bounds tight. By default a MAP estimate from
-            :func:`~samplers.models.map_estimate` (``n_steps`` Fisher-scoring steps on
+            :func:`~samplers.models.map_estimate` (``n_steps`` Newton and averaged SA steps on
             ``batch_size`` rows each, drawn with ``rng``).
 
         Returns
