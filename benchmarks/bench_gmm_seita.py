@@ -30,15 +30,23 @@ from samplers.datasets import gaussian_mixture  # noqa: E402
 PAPER = {
     "AustereMH(c)": (13540.5, 1521.4),
     "MHSubLhd": (65758.9, 3222.6),
+    "MHSubLhd, empirical range": (65758.9, 3222.6),
 }
 
 
 def tests():
-    """The two tests with the paper's settings (any extra test is added by later issues)."""
+    """The tests with the paper's settings.
+
+    MHSubLhd needs the range C = max_i |l_i|. Ours comes from the model's analytic bound by
+    default (no data read); the authors' code scanned the whole dataset every iteration for
+    the exact max (Seita et al., footnote 1), which is tighter but O(N) per step; the
+    scan is not counted in the rows read, as in the paper, and is reported in n_scanned.
+    """
+    bardenet = dict(delta=0.01, gamma=1.5, p=2.0, bound="bernstein-serfling", batch_size=50)
     return {
         "AustereMH(c)": AustereTest(m=50, epsilon=0.005),
-        "MHSubLhd": ConfidenceTest(delta=0.01, gamma=1.5, p=2.0, bound="bernstein-serfling",
-                                   batch_size=50),
+        "MHSubLhd": ConfidenceTest(**bardenet),
+        "MHSubLhd, empirical range": ConfidenceTest(**bardenet, range="full-data"),
     }
 
 

@@ -8,6 +8,8 @@ The pieces:
 * accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
   :class:`ConfidenceTest` (Bardenet et al. 2014);
 * proposals: :class:`RandomWalk`, :class:`Langevin`;
+* SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
+  extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
   :class:`Chains`;
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
@@ -42,6 +44,9 @@ from .models import (
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Langevin, Proposal, RandomWalk
 
+# --- SGLD and extended SGLD (issue 7) ---
+from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
+
 # --- Firefly Monte Carlo (issue 6) ---
 from ._firefly import BrightSet, ExplicitZ, FireflyInfo, ImplicitZ, Slice, firefly
 from .models import (
@@ -63,7 +68,9 @@ __all__ = [
     "FlatPrior", "GaussianPrior", "LaplacePrior",
     "Proposal", "RandomWalk", "Langevin",
     "datasets", "priors",
-    # Firefly Monte Carlo
+    # SGLD and extended SGLD (issue 7)
+    "SGLD", "AcceptAll", "AcceptAllInfo", "StepSchedule", "ConstantStep", "PolynomialDecay",
+    # Firefly Monte Carlo (issue 6)
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",

@@ -48,6 +48,8 @@ class AcceptanceTest:
 
     #: Whether the test needs per-datum gradients from the model.
     needs_gradients = False
+    #: Whether every proposal is accepted without reading data (no correction at all).
+    accepts_all = False
 
     def check(self, view) -> None:
         """Refuse settings that do not fit this model (e.g. a batch larger than N)."""

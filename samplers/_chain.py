@@ -34,6 +34,8 @@ class State(NamedTuple):
     theta: np.ndarray
     logprior: float
     pstate: Any
+    #: Transitions made so far, accepted or not (what step-size schedules are functions of).
+    iteration: int = 0
 
 
 class StepInfo(NamedTuple):
@@ -50,10 +52,18 @@ class StepInfo(NamedTuple):
 
 def mh_step(rng, state: State, view, test: AcceptanceTest, proposal: Proposal,
             batches: IndexSampler) -> tuple[State, StepInfo]:
-    """One Metropolis-Hastings transition with a pluggable accept/reject test."""
-    theta_new, log_q_ratio, pstate_new, n_grad = proposal.propose(
-        rng, view, batches, state.theta, state.pstate
-    )
+    """One Metropolis-Hastings transition with a pluggable accept/reject test.
+
+    A proposal with ``uses_iteration = True`` also receives ``iteration=state.iteration``
+    (e.g. for a decaying step size); the returned state counts one more transition.
+    """
+    if proposal.uses_iteration:
+        proposed = proposal.propose(rng, view, batches, state.theta, state.pstate,
+                                    iteration=state.iteration)
+    else:
+        proposed = proposal.propose(rng, view, batches, state.theta, state.pstate)
+    theta_new, log_q_ratio, pstate_new, n_grad = proposed
+    state = state._replace(iteration=state.iteration + 1)
     lp_new = float(view.logprior(theta_new))
     if not lp_new > -math.inf:
         if math.isnan(lp_new):
@@ -65,7 +75,7 @@ def mh_step(rng, state: State, view, test: AcceptanceTest, proposal: Proposal,
     log_const = lp_new - state.logprior + log_q_ratio
     accepted, tinfo = test.decide(rng, view, batches, state.theta, theta_new, log_const)
     if accepted:
-        state = State(theta_new, lp_new, pstate_new)
+        state = State(theta_new, lp_new, pstate_new, state.iteration)
     return state, StepInfo(bool(accepted), log_const, n_grad, tinfo)
 
 
@@ -239,6 +249,10 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False
     if not isinstance(proposal, Proposal):
         raise TypeError(f"proposal must be a Proposal (RandomWalk, Langevin), "
                         f"got {type(proposal).__name__}")
+    if not (proposal.has_q_ratio or test.accepts_all):
+        raise TypeError(f"{type(proposal).__name__} has no reverse proposal density, so only "
+                        f"AcceptAll can follow it, not {type(test).__name__}; use "
+                        "Langevin(step_size, batch_size) for a corrected SGLD step")
     n_samples = check_int("n_samples", n_samples, low=1)
     rng = as_generator(rng)
     view, theta = check_model(model, theta0)

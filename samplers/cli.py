@@ -41,6 +41,9 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_demo(sub)
+    from design._correction_cli import add_correction_parser
+
+    add_correction_parser(sub)
     return parser
 
 

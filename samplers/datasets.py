@@ -6,11 +6,17 @@ them to disk in chunks so that datasets larger than memory can be built.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
+from scipy import optimize, special
 
 from ._checks import as_generator, check_int, check_positive
 
-__all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap"]
+__all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
+           # issue 7 (SGLD, extended SGLD)
+           "l1_regression_toy", "correlated_regression", "MissingData",
+           "missing_covariates_regression"]
 
 
 def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
@@ -102,3 +108,141 @@ def write_memmap(path, N, make_rows, *, chunk=1 << 18, rng=None, dtype=np.float6
     out.flush()
     del out
     return np.load(path, mmap_mode="r")
+
+
+# --- issue 7: SGLD and extended SGLD ------------------------------------------------------
+
+#: Korattikara et al. (2014), section 6.4: noise precision and Laplace rate of the toy.
+L1_TOY_PRECISION = 3.0
+L1_TOY_LAPLACE_RATE = 4950.0
+
+
+def l1_regression_toy(N=10_000, rng=None):
+    """The L1-regularised 1-D regression of Korattikara et al. (2014), section 6.4, Figure 5.
+
+    ``y_i = 0.5 x_i + e_i`` with ``e_i ~ N(0, 1/3)``; the model has noise precision 3
+    (:data:`L1_TOY_PRECISION`) and a Laplace prior of rate 4950 (:data:`L1_TOY_LAPLACE_RATE`).
+    The paper does not say how ``x`` is drawn; ``x ~ U(-1, 1)`` (so ``E x^2 = 1/3``) puts the
+    mode near 0.005 with posterior sd near 0.01, just right of the kink at zero, which is the
+    regime the paper describes (prior not washed out by the likelihood; a steep valley left
+    of the mode). Returns ``(X, y)`` with ``X`` of shape ``(N, 1)``.
+
+    Examples
+    --------
+    >>> from samplers import LaplacePrior, LinearRegression
+    >>> X, y = l1_regression_toy(rng=0)
+    >>> model = LinearRegression(X, y, noise_sd=(1 / L1_TOY_PRECISION) ** 0.5,
+    ...                          prior=LaplacePrior(0.0, 1 / L1_TOY_LAPLACE_RATE))
+    >>> X.shape, model.N
+    ((10000, 1), 10000)
+    """
+    N = check_int("N", N, low=1)
+    rng = as_generator(rng)
+    x = rng.uniform(-1.0, 1.0, N)
+    y = 0.5 * x + rng.normal(0.0, np.sqrt(1.0 / L1_TOY_PRECISION), N)
+    return x[:, None], y
+
+
+def correlated_regression(N, p, coef, rho=0.5, noise_sd=1.0, rng=None, *, dtype=np.float64,
+                          chunk=1 << 14):
+    """Sparse linear regression with equicorrelated covariates (Song et al. 2020, section 4).
+
+    ``x_ij = sqrt(rho) c_i + sqrt(1 - rho) e_ij`` with ``c_i, e_ij ~ N(0, 1)``: unit variances
+    and mutual correlation ``rho`` from a shared factor, without any p x p covariance. The
+    first ``len(coef)`` coefficients are ``coef``, the others zero; ``y = X beta + N(0,
+    noise_sd^2)``. Rows are generated in chunks, so memory is the output only. Song et al.'s
+    setting is ``N = 50_000, p = 2001, coef = [1] * 5 + [-1] * 3``.
+
+    Returns
+    -------
+    X : ndarray of shape (N, p) and the given dtype
+    y : ndarray of shape (N,)
+    beta : ndarray of shape (p,)
+
+    Examples
+    --------
+    >>> X, y, beta = correlated_regression(20_000, 3, [1.0], rho=0.5, rng=0)
+    >>> round(float(np.corrcoef(X[:, 1], X[:, 2])[0, 1]), 1), beta.tolist()
+    (0.5, [1.0, 0.0, 0.0])
+    """
+    N = check_int("N", N, low=1)
+    p = check_int("p", p, low=1)
+    coef = np.atleast_1d(np.asarray(coef, dtype=float))
+    if coef.ndim != 1 or coef.shape[0] > p:
+        raise ValueError(f"coef must be a vector of at most p = {p} values, got shape {coef.shape}")
+    rho = float(rho)
+    if not 0.0 <= rho < 1.0:
+        raise ValueError(f"rho must be in [0, 1), got {rho}")
+    noise_sd = check_positive("noise_sd", noise_sd)
+    rng = as_generator(rng)
+    beta = np.zeros(p)
+    beta[: coef.shape[0]] = coef
+    X = np.empty((N, p), dtype=dtype)
+    y = np.empty(N)
+    a, b = np.sqrt(rho), np.sqrt(1.0 - rho)
+    for start in range(0, N, chunk):
+        stop = min(start + chunk, N)
+        block = rng.standard_normal((stop - start, p))
+        block *= b
+        block += a * rng.standard_normal((stop - start, 1))
+        X[start:stop] = block
+        y[start:stop] = block @ beta + rng.normal(0.0, noise_sd, stop - start)
+    return X, y, beta
+
+
+@dataclass(frozen=True)
+class MissingData:
+    """A regression data set with covariates missing at random.
+
+    Attributes
+    ----------
+    X : ndarray of shape (N, d)
+        Covariates with ``NaN`` where missing.
+    X_complete : ndarray of shape (N, d)
+        The same covariates before deletion.
+    y : ndarray of shape (N,)
+    beta, mu : ndarray of shape (d,)
+        True coefficients and covariate means.
+    cov : ndarray of shape (d, d)
+        Covariance of the covariates.
+    """
+
+    X: np.ndarray
+    X_complete: np.ndarray
+    y: np.ndarray
+    beta: np.ndarray
+    mu: np.ndarray
+    cov: np.ndarray
+
+
+def missing_covariates_regression(N, beta=(1.0, -0.5, 0.25), mu=(0.5, -0.3, 0.0), rho=0.5,
+                                  noise_sd=1.0, missing=0.2, rng=None) -> MissingData:
+    """Linear regression with Gaussian covariates, a fraction of them missing at random.
+
+    ``x_i ~ N(mu, Sigma)`` with unit variances and correlation ``rho``; ``y_i = x_i . beta +
+    N(0, noise_sd^2)``. Each covariate entry is deleted with probability ``expit(c + y_i)``,
+    ``c`` set so that a fraction ``missing`` is deleted: missingness depends on the observed
+    ``y`` only (missing at random, not completely at random).
+
+    Examples
+    --------
+    >>> data = missing_covariates_regression(10_000, rng=0)
+    >>> round(float(np.isnan(data.X).mean()), 2)
+    0.2
+    """
+    N = check_int("N", N, low=1)
+    beta = np.asarray(beta, dtype=float)
+    mu = np.asarray(mu, dtype=float)
+    d = beta.shape[0]
+    if mu.shape != (d,):
+        raise ValueError(f"mu must have {d} values like beta, got shape {mu.shape}")
+    if not 0.0 < missing < 1.0:
+        raise ValueError(f"missing must be in (0, 1), got {missing}")
+    rng = as_generator(rng)
+    cov = np.full((d, d), float(rho)) + (1.0 - rho) * np.eye(d)
+    X_complete = mu + rng.standard_normal((N, d)) @ np.linalg.cholesky(cov).T
+    y = X_complete @ beta + rng.normal(0.0, check_positive("noise_sd", noise_sd), N)
+    c = optimize.brentq(lambda c: special.expit(c + y).mean() - missing, -50.0, 50.0)
+    gone = rng.random((N, d)) < special.expit(c + y)[:, None]
+    X = np.where(gone, np.nan, X_complete)
+    return MissingData(X, X_complete, y, beta, mu, cov)

@@ -16,13 +16,37 @@ import numpy as np
 
 from ._checks import check_finite_array, check_int, check_positive
 
-__all__ = ["Proposal", "RandomWalk", "Langevin"]
+__all__ = ["Proposal", "RandomWalk", "Langevin", "minibatch_grad"]
+
+
+def minibatch_grad(view, theta, idx) -> np.ndarray:
+    """Unbiased estimate ``grad log p0(theta) + (N/n) sum_{i in idx} grad log p(x_i|theta)``
+    of the gradient of the log posterior from the rows ``idx`` (the SGLD drift)."""
+    w = view.N / idx.shape[0]
+    return view.grad_logprior(theta) + w * view.grad(theta, idx).sum(axis=0)
+
+
+def check_gradient_model(proposal, view) -> None:
+    """Refuse a model without gradients, or a ``proposal.batch_size`` larger than N."""
+    missing = [name for name, f in (("grad_loglik", view.grad),
+                                    ("grad_logprior", view.grad_logprior)) if f is None]
+    if missing:
+        raise TypeError(f"{type(proposal).__name__} needs model.{' and model.'.join(missing)}; "
+                        f"{type(view.model).__name__} does not provide it")
+    if proposal.batch_size is not None and proposal.batch_size > view.N:
+        raise ValueError(f"batch_size must be <= N = {view.N}, got {proposal.batch_size}")
 
 
 class Proposal:
     """Base class of proposals (see the module docstring for the interface)."""
 
     needs_gradients = False
+    #: Whether ``propose`` takes the keyword ``iteration`` (the number of transitions made so
+    #: far), e.g. for a step-size schedule.
+    uses_iteration = False
+    #: Whether ``log_q_ratio`` is the true log ratio of proposal densities. False for a move
+    #: that is never corrected (plain SGLD): only :class:`~samplers.AcceptAll` may follow it.
+    has_q_ratio = True
 
     def check(self, view) -> None:
         """Refuse a model this proposal cannot serve (e.g. one without gradients)."""
@@ -122,13 +146,7 @@ class Langevin(Proposal):
             object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, low=1))
 
     def check(self, view):
-        missing = [name for name, f in (("grad_loglik", view.grad),
-                                        ("grad_logprior", view.grad_logprior)) if f is None]
-        if missing:
-            raise TypeError(f"Langevin needs model.{' and model.'.join(missing)}; "
-                            f"{type(view.model).__name__} does not provide it")
-        if self.batch_size is not None and self.batch_size > view.N:
-            raise ValueError(f"batch_size must be <= N = {view.N}, got {self.batch_size}")
+        check_gradient_model(self, view)
 
     def init(self, view, theta):
         return view.full_grad(theta) if self.batch_size is None else None
@@ -148,10 +166,9 @@ class Langevin(Proposal):
         else:
             batches.restart()
             idx = batches.take(self.batch_size)
-            w = view.N / idx.shape[0]
-            grad = view.grad_logprior(theta) + w * view.grad(theta, idx).sum(axis=0)
+            grad = minibatch_grad(view, theta, idx)
             theta_new = theta + 0.5 * h * grad + np.sqrt(h) * rng.standard_normal(theta.shape[0])
-            grad_new = view.grad_logprior(theta_new) + w * view.grad(theta_new, idx).sum(axis=0)
+            grad_new = minibatch_grad(view, theta_new, idx)
             n_grad = 2 * idx.shape[0]
         log_q_ratio = self._log_q(theta, theta_new, grad_new) - self._log_q(theta_new, theta, grad)
         return theta_new, log_q_ratio, (grad_new if self.batch_size is None else None), n_grad

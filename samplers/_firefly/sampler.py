@@ -104,6 +104,10 @@ def _theta_update(theta_update, target):
     if not isinstance(theta_update, Proposal):
         raise TypeError(f"theta_update must be a Proposal (RandomWalk, Langevin) or a Slice, "
                         f"got {type(theta_update).__name__}")
+    if not theta_update.has_q_ratio or theta_update.uses_iteration:
+        raise TypeError(f"theta_update is a Metropolis-Hastings step in Firefly Monte Carlo: it "
+                        f"needs a proposal with a reverse density and no step-size schedule, "
+                        f"got {type(theta_update).__name__}")
     if isinstance(theta_update, Langevin) and theta_update.batch_size is not None:
         raise ValueError(f"Langevin in Firefly Monte Carlo uses the gradient over the bright rows: "
                          f"batch_size must be None, got {theta_update.batch_size}")
