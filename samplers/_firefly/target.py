@@ -202,11 +202,11 @@ class PseudoPosterior:
         other = theta0 + 0.01 * (1.0 + np.abs(theta0)) * np.where(np.arange(self.dim) % 2, 1.0, -1.0)
         sums = []
         for theta in (theta0, other):
-            total = 0.0
+            direct_sum = 0.0
             for start in range(0, self.N, CHECK_CHUNK):
                 idx = np.arange(start, min(start + CHECK_CHUNK, self.N), dtype=np.int64)
-                total += float(np.sum(self.bound.log_bound(theta, idx)))
-            sums.append((total, self.log_bound_sum(theta)))
+                direct_sum += float(np.sum(self.bound.log_bound(theta, idx)))
+            sums.append((direct_sum, self.log_bound_sum(theta)))
         direct = sums[1][0] - sums[0][0]
         collapsed = sums[1][1] - sums[0][1]
         scale = 1.0 + abs(sums[0][0]) + abs(sums[1][0])

@@ -80,7 +80,7 @@ def metropolis_update(proposal, rng, target, bright, theta, value, base, pstate)
     n_grad += n_grad_new
     n_queried += n_grad_new
     base_new = target.base(theta_new)
-    if base_new == -math.inf:  # the prior rules theta_new out: no likelihood is read
+    if base_new == -math.inf:  # the prior rules theta_new out: no (more) likelihood is read
         return ThetaResult(theta, base, None, pstate, False, 0, n_queried, n_grad)
     if view.last is not None and view.last[0] is theta_new:
         lo_new = view.last[1]  # the proposal's gradient pass already read these rows

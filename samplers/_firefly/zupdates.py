@@ -41,11 +41,6 @@ class ZInfo(NamedTuple):
     n_darkened: int
 
 
-def _log1m(q: float) -> float:
-    """log(1 - q), -inf at q = 1."""
-    return -math.inf if q == 1.0 else math.log1p(-q)
-
-
 # The compiled loops take uniforms drawn by the caller rather than the Generator itself:
 # handing a Generator to a compiled function costs about 17 us per call, an array 0.6 us.
 
