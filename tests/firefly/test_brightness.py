@@ -174,5 +174,10 @@ def test_explicit_sweep_gibbs_resamples_a_fraction(fraction):
 def test_bad_z_update_settings(make, match):
     with pytest.raises(ValueError, match=match):
         make()
-    with pytest.raises(TypeError, match="q_db must be a real number"):
+
+
+def test_z_update_settings_must_be_numbers():
+    with pytest.raises(TypeError, match="q_db must be a real number, got '0.1'"):
         ImplicitZ(q_db="0.1")
+    with pytest.raises(TypeError, match="fraction must be a real number"):
+        ExplicitZ(fraction=None)
