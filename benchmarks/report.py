@@ -68,7 +68,36 @@ def rows_throughput(r):
     )]
 
 
-SECTIONS = [("gmm_seita", rows_gmm_seita), ("scaling", rows_scaling), ("throughput", rows_throughput)]
+def rows_firefly(r):
+    t = r["table1"]
+    out = []
+    for name, v in t["rows"].items():
+        p = t["paper"][name]
+        out.append((
+            f"Maclaurin & Adams Table 1 (MNIST-shaped synthetic): {name}, queries per iteration / "
+            "ESS per 1000 it / speedup in ESS per query",
+            f"{_fmt(p['queries'])} / {p['ess_per_1000']:.1f} / {p['speedup']:.1f}",
+            f"{_fmt(v['queries_per_iter'])} / {v['ess_mean_per_1000']:.1f} / "
+            f"{v['speedup_mean']:.1f}",
+            f"`bench_firefly.py`, {r['settings']['iters']} iterations, mean ESS over "
+            f"{t['d']} coefficients",
+        ))
+    sc = {(row["N"], row["q_db"]): row for row in r["scaling"]}
+    small, big = min(n for n, _ in sc), max(n for n, _ in sc)
+    a = sc[(small, max(q for n, q in sc if n == small))]
+    b = sc[(big, min(q for n, q in sc if n == big))]
+    out.append((
+        f"FlyMC time per iteration, N = {big:,} / N = {small:,} (q_db N constant)",
+        "no growth with N",
+        f"{b['us_per_iter'] / a['us_per_iter']:.2f} (regular MH: "
+        f"{b['mh_ms_per_iter'] / a['mh_ms_per_iter']:.1f})",
+        "`bench_firefly.py`",
+    ))
+    return out
+
+
+SECTIONS = [("gmm_seita", rows_gmm_seita), ("scaling", rows_scaling), ("throughput", rows_throughput),
+            ("firefly", rows_firefly)]
 
 
 def table() -> str:

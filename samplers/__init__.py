@@ -12,7 +12,10 @@ The pieces:
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
   :class:`Chains`;
-* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from.
+* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
+* Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
+  (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
+  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`.
 """
 
 from . import datasets, priors
@@ -44,6 +47,17 @@ from .proposals import Langevin, Proposal, RandomWalk
 # --- SGLD and extended SGLD (issue 7) ---
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
 
+# --- Firefly Monte Carlo (issue 6) ---
+from ._firefly import BrightSet, ExplicitZ, FireflyInfo, ImplicitZ, Slice, firefly
+from .models import (
+    Bound,
+    JaakkolaJordanBound,
+    QuadraticBound,
+    RobustRegression,
+    StudentTBound,
+    map_estimate,
+)
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "confidence_radius",
@@ -56,4 +70,8 @@ __all__ = [
     "datasets", "priors",
     # SGLD and extended SGLD (issue 7)
     "SGLD", "AcceptAll", "AcceptAllInfo", "StepSchedule", "ConstantStep", "PolynomialDecay",
+    # Firefly Monte Carlo (issue 6)
+    "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
+    "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
+    "map_estimate",
 ]

@@ -191,6 +191,26 @@ def _progress(i, n, t0, stream=sys.stderr):
     stream.flush()
 
 
+def run_chain(step, state, n_samples: int, *, progress=False):
+    """Run ``state, info = step(state)`` ``n_samples`` times: the one chain loop of the toolkit.
+
+    ``state`` has a ``theta`` field. Returns ``(samples, infos, wall_time)``: the theta after
+    each step (array of shape (n_samples, d)), the list of infos and the seconds spent.
+    """
+    samples = np.empty((n_samples, np.shape(state.theta)[0]))
+    infos = []
+    t0 = time.perf_counter()
+    next_report = t0
+    for i in range(n_samples):
+        state, info = step(state)
+        samples[i] = state.theta
+        infos.append(info)
+        if progress and (time.perf_counter() >= next_report or i + 1 == n_samples):
+            _progress(i, n_samples, t0)
+            next_report = time.perf_counter() + 0.5
+    return samples, infos, time.perf_counter() - t0
+
+
 def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False) -> Chain:
     """Run one Metropolis-Hastings chain with the given accept/reject test.
 
@@ -249,18 +269,9 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False
 
     batches = IndexSampler(view.N, rng)
     state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-    samples = np.empty((n_samples, view.dim))
-    infos = []
-    t0 = time.perf_counter()
-    next_report = t0
-    for i in range(n_samples):
-        state, info = mh_step(rng, state, view, test, proposal, batches)
-        samples[i] = state.theta
-        infos.append(info)
-        if progress and (time.perf_counter() >= next_report or i + 1 == n_samples):
-            _progress(i, n_samples, t0)
-            next_report = time.perf_counter() + 0.5
-    wall = time.perf_counter() - t0
+    samples, infos, wall = run_chain(
+        lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples, progress=progress
+    )
 
     stats = {
         "accepted": np.fromiter((s.accepted for s in infos), bool, n_samples),

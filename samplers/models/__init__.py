@@ -1,10 +1,15 @@
-"""Models: the protocol a user's model follows, and the built-in models with numba kernels."""
+"""Models: the protocol a user's model follows and the built-in models with numba kernels."""
 
 from ._base import BaseModel, Model, loglik_ratio
 from .gaussian import Gaussian, GaussianMean
 from .linear import LinearRegression
 from .logistic import LogisticRegression
 from .mixture import GaussianMixture
+
+# Firefly Monte Carlo (issue 6): a Student-t model, collapsible bounds, a MAP finder.
+from ._map import map_estimate
+from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
+from .robust import RobustRegression
 
 __all__ = [
     "Model",
@@ -15,4 +20,11 @@ __all__ = [
     "LogisticRegression",
     "GaussianMixture",
     "LinearRegression",
+    # Firefly Monte Carlo
+    "RobustRegression",
+    "Bound",
+    "QuadraticBound",
+    "JaakkolaJordanBound",
+    "StudentTBound",
+    "map_estimate",
 ]

@@ -1,0 +1,428 @@
+"""Collapsible lower bounds on the per-datum likelihoods, for Firefly Monte Carlo.
+
+A bound is any object with
+
+* ``N`` -- the number of data rows;
+* ``log_bound(theta, idx)`` -- ``log B_n(theta)`` for the rows ``idx``, with
+  ``0 < B_n(theta) <= L_n(theta)`` (``L_n`` the model's likelihood of row n);
+* ``log_bound_sum(theta)`` -- ``sum_n log B_n(theta)`` over all N rows, in time
+  independent of N (from sufficient statistics computed once);
+
+and, for gradient-based theta-updates, ``grad_log_bound(theta, idx)`` (shape
+``(len(idx), d)``) and ``grad_log_bound_sum(theta)``.
+
+The built-in bounds are scaled Gaussians in the linear predictor ``eta_n = theta . x_n``:
+``log B_n = (a_n + b_n eta_n - c_n eta_n^2) / K``. Their sum over n is the quadratic form
+``(c0 + b . theta - theta' A theta) / K`` with ``c0 = sum a_n``, ``b = sum b_n x_n``,
+``A = sum c_n x_n x_n'``, accumulated in one chunked pass over the rows at construction
+(memmaps are read block by block). :class:`JaakkolaJordanBound` serves
+:class:`~samplers.models.LogisticRegression`, :class:`StudentTBound`
+:class:`~samplers.models.RobustRegression`; each can be tight at one fixed point (untuned)
+or at a MAP estimate, row by row (:meth:`QuadraticBound.map_tuned`).
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from scipy import special
+
+from .._checks import check_finite_array, check_positive
+from .._jit import jit, row_jit
+from .._prefetch import PREFETCH_DISTANCE, prefetch_row
+from ._base import SCAN_CHUNK
+from ._map import map_estimate
+from .logistic import LogisticRegression, log_sigmoid
+from .robust import RobustRegression, t_log_density, t_score
+
+__all__ = ["Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound"]
+
+
+@runtime_checkable
+class Bound(Protocol):
+    """What Firefly Monte Carlo needs from a collapsible lower bound (see the module docstring).
+
+    Examples
+    --------
+    A user-written bound for a user's model: a constant below every likelihood of a Gaussian
+    mean with unit variance whose data lie in [-1, 1] and whose parameter is kept in [-1, 1].
+
+    >>> import numpy as np
+    >>> class ConstantBound:
+    ...     N = 100
+    ...     def log_bound(self, theta, idx):
+    ...         return np.full(len(idx), -2.0 - 0.5 * np.log(2 * np.pi))
+    ...     def log_bound_sum(self, theta):
+    ...         return self.N * (-2.0 - 0.5 * np.log(2 * np.pi))
+    >>> isinstance(ConstantBound(), Bound)
+    True
+    """
+
+    N: int
+
+    def log_bound(self, theta: np.ndarray, idx: np.ndarray) -> np.ndarray: ...
+
+    def log_bound_sum(self, theta: np.ndarray) -> float: ...
+
+
+# --- compiled loops generic in a bound's row kernel ----------------------------------------
+#
+# A built-in bound writes one inlined kernel of the linear predictor of row i,
+#     row_eta(data, i, eta) -> (log L_i, log B_i, d log L_i / d eta, d log B_i / d eta),
+# where data[0] is the design matrix X. Unused outputs are dead code after inlining.
+
+
+@row_jit
+def _dot_row(X, i, theta):
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    return eta
+
+
+@row_jit
+def prefetch_xy_coef(data, i):
+    """Prefetch row i of X (data[0]), y (data[1]) and the bound's coefficients (data[-1])."""
+    prefetch_row(data[0], i)
+    prefetch_row(data[1], i)
+    prefetch_row(data[-1], i)
+
+
+@cache
+def batch_pairs(row_eta, row_prefetch):
+    """Compiled loop: ``ll[t], lb[t] = log L, log B`` of row ``idx[t]`` at ``theta``."""
+
+    @jit
+    def kernel(data, idx, theta, ll, lb):
+        X = data[0]
+        n = idx.shape[0]
+        for t in range(min(n, PREFETCH_DISTANCE)):
+            row_prefetch(data, idx[t])
+        for t in range(n):
+            if t + PREFETCH_DISTANCE < n:
+                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+            i = idx[t]
+            ll[t], lb[t], _, _ = row_eta(data, i, _dot_row(X, i, theta))
+
+    return kernel
+
+
+@cache
+def batch_pair_grads(row_eta, row_prefetch):
+    """Compiled loop: log L, log B and their gradients in theta (rows of g_ll, g_lb)."""
+
+    @jit
+    def kernel(data, idx, theta, ll, lb, g_ll, g_lb):
+        X = data[0]
+        n = idx.shape[0]
+        for t in range(min(n, PREFETCH_DISTANCE)):
+            row_prefetch(data, idx[t])
+        for t in range(n):
+            if t + PREFETCH_DISTANCE < n:
+                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+            i = idx[t]
+            ll[t], lb[t], dll, dlb = row_eta(data, i, _dot_row(X, i, theta))
+            for j in range(X.shape[1]):
+                g_ll[t, j] = dll * X[i, j]
+                g_lb[t, j] = dlb * X[i, j]
+
+    return kernel
+
+
+# --- the shared machinery of Gaussian-in-eta bounds ----------------------------------------
+
+
+class QuadraticBound:
+    """Base of the built-in bounds: ``log B_n = (a_n + b_n eta_n - c_n eta_n^2) / K``.
+
+    Subclasses set ``model_type``, the row kernel ``_row_eta`` and implement
+    ``_coefficients(y, xi, coef)`` (fill the per-row coefficients the row kernel reads, and
+    return ``(a, b, c)`` of a block of rows) and ``_tight_points(X, y, theta)`` (the
+    ``xi_n`` that make each bound tight at ``theta``).
+
+    Attributes
+    ----------
+    model : the model whose likelihoods are bounded
+    N, dim : int
+    xi : float or ndarray of shape (N,)
+        Where each bound touches its likelihood (in the subclass's parametrisation).
+    theta_tuned : ndarray or None
+        The point the bounds were tuned at (:meth:`map_tuned`), else None.
+    """
+
+    model_type: type = object
+    _row_eta = None
+    _row_prefetch = staticmethod(prefetch_xy_coef)
+
+    def __init__(self, model, xi):
+        if not isinstance(model, self.model_type):
+            raise TypeError(f"{type(self).__name__} bounds a {self.model_type.__name__}, "
+                            f"got {type(model).__name__}")
+        self.model = model
+        self.N = model.N
+        self.dim = model.dim
+        self.theta_tuned = None
+        if np.ndim(xi) == 0:
+            self.xi = check_positive("xi", xi, allow_zero=True)
+        else:
+            self.xi = check_finite_array("xi", xi, ndim=1)
+            if self.xi.shape[0] != self.N:
+                raise ValueError(f"xi must be a scalar or have one value per row ({self.N}), "
+                                 f"got length {self.xi.shape[0]}")
+            if np.any(self.xi < 0):
+                raise ValueError(f"xi must be >= 0, got {self.xi[self.xi < 0][0]!r} "
+                                 f"(row {int(np.argmax(self.xi < 0))})")
+            self.xi.setflags(write=False)
+        self._coef = np.empty((self.N, 2))
+        c0, b, A = 0.0, np.zeros(self.dim), np.zeros((self.dim, self.dim))
+        X, y = model.X, model.y
+        for start in range(0, self.N, SCAN_CHUNK):
+            stop = min(start + SCAN_CHUNK, self.N)
+            Xb = np.asarray(X[start:stop], dtype=float)
+            xi_b = self.xi[start:stop] if np.ndim(self.xi) else np.full(stop - start, self.xi)
+            a_b, b_b, c_b = self._coefficients(np.asarray(y[start:stop], dtype=float), xi_b,
+                                               self._coef[start:stop])
+            c0 += float(np.sum(a_b))
+            b += Xb.T @ b_b
+            A += Xb.T @ (c_b[:, None] * Xb)
+        self._c0, self._b, self._A = c0, b, 0.5 * (A + A.T)
+        self._inv_temp = model._inv_temp
+
+    @classmethod
+    def map_tuned(cls, model, theta=None, *, rng=None, n_steps=300, batch_size=1000):
+        """Bounds tight at a MAP estimate, each row at its own point (Maclaurin & Adams, 4.1).
+
+        Parameters
+        ----------
+        model : the model to bound
+        theta : array_like of shape (d,), optional
+            Where to make the bounds tight. By default a MAP estimate from
+            :func:`~samplers.models.map_estimate` (``n_steps`` Newton and averaged SA steps on
+            ``batch_size`` rows each, drawn with ``rng``).
+
+        Returns
+        -------
+        The bound, with ``theta_tuned`` set to the tuning point.
+        """
+        if theta is None:
+            theta = map_estimate(model, n_steps=n_steps, batch_size=batch_size, rng=rng)
+        theta = model._check_theta("theta", theta)
+        xi = np.empty(model.N)
+        for start in range(0, model.N, SCAN_CHUNK):
+            stop = min(start + SCAN_CHUNK, model.N)
+            xi[start:stop] = cls._tight_points(np.asarray(model.X[start:stop], dtype=float),
+                                               np.asarray(model.y[start:stop], dtype=float), theta)
+        bound = cls(model, xi)
+        bound.theta_tuned = theta
+        theta.setflags(write=False)
+        return bound
+
+    # -- public, checked ---------------------------------------------------------------------
+
+    def log_bound(self, theta, idx) -> np.ndarray:
+        """``log B_n(theta)`` (tempered by 1/K) for the rows ``idx``."""
+        return self._pairs(self.model._check_theta("theta", theta), self.model._check_idx(idx))[1]
+
+    def grad_log_bound(self, theta, idx) -> np.ndarray:
+        """Gradients of ``log B_n`` in theta, shape ``(len(idx), dim)``."""
+        return self._pair_grads(self.model._check_theta("theta", theta),
+                                self.model._check_idx(idx))[3]
+
+    def log_bound_sum(self, theta) -> float:
+        """``sum_n log B_n(theta)`` over all N rows, from the sufficient statistics (O(d^2))."""
+        return self._log_bound_sum(self.model._check_theta("theta", theta))
+
+    def grad_log_bound_sum(self, theta) -> np.ndarray:
+        """Gradient of :meth:`log_bound_sum` (O(d^2))."""
+        return self._grad_log_bound_sum(self.model._check_theta("theta", theta))
+
+    def bright_probability(self, theta, idx) -> np.ndarray:
+        """``p(z_n = 1 | theta) = 1 - B_n / L_n`` for the rows ``idx``: how loose the bounds are."""
+        ll, lb = self._pairs(self.model._check_theta("theta", theta), self.model._check_idx(idx))
+        return -np.expm1(np.minimum(lb - ll, 0.0))
+
+    # -- unchecked, used by the sampler --------------------------------------------------------
+
+    def _kernel_data(self) -> tuple:
+        return self.model._kernel_data() + (self._coef,)
+
+    def _pairs(self, theta, idx):
+        ll = np.empty(idx.shape[0])
+        lb = np.empty(idx.shape[0])
+        batch_pairs(self._row_eta, self._row_prefetch)(self._kernel_data(), idx, theta, ll, lb)
+        return ll, lb
+
+    def _pair_grads(self, theta, idx):
+        n = idx.shape[0]
+        ll, lb = np.empty(n), np.empty(n)
+        g_ll, g_lb = np.empty((n, self.dim)), np.empty((n, self.dim))
+        batch_pair_grads(self._row_eta, self._row_prefetch)(self._kernel_data(), idx, theta,
+                                                            ll, lb, g_ll, g_lb)
+        return ll, lb, g_ll, g_lb
+
+    def _log_bound_sum(self, theta) -> float:
+        return (self._c0 + float(self._b @ theta) - float(theta @ (self._A @ theta))) * self._inv_temp
+
+    def _grad_log_bound_sum(self, theta) -> np.ndarray:
+        return (self._b - 2.0 * (self._A @ theta)) * self._inv_temp
+
+    # -- subclass hooks ------------------------------------------------------------------------
+
+    def _coefficients(self, y, xi, coef):
+        raise NotImplementedError
+
+    @staticmethod
+    def _tight_points(X, y, theta):
+        raise NotImplementedError
+
+    def __repr__(self):
+        tuning = "MAP-tuned" if self.theta_tuned is not None else (
+            f"xi={self.xi:g}" if np.ndim(self.xi) == 0 else "per-row xi")
+        return f"{type(self).__name__}({type(self.model).__name__}(N={self.N}), {tuning})"
+
+
+# --- logistic regression: the Jaakkola-Jordan bound ----------------------------------------
+# data = (X, y, plus_minus, 1/K, coef) with coef[i] = (a_i, lambda_i)
+
+
+@row_jit
+def _jj_row_eta(data, i, eta):
+    X, y, plus_minus, inv_temp, coef = data
+    s = y[i] if plus_minus else 2.0 * y[i] - 1.0
+    t = s * eta
+    lam = coef[i, 1]
+    ll = log_sigmoid(t) * inv_temp
+    lb = (coef[i, 0] + 0.5 * t - lam * t * t) * inv_temp
+    dll = s * math.exp(log_sigmoid(-t)) * inv_temp
+    dlb = (0.5 * s - 2.0 * lam * eta) * inv_temp
+    return ll, lb, dll, dlb
+
+
+def jj_lambda(xi: np.ndarray) -> np.ndarray:
+    """``lambda(xi) = tanh(xi/2) / (4 xi)``, with its limit 1/8 - xi^2/96 near 0."""
+    xi = np.asarray(xi, dtype=float)
+    out = np.empty_like(xi)
+    small = np.abs(xi) < 1e-4
+    out[small] = 0.125 - xi[small] ** 2 / 96.0
+    big = xi[~small]
+    out[~small] = np.tanh(0.5 * big) / (4.0 * big)
+    return out
+
+
+class JaakkolaJordanBound(QuadraticBound):
+    """The Jaakkola-Jordan bound on the logistic likelihood, tight at ``t_n = +-xi_n``.
+
+    ``sigmoid(t) >= sigmoid(xi) exp((t - xi)/2 - lambda(xi) (t^2 - xi^2))`` for all t, with
+    ``t_n = s_n theta . x_n`` (``s_n = +-1`` the label) and ``lambda(xi) = tanh(xi/2)/(4 xi)``
+    (Jaakkola & Jordan 1997; Maclaurin & Adams 2014, section 3.1).
+
+    Parameters
+    ----------
+    model : LogisticRegression
+    xi : float or array of shape (N,)
+        Where the bounds touch, ``xi >= 0``; the paper's untuned choice is 1.5 for every row.
+        :meth:`map_tuned` sets ``xi_n = |theta_MAP . x_n|``.
+
+    Notes
+    -----
+    In the linear predictor ``eta``: ``log B_n = a_n + s_n eta / 2 - lambda_n eta^2`` with
+    ``a_n = log sigmoid(xi_n) - xi_n / 2 + lambda_n xi_n^2``; so
+    ``sum_n log B_n = c0 + theta . (sum_n s_n x_n / 2) - theta' (sum_n lambda_n x_n x_n') theta``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import LogisticRegression
+    >>> from samplers.datasets import logistic_regression
+    >>> X, y, theta = logistic_regression(1000, 3, rng=0)
+    >>> bound = JaakkolaJordanBound(LogisticRegression(X, y), xi=1.5)
+    >>> idx = np.arange(1000)
+    >>> bool(np.all(bound.log_bound(theta, idx) <= bound.model.loglik(theta, idx)))
+    True
+    >>> bool(np.isclose(bound.log_bound(theta, idx).sum(), bound.log_bound_sum(theta)))
+    True
+    """
+
+    model_type = LogisticRegression
+    _row_eta = staticmethod(_jj_row_eta)
+
+    def _coefficients(self, y, xi, coef):
+        lam = jj_lambda(xi)
+        a = special.log_expit(xi) - 0.5 * xi + lam * xi * xi
+        coef[:, 0] = a
+        coef[:, 1] = lam
+        s = y if self.model._plus_minus else 2.0 * y - 1.0
+        return a, 0.5 * s, lam
+
+    @staticmethod
+    def _tight_points(X, y, theta):
+        return np.abs(X @ theta)
+
+
+# --- robust regression: a Gaussian bound on the Student-t likelihood -----------------------
+# data = (X, y, df, scale, log_norm, 1/K, coef) with coef[i] = (alpha_i, beta_i)
+
+
+@row_jit
+def _t_row_eta(data, i, eta):
+    X, y, df, scale, log_norm, inv_temp, coef = data
+    r = y[i] - eta
+    beta = coef[i, 1]
+    ll = t_log_density(r, df, scale, log_norm) * inv_temp
+    lb = (coef[i, 0] - beta * r * r) * inv_temp
+    dll = t_score(r, df, scale) * inv_temp
+    dlb = 2.0 * beta * r * inv_temp
+    return ll, lb, dll, dlb
+
+
+class StudentTBound(QuadraticBound):
+    """A Gaussian lower bound on the Student-t likelihood, matched in value and slope at ``+-xi``.
+
+    ``log B_n = alpha_n - beta_n r_n^2`` in the residual ``r_n = y_n - theta . x_n`` with
+    ``beta_n = (df + 1) / (2 (df scale^2 + xi_n^2))`` and ``alpha_n`` making it touch the
+    log-likelihood at ``r = +-xi_n`` (Maclaurin & Adams 2014, section 4.3).
+
+    Parameters
+    ----------
+    model : RobustRegression
+    xi : float or array of shape (N,)
+        Residual at which each bound is tight, ``xi >= 0``. :meth:`map_tuned` sets
+        ``xi_n = |y_n - theta_MAP . x_n|``.
+
+    Notes
+    -----
+    The Student-t log density is ``g(r^2)`` with ``g(u) = c - (df+1)/2 log(1 + u/(df scale^2))``
+    convex in ``u``; ``alpha - beta u`` is its tangent at ``u = xi^2``, and a convex function
+    lies above its tangents, so ``B_n <= L_n`` for every r. In ``eta``:
+    ``log B_n = (alpha_n - beta_n y_n^2) + 2 beta_n y_n eta - beta_n eta^2``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import RobustRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(500, 2)); y = X @ [1.0, -1.0] + rng.standard_t(4, 500)
+    >>> bound = StudentTBound(RobustRegression(X, y, df=4.0), xi=1.0)
+    >>> theta = np.array([0.9, -1.1]); idx = np.arange(500)
+    >>> bool(np.all(bound.log_bound(theta, idx) <= bound.model.loglik(theta, idx)))
+    True
+    """
+
+    model_type = RobustRegression
+    _row_eta = staticmethod(_t_row_eta)
+
+    def _coefficients(self, y, xi, coef):
+        m = self.model
+        beta = 0.5 * (m.df + 1.0) / (m.df * m.scale**2 + xi * xi)
+        alpha = (m._log_norm - 0.5 * (m.df + 1.0) * np.log1p(xi * xi / (m.df * m.scale**2))
+                 + beta * xi * xi)
+        coef[:, 0] = alpha
+        coef[:, 1] = beta
+        return alpha - beta * y * y, 2.0 * beta * y, beta
+
+    @staticmethod
+    def _tight_points(X, y, theta):
+        return np.abs(y - X @ theta)
