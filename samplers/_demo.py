@@ -1,23 +1,27 @@
 """``austerity demo``: the main job end to end on a built-in synthetic dataset.
 
-Logistic regression on synthetic rows: a starting point and proposal scale from a few Newton
-steps on a subset, then exact MH, the sequential t-test (AustereMH) and the confidence
-sampler side by side: posterior summaries, data read per step, wall time and effective
-samples per second. Writes ``report.txt``, ``summary.json`` and figures to a folder.
+1. data: logistic regression on synthetic rows (in memory);
+2. a starting point and proposal scale from Newton steps on a row subset;
+3. a short exact-MH trial chain, recorded as a :class:`design.TrialChain`;
+4. ``design.optimize(trial, tolerance)``: the minibatch size m and per-stage error
+   epsilon of the sequential test that read the least data within the tolerance;
+5. chains: exact MH and the designed AustereMH side by side:
+   posterior summaries, rows read per step (against the design's prediction), wall time
+   and effective samples per second (ArviZ);
+6. a report (``report.txt``, ``summary.json``) and figures in the output folder.
 """
 
 from __future__ import annotations
 
 import json
-import time
 import warnings
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
+from ._accept import AustereTest, ExactTest
 from ._chain import sample
-from ._accept import AustereTest, ConfidenceTest, ExactTest
 from ._checks import as_generator
 from .datasets import logistic_regression
 from .models import LogisticRegression
@@ -29,28 +33,34 @@ from .proposals import RandomWalk
 class DemoSettings:
     n_rows: int = 1_000_000
     n_features: int = 10
-    n_samples: int = 2000
-    n_samples_exact: int = 500
+    n_samples: int = 1000
+    n_samples_exact: int = 300
+    n_trial: int = 100
+    tolerance: float = 0.01
     seed: int = 2014
     out: Path = Path("austerity-demo")
 
 
 def laplace_start(model: LogisticRegression, rows: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Mode and posterior covariance of the model, from Newton steps on a row subset.
+    """Mode and posterior covariance of a logistic regression, from a row subset.
 
-    The subset Hessian is rescaled by N / rows, so the covariance estimates the full-data
-    posterior's. Costs O(rows * d^2), independent of N.
+    Newton steps on ``rows`` random rows with the log-likelihood scaled by N / rows; the
+    inverse Hessian then estimates the full-data posterior covariance. Cost O(rows d^2),
+    independent of N.
     """
     idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
-    X, y = np.asarray(model.X[idx]), np.asarray(model.y[idx])
-    y = (y > 0).astype(float)
-    prior_precision = 1.0 / model.prior.sd**2 if isinstance(model.prior, GaussianPrior) else 0.0
+    X = np.asarray(model.X[idx])
+    y = (np.asarray(model.y[idx]) > 0).astype(float)
+    if isinstance(model.prior, GaussianPrior):
+        prior_precision = 1.0 / model.prior.sd**2
+    else:
+        prior_precision = np.zeros(model.dim)
     scale = model.N / idx.shape[0] / model.temperature
     theta = np.zeros(model.dim)
-    for _ in range(25):
+    for _ in range(50):
         p = 1.0 / (1.0 + np.exp(-(X @ theta)))
         grad = scale * X.T @ (y - p) - prior_precision * theta
-        hess = scale * (X.T * (p * (1 - p))) @ X + np.diag(np.broadcast_to(prior_precision, theta.shape))
+        hess = scale * (X.T * (p * (1 - p))) @ X + np.diag(prior_precision)
         step = np.linalg.solve(hess, grad)
         theta = theta + step
         if np.max(np.abs(step)) < 1e-10:
@@ -60,6 +70,8 @@ def laplace_start(model: LogisticRegression, rows: int, rng) -> tuple[np.ndarray
 
 def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dict:
     """Run the demo and write its report; return the summary dictionary."""
+    import design
+
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
         import arviz as az
@@ -67,27 +79,39 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    log(f"[1/3] data: logistic regression, {settings.n_rows:,} rows x "
+    log(f"[1/5] data: logistic regression, {settings.n_rows:,} rows x "
         f"{settings.n_features} features + intercept")
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
     start, cov = laplace_start(model, 20_000, rng)
     proposal = RandomWalk(cov * 2.38**2 / model.dim)
 
+    log(f"[2/5] trial chain: {settings.n_trial} exact-MH steps")
+    trial_chain = sample(model, ExactTest(), proposal, start, settings.n_trial,
+                         rng=rng.spawn(1)[0], progress=progress)
+    trial = design.TrialChain.from_chain(trial_chain)
+    trial.save(out / "trial.npz")
+
+    log(f"[3/5] design: design.optimize(trial, tolerance={settings.tolerance})")
+    plan = design.optimize(trial, tolerance=settings.tolerance)
+    log("      " + str(plan).replace("\n", "\n      "))
+
+    designed = AustereTest.from_design(plan, threshold="t")
     runs = {
         "exact MH": (ExactTest(), settings.n_samples_exact),
-        "AustereMH (m=500, eps=0.01)": (AustereTest(m=500, epsilon=0.01), settings.n_samples),
-        "confidence (delta=0.01)": (ConfidenceTest(delta=0.01), settings.n_samples),
+        f"AustereMH designed (m={designed.m}, eps={designed.epsilon:g})":
+            (designed, settings.n_samples),
     }
-    log(f"[2/3] sampling: {', '.join(runs)}")
+    log(f"[4/5] sampling: {', '.join(runs)}")
     chains, rows = {}, {}
-    for i, (name, (test, n)) in enumerate(runs.items()):
+    for name, (test, n) in runs.items():
         log(f"  {name}")
         chain = sample(model, test, proposal, start, n, rng=rng.spawn(1)[0], progress=progress)
         chains[name] = chain
-        idata = chain.to_arviz()
-        ess = az.ess(idata).theta.values
+        ess = az.ess(chain.to_arviz()).theta.values
         rows[name] = {
+            "test": repr(test),
+            "samples": n,
             "posterior_mean": chain.samples.mean(axis=0).tolist(),
             "posterior_sd": chain.samples.std(axis=0).tolist(),
             "acceptance_rate": chain.acceptance_rate,
@@ -98,44 +122,61 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             "min_ess_per_s": float(ess.min() / chain.wall_time),
         }
 
-    log(f"[3/3] report -> {out}/")
-    exact = np.array(rows["exact MH"]["posterior_mean"])
-    exact_sd = np.array(rows["exact MH"]["posterior_sd"])
-    lines = [
-        "austerity demo: logistic regression",
-        f"  N = {model.N:,} rows, d = {model.dim} parameters, seed {settings.seed}",
-        "",
-        f"{'sampler':30s} {'rows/step':>11s} {'data %':>7s} {'accept':>7s} {'s/step':>9s} "
-        f"{'ESS/s':>8s} {'max |mean - exact| / sd':>24s}",
-    ]
-    for name, r in rows.items():
-        dev = np.max(np.abs(np.array(r["posterior_mean"]) - exact) / exact_sd)
-        r["max_mean_shift_in_exact_sd"] = float(dev)
-        lines.append(
-            f"{name:30s} {r['mean_rows_per_step']:11,.0f} {100 * r['data_fraction']:7.2f} "
-            f"{r['acceptance_rate']:7.3f} {r['wall_time_s'] / runs[name][1]:9.5f} "
-            f"{r['min_ess_per_s']:8.2f} {dev:24.3f}"
-        )
-    lines += ["", "The mean shift of the exact chain is 0 by definition; for the others it mixes",
-              "Monte Carlo error of both chains with the bias of the approximate test."]
-    report = "\n".join(lines)
+    log(f"[5/5] report -> {out}/")
+    report = _report(settings, model, plan, rows)
     (out / "report.txt").write_text(report + "\n")
-    summary = {"settings": {k: str(v) for k, v in settings.__dict__.items()}, "runs": rows,
-               "theta_true": theta_true.tolist()}
+    summary = {
+        "settings": {k: str(v) for k, v in asdict(settings).items()},
+        "design": {"m": plan.m, "epsilon": plan.epsilon, "threshold": plan.threshold,
+                   "predicted_data_fraction": plan.data_fraction,
+                   "predicted_mean_abs_error": plan.error},
+        "runs": rows,
+        "theta_true": theta_true.tolist(),
+    }
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
-    _plot(chains, out)
+    _plot(chains, plan, out)
     log("")
     log(report)
     return summary
 
 
-def _plot(chains, out: Path) -> None:
+def _report(settings, model, plan, rows) -> str:
+    names = list(rows)
+    exact_mean = np.array(rows[names[0]]["posterior_mean"])
+    exact_sd = np.array(rows[names[0]]["posterior_sd"])
+    lines = [
+        "austerity demo: logistic regression",
+        f"  N = {model.N:,} rows, d = {model.dim} parameters, seed {settings.seed}",
+        f"  design (tolerance {settings.tolerance} on mean |error in acceptance probability|): "
+        f"m = {plan.m}, eps = {plan.epsilon:g}, predicted data use {plan.data_fraction:.3f}",
+        "",
+        f"{'sampler':42s} {'rows/step':>11s} {'data %':>7s} {'accept':>7s} {'ms/step':>8s} "
+        f"{'ESS/s':>8s} {'max |mean-exact|/sd':>20s}",
+    ]
+    for name, r in rows.items():
+        shift = float(np.max(np.abs(np.array(r["posterior_mean"]) - exact_mean) / exact_sd))
+        r["max_mean_shift_in_exact_sd"] = shift
+        lines.append(
+            f"{name:42s} {r['mean_rows_per_step']:11,.0f} {100 * r['data_fraction']:7.2f} "
+            f"{r['acceptance_rate']:7.3f} {1e3 * r['wall_time_s'] / r['samples']:8.2f} "
+            f"{r['min_ess_per_s']:8.2f} {shift:20.3f}"
+        )
+    lines += [
+        "",
+        "ESS/s: the smallest effective sample size over the parameters, per second of sampling.",
+        "The mean shift mixes the Monte Carlo error of both chains with the approximate test's",
+        "bias; the exact chain's is 0 by definition.",
+    ]
+    return "\n".join(lines)
+
+
+def _plot(chains, plan, out: Path) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 2, figsize=(11, 3.8))
+    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
     for name, chain in chains.items():
         axes[0].plot(chain.samples[:, 0], lw=0.6, label=name)
         used = chain.stats["n_used"]
@@ -143,7 +184,8 @@ def _plot(chains, out: Path) -> None:
                      histtype="step", label=name)
     axes[0].set(title="trace of theta[0]", xlabel="iteration")
     axes[1].set(title="rows read per step", xscale="log", xlabel="rows")
-    axes[1].legend(fontsize=8)
+    axes[1].legend(fontsize=7)
+    plan.plot(ax=axes[2])
     fig.tight_layout()
     fig.savefig(out / "demo.png", dpi=110)
     plt.close(fig)
