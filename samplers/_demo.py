@@ -1,8 +1,13 @@
 """``austerity demo``: the main job end to end on a built-in synthetic dataset.
 
 1. data: logistic regression on synthetic rows (in memory);
-2. a starting point and proposal scale from Newton steps on a row subset;
-3. a short exact-MH trial chain, recorded as a :class:`design.TrialChain`;
+2. the Laplace approximation (Newton steps on a row subset, then on all rows): the chains'
+   starting point and the random-walk proposal's covariance;
+3. trial pairs (theta, theta'): theta drawn independently from the Laplace approximation of
+   the posterior and theta' from the random-walk proposal, summarised by one pass over the
+   data each as a :class:`design.TrialChain` (independent pairs cover pi(theta) q(theta'|theta)
+   far better than the same number of consecutive, correlated states of a short MH chain;
+   ``TrialChain.from_chain`` records an exact-MH chain instead);
 4. ``design.optimize(trial, tolerance)``: the minibatch size m and per-stage error
    epsilon of the sequential test that read the least data within the tolerance;
 5. chains: exact MH and the designed AustereMH side by side:
@@ -41,30 +46,48 @@ class DemoSettings:
     out: Path = Path("austerity-demo")
 
 
-def laplace_start(model: LogisticRegression, rows: int, rng) -> tuple[np.ndarray, np.ndarray]:
-    """Mode and posterior covariance of a logistic regression, from a row subset.
+def laplace_approximation(model: LogisticRegression, rows: int, rng, *, chunk: int = 1 << 16
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """Posterior mode and covariance of a logistic regression (Laplace approximation).
 
-    Newton steps on ``rows`` random rows with the log-likelihood scaled by N / rows; the
-    inverse Hessian then estimates the full-data posterior covariance. Cost O(rows d^2),
-    independent of N.
+    Newton steps on ``rows`` random rows (log-likelihood scaled by N / rows) reach the
+    subset's mode cheaply; that mode is off by about sqrt(N / rows) posterior sds, so a few
+    full-data Newton steps (one chunked pass over the data each, done once before sampling)
+    finish the job. The covariance is the inverse Hessian at the full-data mode.
     """
-    idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
-    X = np.asarray(model.X[idx])
-    y = (np.asarray(model.y[idx]) > 0).astype(float)
     if isinstance(model.prior, GaussianPrior):
         prior_precision = 1.0 / model.prior.sd**2
     else:
         prior_precision = np.zeros(model.dim)
-    scale = model.N / idx.shape[0] / model.temperature
+    K = model.temperature
+
+    def newton_terms(theta, blocks, scale):
+        grad = -prior_precision * theta
+        hess = np.diag(prior_precision).astype(float)
+        for X, y in blocks:
+            p = 1.0 / (1.0 + np.exp(-(X @ theta)))
+            grad = grad + scale / K * X.T @ (y - p)
+            hess = hess + scale / K * (X.T * (p * (1 - p))) @ X
+        return grad, hess
+
+    def labels(y):
+        return (np.asarray(y) > 0).astype(float)
+
+    idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
+    subset = [(np.asarray(model.X[idx]), labels(model.y[idx]))]
     theta = np.zeros(model.dim)
-    for _ in range(50):
-        p = 1.0 / (1.0 + np.exp(-(X @ theta)))
-        grad = scale * X.T @ (y - p) - prior_precision * theta
-        hess = scale * (X.T * (p * (1 - p))) @ X + np.diag(prior_precision)
-        step = np.linalg.solve(hess, grad)
-        theta = theta + step
-        if np.max(np.abs(step)) < 1e-10:
-            break
+    for scale, blocks, steps in ((model.N / idx.shape[0], lambda: subset, 50),
+                                 (1.0, lambda: ((np.asarray(model.X[s:s + chunk]),
+                                                 labels(model.y[s:s + chunk]))
+                                                for s in range(0, model.N, chunk)), 10)):
+        for _ in range(steps):
+            grad, hess = newton_terms(theta, blocks(), scale)
+            step = np.linalg.solve(hess, grad)
+            theta = theta + step
+            if np.max(np.abs(step) / np.sqrt(np.diag(np.linalg.inv(hess)))) < 1e-6:
+                break
+    _, hess = newton_terms(theta, ((np.asarray(model.X[s:s + chunk]), labels(model.y[s:s + chunk]))
+                                   for s in range(0, model.N, chunk)), 1.0)
     return theta, np.linalg.inv(hess)
 
 
@@ -83,13 +106,13 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
         f"{settings.n_features} features + intercept")
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
-    start, cov = laplace_start(model, 20_000, rng)
+    start, cov = laplace_approximation(model, 20_000, rng)
     proposal = RandomWalk(cov * 2.38**2 / model.dim)
 
-    log(f"[2/5] trial chain: {settings.n_trial} exact-MH steps")
-    trial_chain = sample(model, ExactTest(), proposal, start, settings.n_trial,
-                         rng=rng.spawn(1)[0], progress=progress)
-    trial = design.TrialChain.from_chain(trial_chain)
+    log(f"[2/5] trial pairs: {settings.n_trial} from the Laplace approximation")
+    thetas = rng.multivariate_normal(start, cov, size=settings.n_trial)
+    theta_news = np.array([proposal.propose(rng, None, None, t, None)[0] for t in thetas])
+    trial = design.TrialChain.from_model(model, thetas, theta_news)
     trial.save(out / "trial.npz")
 
     log(f"[3/5] design: design.optimize(trial, tolerance={settings.tolerance})")

@@ -14,7 +14,7 @@ def _add_demo(sub):
     p.add_argument("--features", type=int, default=10, help="covariates (default 10)")
     p.add_argument("--samples", type=int, default=1000, help="samples per approximate chain")
     p.add_argument("--exact-samples", type=int, default=300, help="samples of the exact chain")
-    p.add_argument("--trial", type=int, default=100, help="exact-MH steps of the trial chain")
+    p.add_argument("--trial", type=int, default=100, help="trial pairs for the design")
     p.add_argument("--tolerance", type=float, default=0.01,
                    help="design tolerance on the mean error in acceptance probability")
     p.add_argument("--seed", type=int, default=2014)
