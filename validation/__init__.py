@@ -1,4 +1,5 @@
 """Checks to run on a dataset before trusting a minibatch MH test."""
 
 from ._bounds import delta_max, stationary_bound, subsampling_bound
+from ._clt import CLTCheck, clt_check
 from ._ratios import loglik_ratios, proposal_pairs
