@@ -18,14 +18,17 @@ __all__ = ["CLTCheck", "clt_check"]
 
 #: Bins of the stored histogram of each pair's standardized l_i.
 HIST_BINS = 120
-#: Level of the Kolmogorov quantile used as the Monte Carlo noise of the KS distance, and of
-#: the early stop of the batch-size search (a pair is dropped once its distance exceeds the
-#: tolerance by more than this quantile).
+#: Level of the Kolmogorov quantile reported as the Monte Carlo noise of the KS distance.
 NOISE_LEVEL = 0.05
+#: The batch-size search drops a pair early once its distance exceeds the tolerance by more
+#: than the Kolmogorov quantile at this level (a false early failure is that unlikely).
+EARLY_STOP_LEVEL = 1e-3
 #: The batch-size search steps by this factor.
 SEARCH_RATIO = math.sqrt(2.0)
 SEARCH_FLOOR = 8
 _SEARCH_FIRST = 1000
+#: At most this many l_i (256 MB) are kept between the passes over pairs of a model.
+_KEEP_VALUES = 1 << 25
 
 
 @functools.lru_cache(maxsize=64)
@@ -42,7 +45,8 @@ def ks_distance(t, df) -> float:
 
 
 class _Source:
-    """The l_i of each pair, from a model (recomputed, O(N) each) or given as rows."""
+    """The l_i of each pair, given as rows or from a model: computed by an O(N) pass and
+    kept while they fit in ``_KEEP_VALUES`` values, recomputed after that."""
 
     def __init__(self, source, pairs, chunk):
         if pairs is None:
@@ -73,11 +77,17 @@ class _Source:
         self.model, self.thetas, self.theta_news, self.chunk = source, thetas, theta_news, chunk
         self.N = check_int("model.N", getattr(source, "N", None), low=4)
         self.n_pairs = thetas.shape[0]
+        self._kept, self._room = {}, max(1, _KEEP_VALUES // self.N)
 
     def __call__(self, p) -> np.ndarray:
         if self.model is None:
             return self.rows[p]
-        return loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
+        if p in self._kept:
+            return self._kept[p]
+        l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
+        if len(self._kept) < self._room:
+            self._kept[p] = l
+        return l
 
 
 @dataclass(frozen=True, eq=False)
@@ -101,7 +111,7 @@ class CLTCheck:
         Novak's bound ``(6.4 E|X|^3 + 2 E|X|) / sqrt(b)`` on the sup distance between the
         cdf of the t statistic and the normal cdf, X the standardized l_i (Seita et al.
         2017, Lemma 3). It is at least ``8.4 / sqrt(b)`` for any data.
-    novak_batch_size : numpy.ndarray
+    novak_batch_size : numpy.ndarray of int
         Batch size at which Novak's bound reaches ``tolerance`` (may exceed N).
     ks_distance, ks_pvalue : numpy.ndarray
         Kolmogorov-Smirnov distance between the simulated t statistics and Student-t with
@@ -231,7 +241,8 @@ def _passes(l, b, tolerance, n_sim, rng):
     """Whether one pair passes at batch size b; stops as soon as it clearly fails.
 
     Simulates in doubling rounds from 1,000 minibatches; once the KS distance exceeds
-    ``tolerance`` by more than its 95% noise quantile, the pair fails without more rounds.
+    ``tolerance`` by more than its noise quantile at level ``EARLY_STOP_LEVEL``, the pair
+    fails without more rounds.
     """
     mu = float(np.mean(l))
     perm = np.arange(l.shape[0])
@@ -242,7 +253,7 @@ def _passes(l, b, tolerance, n_sim, rng):
         dist = ks_distance(tstats, b - 1)
         if n == n_sim:
             return dist <= tolerance
-        if dist - _ks_noise(n) > tolerance:
+        if dist - _ks_noise(n, EARLY_STOP_LEVEL) > tolerance:
             return False
         n = min(2 * n, n_sim)
 
@@ -256,16 +267,8 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
     else:
         ladder = sorted({int(round(b0 * SEARCH_RATIO**k)) for k in range(1, 64)
                          if b0 * SEARCH_RATIO**k <= N // 2})
-    cache = {}
     for b in ladder:
-        ok = True
-        for p in order:
-            if p not in cache:
-                cache[p] = source(p)
-            if not _passes(cache[p], b, tolerance, n_sim, rng):
-                ok = False
-                break
-        if ok:
+        if all(_passes(source(p), b, tolerance, n_sim, rng) for p in order):
             return b
     return b0 if passed_at_b0 else None
 
@@ -355,9 +358,9 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     from statsmodels.stats.stattools import jarque_bera, omni_normtest
 
     fields = {k: np.empty(src.n_pairs) for k in (
-        "mean", "sd", "skewness", "excess_kurtosis", "novak", "novak_batch_size",
-        "ks_distance", "ks_pvalue", "jarque_bera_pvalue", "omnibus_pvalue",
-        "lilliefors_pvalue")}
+        "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance", "ks_pvalue",
+        "jarque_bera_pvalue", "omnibus_pvalue", "lilliefors_pvalue")}
+    fields["novak_batch_size"] = np.empty(src.n_pairs, dtype=np.int64)
     t_all = np.empty((src.n_pairs, n_sim))
     hist = np.empty((src.n_pairs, HIST_BINS))
     edges = np.empty((src.n_pairs, HIST_BINS + 1))

@@ -11,7 +11,7 @@ coefficient: the bounds of Korattikara et al. (Theorem 1) and Bardenet et al.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from scipy import special

@@ -33,7 +33,7 @@ def vector_ratio(data, i, theta, theta_new):
 def central_moments(l, mean):
     """Population central moments of ``l`` about ``mean``: (m2, m3, m4, E|d|, E|d|^3)."""
     n = l.shape[0]
-    s1 = s2 = s3 = s4 = a1 = a3 = 0.0
+    s2 = s3 = s4 = a1 = a3 = 0.0
     for v in l:
         d = v - mean
         d2 = d * d
@@ -68,19 +68,9 @@ def minibatch_statistics(l, mu, perm, b, rng, means, tstats):
         tstats[k] = (mean - mu) / austere_se(m2, b, N)
 
 
-@cache
-def _austere_loop():
-    return _seq.austere_loop(vector_ratio, prefetch_data0)
-
-
-@cache
-def _confidence_loop():
-    return _seq.confidence_loop(vector_ratio, prefetch_data0)
-
-
 def repeated_austere():
     """Compiled driver: run the sequential t-test ``n`` times at one threshold ``mu0``."""
-    return _repeated_austere(_austere_loop())
+    return _repeated_austere(_seq.austere_loop(vector_ratio, prefetch_data0))
 
 
 @cache
@@ -104,7 +94,7 @@ def repeated_confidence():
     ``accepted`` gets the test's decisions, ``exact`` the full-data decisions for the same
     u (common random numbers: their difference has variance at most the error rate).
     """
-    return _repeated_confidence(_confidence_loop())
+    return _repeated_confidence(_seq.confidence_loop(vector_ratio, prefetch_data0))
 
 
 @cache
@@ -171,26 +161,29 @@ def _narrow(a, b, lo, hi):
 
 
 @jit
+def _extend(l, perm, rng, n, mean, m2, take, u, rows, buf):
+    """Draw the next ``take`` rows of a path (the first n are taken) and merge their
+    moments into ``(n, mean, m2)``, as the samplers' loops do."""
+    draw_rows(rng, perm, n, u[:take], rows[:take])
+    for t in range(take):
+        buf[t] = l[rows[t]]
+    b_mean, b_m2 = batch_moments(buf[:take])
+    return merge_moments(n, mean, m2, take, b_mean, b_m2)
+
+
+@jit
 def austere_thresholds(l, perm, m, crit, rng, tau):
     """Path thresholds ``tau`` of the sequential t-test (stages of m rows, critical values
     ``crit``), one per entry of ``tau``. Each path reads rows until its undecided interval
     is empty or all N rows are read."""
     N = l.shape[0]
     mu = np.mean(l)
-    u = np.empty(m)
-    rows = np.empty(m, dtype=np.intp)
-    buf = np.empty(m)
+    u, rows, buf = np.empty(m), np.empty(m, dtype=np.intp), np.empty(m)
     for k in range(tau.shape[0]):
         a, b = -math.inf, math.inf
-        n, mean, m2, cursor, stage = 0, 0.0, 0.0, 0, 0
+        n, mean, m2, stage = 0, 0.0, 0.0, 0
         while n < N and a < b:
-            take = min(m, N - cursor)
-            draw_rows(rng, perm, cursor, u[:take], rows[:take])
-            for t in range(take):
-                buf[t] = l[rows[t]]
-            cursor += take
-            b_mean, b_m2 = batch_moments(buf[:take])
-            n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
+            n, mean, m2 = _extend(l, perm, rng, n, mean, m2, min(m, N - n), u, rows, buf)
             if n < N:
                 r = crit[stage] * austere_se(m2, n, N)
                 a, b = _narrow(a, b, mean - r, mean + r)
@@ -204,21 +197,14 @@ def confidence_thresholds(l, perm, C, delta, p, gamma, code, b0, rng, tau):
     concentration radius ``confidence_radius_code``), one per entry of ``tau``."""
     N = l.shape[0]
     mu = np.mean(l)
-    u = np.empty(N)
-    rows = np.empty(N, dtype=np.intp)
-    buf = np.empty(N)
+    u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
     for k in range(tau.shape[0]):
         a, b = -math.inf, math.inf
         n, mean, m2, look = 0, 0.0, 0.0, 0
         size = min(b0, N)
         while n < N and a < b:
             look += 1
-            take = size - n
-            draw_rows(rng, perm, n, u[:take], rows[:take])
-            for t in range(take):
-                buf[t] = l[rows[t]]
-            b_mean, b_m2 = batch_moments(buf[:take])
-            n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
+            n, mean, m2 = _extend(l, perm, rng, n, mean, m2, size - n, u, rows, buf)
             if n < N:
                 r = confidence_radius_code(code, n, N, C, math.sqrt(m2 / n),
                                            look_delta(look, p, delta))

@@ -59,10 +59,11 @@ def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None) -> np.ndarr
     theta_new = check_finite_array("theta_new", theta_new, ndim=(0, 1)).reshape(-1)
     if out is None:
         out = np.empty(N)
-    elif not (isinstance(out, np.ndarray) and out.shape == (N,) and out.dtype == np.float64):
-        raise ValueError(f"out must be a float64 array of shape ({N},), got "
-                         f"{getattr(out, 'dtype', type(out).__name__)} of shape "
-                         f"{getattr(out, 'shape', None)}")
+    elif not (isinstance(out, np.ndarray) and out.dtype == np.float64):
+        raise TypeError(f"out must be a float64 numpy array, got "
+                        f"{getattr(out, 'dtype', type(out).__name__)}")
+    elif out.shape != (N,):
+        raise ValueError(f"out must have shape ({N},), got {out.shape}")
     for start in range(0, N, chunk):
         idx = np.arange(start, min(start + chunk, N), dtype=np.intp)
         values = loglik_ratio(model, theta, theta_new, idx)

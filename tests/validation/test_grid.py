@@ -1,7 +1,5 @@
 """The stationary-distribution bounds checked on a discretised one-parameter posterior."""
 
-import math
-
 import matplotlib
 import numpy as np
 import pytest
