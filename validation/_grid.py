@@ -46,7 +46,8 @@ class FixedBatchBarker:
     batch_size : int
         Rows per test, >= 3.
     table : design.correction.CorrectionTable, optional
-        Defaults to :func:`design.correction.default`.
+        Defaults to :func:`design.correction.default`. (Skew-corrected tables are not
+        accepted: Novak's bound, the a priori error reported, is for the Gaussian limit.)
     fpc : bool
         Finite-population factor in the variance estimate.
     """
@@ -56,7 +57,12 @@ class FixedBatchBarker:
     fpc: bool = True
 
     def __post_init__(self):
+        from design.correction import CorrectionTable
+
         object.__setattr__(self, "batch_size", check_int("batch_size", self.batch_size, low=3))
+        if not (self.table is None or isinstance(self.table, CorrectionTable)):
+            raise TypeError(f"table must be a design.correction.CorrectionTable or None, got "
+                            f"{type(self.table).__name__}")
 
     def correction(self):
         from design import correction

@@ -171,7 +171,7 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     >>> from validation import sequential_check
     >>> l = np.random.default_rng(0).normal(size=10_000)
     >>> res = sequential_check(l, m=500, epsilon=0.05, mu_std=[0.0, 2.0], n_tests=4000,
-    ...                        tolerance=0.03, rng=1)
+    ...                        rng=1)
     >>> res.agrees, res.predicted_error.round(3)
     (True, array([0.282, 0.031]))
     """

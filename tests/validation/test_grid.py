@@ -161,3 +161,5 @@ def test_argument_checks(gaussian_grid):
         stationary_check(gaussian_grid, AustereTest(m=2000))
     with pytest.raises(ValueError, match="batch_size must be >= 3"):
         FixedBatchBarker(2)
+    with pytest.raises(TypeError, match="CorrectionTable or None"):
+        FixedBatchBarker(50, table=np.zeros(3))
