@@ -1,1 +1,38 @@
-"""Checks to run on a dataset before trusting a minibatch MH test."""
+"""Checks to run on a dataset before trusting a minibatch Metropolis-Hastings test.
+
+* :func:`clt_check` -- does the minibatch t statistic of the l_i follow the Student-t law
+  the tests assume? Skewness, kurtosis, Novak's bound, the KS distance of simulated
+  without-replacement minibatches, normality tests, the smallest passing batch size
+  (Bardenet et al. 2014, section 4.1; Seita et al. 2017, Lemma 3);
+* :func:`sequential_check` -- the real sequential t-test run on the real l_i against the
+  error and data use :func:`design.sequential_error` predicts;
+* :func:`stationary_bound`, :func:`subsampling_bound`, :func:`delta_max` -- the bounds on
+  the distance between the posterior and an approximate chain's stationary law
+  (Korattikara et al. 2014, Theorem 1; Bardenet et al. 2014, Proposition 3.2);
+* :class:`GridChain`, :func:`stationary_check` -- those bounds checked exactly on a
+  discretised one-parameter posterior, for the sequential, confidence and Barker tests;
+* :func:`loglik_ratios`, :func:`proposal_pairs` -- the N l_i of a pair (an O(N) pass) and
+  pairs as a trial chain proposes them.
+"""
+
+from ._bounds import delta_max, stationary_bound, subsampling_bound
+from ._clt import CLTCheck, clt_check
+from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
+from ._ratios import loglik_ratios, proposal_pairs
+from ._sequential import SequentialCheck, sequential_check
+
+__all__ = [
+    "CLTCheck",
+    "FixedBatchBarker",
+    "GridChain",
+    "SequentialCheck",
+    "StationaryCheck",
+    "clt_check",
+    "delta_max",
+    "loglik_ratios",
+    "proposal_pairs",
+    "sequential_check",
+    "stationary_bound",
+    "stationary_check",
+    "subsampling_bound",
+]

@@ -1,0 +1,394 @@
+"""Does the central limit theorem hold for the minibatch statistics of a dataset?"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import special, stats
+
+from samplers._checks import as_generator, check_finite_array, check_int, check_interval
+
+from ._kernels import minibatch_statistics
+from ._ratios import CHUNK, Population, loglik_ratios
+
+__all__ = ["CLTCheck", "clt_check"]
+
+#: Bins of the stored histogram of each pair's standardized l_i.
+HIST_BINS = 120
+#: Level of the Kolmogorov quantile reported as the Monte Carlo noise of the KS distance.
+NOISE_LEVEL = 0.05
+#: The batch-size search drops a pair early once its distance exceeds the tolerance by more
+#: than the Kolmogorov quantile at this level (a false early failure is that unlikely).
+EARLY_STOP_LEVEL = 1e-3
+#: The batch-size search steps by this factor.
+SEARCH_RATIO = math.sqrt(2.0)
+SEARCH_FLOOR = 8
+_SEARCH_FIRST = 1000
+#: At most this many l_i (256 MB) are kept between the passes over pairs of a model.
+_KEEP_VALUES = 1 << 25
+
+
+@functools.lru_cache(maxsize=64)
+def _ks_noise(n_sim: int, level: float = NOISE_LEVEL) -> float:
+    """Upper ``level`` quantile of the KS distance of ``n_sim`` draws from their own law."""
+    return float(stats.kstwo.isf(level, n_sim))
+
+
+def ks_distance(t, df) -> float:
+    """Kolmogorov-Smirnov distance between the sample ``t`` and Student-t with ``df`` dof."""
+    F = special.stdtr(df, np.sort(t))
+    n = F.size
+    return float(max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n)))
+
+
+class _Source:
+    """The l_i of each pair, given as rows or from a model: computed by an O(N) pass and
+    kept while they fit in ``_KEEP_VALUES`` values, recomputed after that."""
+
+    def __init__(self, source, pairs, chunk):
+        if pairs is None:
+            l = check_finite_array("l", source, ndim=(1, 2))
+            self.rows = l.reshape(1, -1) if l.ndim == 1 else l
+            self.model = None
+            self.N = self.rows.shape[1]
+            self.n_pairs = self.rows.shape[0]
+            return
+        if not callable(getattr(source, "loglik", None)):
+            raise TypeError("with pairs, the first argument must be a model with "
+                            f"loglik(theta, idx) and N, got {type(source).__name__}")
+        if hasattr(pairs, "samples") and hasattr(pairs, "proposal"):
+            raise TypeError("pass pairs drawn from a chain with validation.proposal_pairs("
+                            "chain, model), not the chain itself")
+        try:
+            thetas, theta_news = pairs
+        except (TypeError, ValueError):
+            raise TypeError("pairs must be (thetas, theta_news), two arrays of shape "
+                            "(n_pairs, d)") from None
+        thetas = check_finite_array("thetas", thetas, ndim=(1, 2))
+        theta_news = check_finite_array("theta_news", theta_news, ndim=(1, 2))
+        thetas = thetas.reshape(thetas.shape[0], -1)
+        theta_news = theta_news.reshape(theta_news.shape[0], -1)
+        if thetas.shape != theta_news.shape or thetas.shape[0] == 0:
+            raise ValueError(f"thetas and theta_news must have the same non-empty shape "
+                             f"(n_pairs, d), got {thetas.shape} and {theta_news.shape}")
+        self.model, self.thetas, self.theta_news, self.chunk = source, thetas, theta_news, chunk
+        self.N = check_int("model.N", getattr(source, "N", None), low=4)
+        self.n_pairs = thetas.shape[0]
+        self._kept, self._room = {}, max(1, _KEEP_VALUES // self.N)
+
+    def __call__(self, p) -> np.ndarray:
+        if self.model is None:
+            return self.rows[p]
+        if p in self._kept:
+            return self._kept[p]
+        l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
+        if len(self._kept) < self._room:
+            self._kept[p] = l
+        return l
+
+
+@dataclass(frozen=True, eq=False)
+class CLTCheck:
+    """Whether a minibatch's t statistic follows the Student-t law it is assumed to follow.
+
+    Per-pair fields are arrays of length ``n_pairs``.
+
+    Attributes
+    ----------
+    passed : bool
+        Every pair's KS distance is at most ``tolerance``.
+    batch_size, tolerance, n_sim, N, n_pairs
+        The settings: minibatch size b, threshold on the KS distance, simulated minibatches
+        per pair, population size, number of pairs.
+    mean, sd : numpy.ndarray
+        Mean and population sd (ddof 0) of each pair's l_i.
+    skewness, excess_kurtosis : numpy.ndarray
+        Population skewness and excess kurtosis of each pair's l_i.
+    novak : numpy.ndarray
+        Novak's bound ``(6.4 E|X|^3 + 2 E|X|) / sqrt(b)`` on the sup distance between the
+        cdf of the t statistic and the normal cdf, X the standardized l_i (Seita et al.
+        2017, Lemma 3). It is at least ``8.4 / sqrt(b)`` for any data.
+    novak_batch_size : numpy.ndarray of int
+        Batch size at which Novak's bound reaches ``tolerance`` (may exceed N).
+    ks_distance, ks_pvalue : numpy.ndarray
+        Kolmogorov-Smirnov distance between the simulated t statistics and Student-t with
+        b - 1 degrees of freedom, and its p-value.
+    jarque_bera_pvalue, omnibus_pvalue, lilliefors_pvalue : numpy.ndarray
+        statsmodels normality tests of the simulated minibatch means.
+    noise : float
+        95% quantile of the KS distance of ``n_sim`` draws from the right law: the
+        simulation's resolution.
+    min_batch_size : int or None
+        Smallest batch size on the ladder ``b sqrt(2)^k`` (k integer, at least 8, at most
+        N / 2) at which the check passes, None if none up to N / 2 does.
+    t_statistics : numpy.ndarray, shape (n_pairs, n_sim)
+        The simulated t statistics.
+    histogram, bin_edges : numpy.ndarray, shape (n_pairs, bins) and (n_pairs, bins + 1)
+        Histogram of each pair's standardized l_i.
+    """
+
+    passed: bool
+    batch_size: int
+    tolerance: float
+    n_sim: int
+    N: int
+    n_pairs: int
+    mean: np.ndarray
+    sd: np.ndarray
+    skewness: np.ndarray
+    excess_kurtosis: np.ndarray
+    novak: np.ndarray
+    novak_batch_size: np.ndarray
+    ks_distance: np.ndarray
+    ks_pvalue: np.ndarray
+    jarque_bera_pvalue: np.ndarray
+    omnibus_pvalue: np.ndarray
+    lilliefors_pvalue: np.ndarray
+    noise: float
+    min_batch_size: int | None
+    t_statistics: np.ndarray
+    histogram: np.ndarray
+    bin_edges: np.ndarray
+
+    @property
+    def worst_pair(self) -> int:
+        """Index of the pair with the largest KS distance."""
+        return int(np.argmax(self.ks_distance))
+
+    def __str__(self):
+        verdict = "PASSES" if self.passed else "FAILS"
+        w = self.worst_pair
+        if self.min_batch_size is None:
+            smallest = f"none up to N/2 = {self.N // 2:,}"
+        else:
+            smallest = f"{self.min_batch_size:,}"
+        lines = [
+            f"CLT check of the minibatch t statistic: {verdict} at tolerance "
+            f"{self.tolerance:g} (b = {self.batch_size:,}, N = {self.N:,}, "
+            f"{self.n_pairs} pair(s), {self.n_sim:,} minibatches each)",
+            f"  KS distance to Student-t({self.batch_size - 1}): max {self.ks_distance[w]:.3g} "
+            f"(pair {w}), median {np.median(self.ks_distance):.3g}; simulation noise "
+            f"{self.noise:.2g}",
+            f"  |skewness| of l_i: max {np.abs(self.skewness).max():.3g}; excess kurtosis: "
+            f"max {self.excess_kurtosis.max():.3g}",
+            f"  Novak bound: min {self.novak.min():.3g}, passes tolerance from b = "
+            f"{int(self.novak_batch_size.max()):,}",
+            f"  smallest passing batch size (simulated): {smallest}",
+            "",
+            "  pair   skewness  ex.kurt   Novak    KS dist   KS p     JB p     omni p   "
+            "Lillie p",
+        ]
+        shown = range(self.n_pairs) if self.n_pairs <= 12 else np.argsort(
+            -self.ks_distance)[:12]
+        for p in shown:
+            flag = "" if self.ks_distance[p] <= self.tolerance else "  <-"
+            lines.append(
+                f"  {p:>4}  {self.skewness[p]:>9.3g} {self.excess_kurtosis[p]:>8.3g} "
+                f"{self.novak[p]:>7.3g}  {self.ks_distance[p]:>8.3g} {self.ks_pvalue[p]:>8.2g} "
+                f"{self.jarque_bera_pvalue[p]:>8.2g} {self.omnibus_pvalue[p]:>8.2g} "
+                f"{self.lilliefors_pvalue[p]:>8.2g}{flag}")
+        if self.n_pairs > 12:
+            lines.append(f"  ... the 12 worst of {self.n_pairs} pairs")
+        return "\n".join(lines)
+
+    def plot(self, pair=None):
+        """QQ plot of the simulated t statistics against Student-t, and the histogram of
+        the standardized l_i (log counts, with the normal curve), for ``pair`` (default:
+        the worst). Returns the matplotlib Figure."""
+        import matplotlib.pyplot as plt
+
+        p = self.worst_pair if pair is None else check_int("pair", pair, low=0,
+                                                            high=self.n_pairs - 1)
+        t = np.sort(self.t_statistics[p])
+        probs = (np.arange(1, t.size + 1) - 0.5) / t.size
+        theory = stats.t.ppf(probs, self.batch_size - 1)
+        fig, (qq, hist) = plt.subplots(1, 2, figsize=(10, 4))
+        qq.plot(theory, t, ".", ms=2, color="C0", rasterized=True)
+        lim = [min(theory[0], t[0]), max(theory[-1], t[-1])]
+        qq.plot(lim, lim, "k--", lw=1)
+        qq.set_xlabel(f"Student-t({self.batch_size - 1}) quantiles")
+        qq.set_ylabel("simulated t statistics")
+        qq.set_title(f"pair {p}, b = {self.batch_size}: KS distance "
+                     f"{self.ks_distance[p]:.3g}", fontsize="small")
+        edges, counts = self.bin_edges[p], self.histogram[p]
+        hist.stairs(counts, edges, fill=True, color="C1", alpha=0.6, label="l_i")
+        centres = 0.5 * (edges[1:] + edges[:-1])
+        normal = self.N * np.diff(edges) * stats.norm.pdf(centres)
+        hist.plot(centres, normal, "k-", lw=1, label="normal")
+        hist.set_yscale("log")
+        hist.set_ylim(0.5, max(counts.max(), normal.max()) * 2)
+        hist.set_xlabel("standardized l_i")
+        hist.set_ylabel("count")
+        hist.set_title(f"skewness {self.skewness[p]:.3g}, excess kurtosis "
+                       f"{self.excess_kurtosis[p]:.3g}", fontsize="small")
+        hist.legend(fontsize="small")
+        fig.suptitle(f"CLT check: {'passes' if self.passed else 'fails'} at tolerance "
+                     f"{self.tolerance:g}")
+        fig.tight_layout()
+        return fig
+
+
+def _simulate(l, mu, b, n, rng, perm):
+    means, tstats = np.empty(n), np.empty(n)
+    minibatch_statistics(l, mu, perm, b, rng, means, tstats)
+    return means, tstats
+
+
+def _passes(l, b, tolerance, n_sim, rng):
+    """Whether one pair passes at batch size b; stops as soon as it clearly fails.
+
+    Simulates in doubling rounds from 1,000 minibatches; once the KS distance exceeds
+    ``tolerance`` by more than its noise quantile at level ``EARLY_STOP_LEVEL``, the pair
+    fails without more rounds.
+    """
+    mu = float(np.mean(l))
+    perm = np.arange(l.shape[0])
+    tstats = np.empty(0)
+    n = min(_SEARCH_FIRST, n_sim)
+    while True:
+        tstats = np.concatenate([tstats, _simulate(l, mu, b, n - tstats.size, rng, perm)[1]])
+        dist = ks_distance(tstats, b - 1)
+        if n == n_sim:
+            return dist <= tolerance
+        if dist - _ks_noise(n, EARLY_STOP_LEVEL) > tolerance:
+            return False
+        n = min(2 * n, n_sim)
+
+
+def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
+    """Smallest batch size on the ladder b0 sqrt(2)^k at which every pair passes."""
+    N = source.N
+    if passed_at_b0:
+        ladder = sorted({int(round(b0 / SEARCH_RATIO**k)) for k in range(1, 64)
+                         if b0 / SEARCH_RATIO**k >= SEARCH_FLOOR})
+    else:
+        ladder = sorted({int(round(b0 * SEARCH_RATIO**k)) for k in range(1, 64)
+                         if b0 * SEARCH_RATIO**k <= N // 2})
+    for b in ladder:
+        if all(_passes(source(p), b, tolerance, n_sim, rng) for p in order):
+            return b
+    return b0 if passed_at_b0 else None
+
+
+def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_000,
+              search=True, chunk=CHUNK, rng=None) -> CLTCheck:
+    """Check the central-limit assumption of the minibatch tests on a dataset.
+
+    The sequential t-test (Korattikara et al. 2014) assumes that the t statistic of a
+    minibatch of l_i drawn without replacement follows Student-t with b - 1 degrees of
+    freedom; the Barker test (Seita et al. 2017) that the minibatch mean is normal. This
+    function measures how far that is from true on the actual l_i, for each pair
+    (theta, theta').
+
+    Parameters
+    ----------
+    source : Model or array_like
+        A model (then ``pairs`` is required), or the l_i themselves: a vector of length N
+        (one pair) or an array of shape (n_pairs, N).
+    pairs : (thetas, theta_news), optional
+        Arrays of shape (n_pairs, d), e.g. from :func:`proposal_pairs` on a trial chain.
+        The N l_i of each pair are computed in one chunked pass over the data (O(N)).
+    batch_size : int
+        Minibatch size b, ``2 <= b < N``.
+    tolerance : float
+        Largest acceptable KS distance between the simulated t statistics and Student-t,
+        in (0, 1). A distance d shifts every tail probability the test relies on by up to
+        d; the default 0.05 separates Gaussian-like l_i (about 0.02 for the (mean, log sd)
+        model on Gaussian data at b = 500, whose l_i have skewness near 2.8) from data on
+        which the test is unreliable (0.5 for lognormal(0, 2) data). Designs with a small
+        per-stage error epsilon call for a smaller tolerance (and a larger ``n_sim``).
+    n_sim : int
+        Minibatches simulated per pair. The KS distance of ``n_sim`` draws carries noise of
+        about ``1.36 / sqrt(n_sim)``; it must be at most half the tolerance.
+    search : bool
+        Also search for the smallest passing batch size (:attr:`CLTCheck.min_batch_size`).
+    chunk : int
+        Rows per model call when computing the l_i.
+    rng : None, int, SeedSequence or Generator
+
+    Returns
+    -------
+    CLTCheck
+
+    Notes
+    -----
+    Minibatches are drawn without replacement from the real l_i, O(b) per minibatch (a
+    partial Fisher-Yates shuffle, :func:`samplers._index.draw_rows`), and the t statistic
+    is the sequential test's ``(mean - mu) / s`` with ``s`` the sample sd times the
+    finite-population correction. The normality tests (``statsmodels``: Jarque-Bera,
+    omnibus, Lilliefors) are of the minibatch means; with many simulated minibatches they
+    detect departures far too small to matter, so the verdict rests on the KS distance, an
+    effect size. Novak's bound is a guarantee for i.i.d. draws but is too loose to pass at
+    practical batch sizes (it is at least 8.4 / sqrt(b)).
+
+    Close to b = N the finite-population statistic is again far from Student-t (it then
+    reflects the few rows left out), so the batch-size search stops at N / 2.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import clt_check
+    >>> rng = np.random.default_rng(0)
+    >>> normal = clt_check(rng.normal(size=100_000), batch_size=100, n_sim=5000,
+    ...                    tolerance=0.05, search=False, rng=1)
+    >>> skewed = clt_check(rng.lognormal(0, 2, 100_000), batch_size=100, n_sim=5000,
+    ...                    tolerance=0.05, search=False, rng=1)
+    >>> normal.passed, skewed.passed
+    (True, False)
+    """
+    src = _Source(source, pairs, check_int("chunk", chunk, low=1))
+    N = src.N
+    if N < 4:
+        raise ValueError(f"the population must have at least 4 values, got N = {N}")
+    b = check_int("batch_size", batch_size, low=2, high=N - 1)
+    tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
+    n_sim = check_int("n_sim", n_sim, low=100)
+    noise = _ks_noise(n_sim)
+    if noise > tolerance / 2:
+        need = next(n for n in (2**k * 100 for k in range(40)) if _ks_noise(n) <= tolerance / 2)
+        raise ValueError(f"n_sim = {n_sim} resolves KS distances of about {noise:.3g}, more "
+                         f"than half the tolerance {tolerance:g}; use n_sim >= {need}")
+    rng = as_generator(rng)
+    pair_rngs = rng.spawn(src.n_pairs + 1)
+
+    from statsmodels.stats.diagnostic import lilliefors
+    from statsmodels.stats.stattools import jarque_bera, omni_normtest
+
+    fields = {k: np.empty(src.n_pairs) for k in (
+        "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance", "ks_pvalue",
+        "jarque_bera_pvalue", "omnibus_pvalue", "lilliefors_pvalue")}
+    fields["novak_batch_size"] = np.empty(src.n_pairs, dtype=np.int64)
+    t_all = np.empty((src.n_pairs, n_sim))
+    hist = np.empty((src.n_pairs, HIST_BINS))
+    edges = np.empty((src.n_pairs, HIST_BINS + 1))
+    law = stats.t(b - 1).cdf
+    for p in range(src.n_pairs):
+        l = src(p)
+        pop = Population.of(l)
+        means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], np.arange(N))
+        ks = stats.kstest(t_all[p], law)
+        hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)
+        novak_constant = pop.novak(1)
+        values = dict(
+            mean=pop.mean, sd=pop.sd, skewness=pop.skewness,
+            excess_kurtosis=pop.excess_kurtosis, novak=pop.novak(b),
+            novak_batch_size=math.ceil((novak_constant / tolerance) ** 2),
+            ks_distance=ks.statistic, ks_pvalue=ks.pvalue,
+            jarque_bera_pvalue=jarque_bera(means)[1],
+            omnibus_pvalue=omni_normtest(means).pvalue,
+            lilliefors_pvalue=lilliefors(means, pvalmethod="approx")[1])
+        for key, v in values.items():
+            fields[key][p] = v
+    passed = bool(np.all(fields["ks_distance"] <= tolerance))
+    smallest = None
+    if search:
+        order = list(np.argsort(-fields["ks_distance"]))
+        smallest = _search(src, order, b, passed, tolerance, n_sim, pair_rngs[-1])
+    for a in (*fields.values(), t_all, hist, edges):
+        a.setflags(write=False)
+    return CLTCheck(passed=passed, batch_size=b, tolerance=tolerance, n_sim=n_sim, N=N,
+                    n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,
+                    t_statistics=t_all, histogram=hist, bin_edges=edges, **fields)
