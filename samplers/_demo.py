@@ -10,10 +10,12 @@
    ``TrialChain.from_chain`` records an exact-MH chain instead);
 4. ``design.optimize(trial, tolerance)``: the minibatch size m and per-stage error
    epsilon of the sequential test that read the least data within the tolerance;
-5. chains: exact MH and the designed AustereMH side by side:
+5. ``validation.clt_check`` on the trial pairs at the designed batch size: does the
+   minibatch t statistic follow the Student-t the test assumes on these data?
+6. chains: exact MH and the designed AustereMH side by side:
    posterior summaries, rows read per step (against the design's prediction), wall time
    and effective samples per second (ArviZ);
-6. a report (``report.txt``, ``summary.json``) and figures in the output folder.
+7. a report (``report.txt``, ``summary.json``) and figures in the output folder.
 """
 
 from __future__ import annotations
@@ -94,6 +96,7 @@ def laplace_approximation(model: LogisticRegression, rows: int, rng, *, chunk: i
 def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dict:
     """Run the demo and write its report; return the summary dictionary."""
     import design
+    import validation
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", FutureWarning)
@@ -102,22 +105,31 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    log(f"[1/5] data: logistic regression, {settings.n_rows:,} rows x "
+    log(f"[1/6] data: logistic regression, {settings.n_rows:,} rows x "
         f"{settings.n_features} features + intercept")
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
     start, cov = laplace_approximation(model, 20_000, rng)
     proposal = RandomWalk(cov * 2.38**2 / model.dim)
 
-    log(f"[2/5] trial pairs: {settings.n_trial} from the Laplace approximation")
+    log(f"[2/6] trial pairs: {settings.n_trial} from the Laplace approximation")
     thetas = rng.multivariate_normal(start, cov, size=settings.n_trial)
     theta_news = np.array([proposal.propose(rng, None, None, t, None)[0] for t in thetas])
     trial = design.TrialChain.from_model(model, thetas, theta_news)
     trial.save(out / "trial.npz")
 
-    log(f"[3/5] design: design.optimize(trial, tolerance={settings.tolerance})")
+    log(f"[3/6] design: design.optimize(trial, tolerance={settings.tolerance})")
     plan = design.optimize(trial, tolerance=settings.tolerance)
     log("      " + str(plan).replace("\n", "\n      "))
+
+    n_check = min(20, settings.n_trial)
+    log(f"[4/6] CLT check: validation.clt_check on {n_check} trial pairs, batch size {plan.m}")
+    clt = validation.clt_check(model, (thetas[:n_check], theta_news[:n_check]),
+                               batch_size=plan.m, search=False, rng=rng.spawn(1)[0])
+    log("      " + str(clt).replace("\n", "\n      "))
+    if not clt.passed:
+        log("      WARNING: the CLT check fails at this batch size; the design's error "
+            "prediction is not to be trusted here")
 
     designed = AustereTest.from_design(plan, threshold="t")
     runs = {
@@ -125,7 +137,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
         f"AustereMH designed (m={designed.m}, eps={designed.epsilon:g})":
             (designed, settings.n_samples),
     }
-    log(f"[4/5] sampling: {', '.join(runs)}")
+    log(f"[5/6] sampling: {', '.join(runs)}")
     chains, rows = {}, {}
     for name, (test, n) in runs.items():
         log(f"  {name}")
@@ -145,14 +157,17 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             "min_ess_per_s": float(ess.min() / chain.wall_time),
         }
 
-    log(f"[5/5] report -> {out}/")
-    report = _report(settings, model, plan, rows)
+    log(f"[6/6] report -> {out}/")
+    report = _report(settings, model, plan, clt, rows)
     (out / "report.txt").write_text(report + "\n")
     summary = {
         "settings": {k: str(v) for k, v in asdict(settings).items()},
         "design": {"m": plan.m, "epsilon": plan.epsilon, "threshold": plan.threshold,
                    "predicted_data_fraction": plan.data_fraction,
                    "predicted_mean_abs_error": plan.error},
+        "clt_check": {"passed": bool(clt.passed), "batch_size": plan.m,
+                      "max_ks_distance": float(np.max(clt.ks_distance)),
+                      "tolerance": clt.tolerance},
         "runs": rows,
         "theta_true": theta_true.tolist(),
     }
@@ -163,7 +178,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     return summary
 
 
-def _report(settings, model, plan, rows) -> str:
+def _report(settings, model, plan, clt, rows) -> str:
     names = list(rows)
     exact_mean = np.array(rows[names[0]]["posterior_mean"])
     exact_sd = np.array(rows[names[0]]["posterior_sd"])
@@ -172,6 +187,8 @@ def _report(settings, model, plan, rows) -> str:
         f"  N = {model.N:,} rows, d = {model.dim} parameters, seed {settings.seed}",
         f"  design (tolerance {settings.tolerance} on mean |error in acceptance probability|): "
         f"m = {plan.m}, eps = {plan.epsilon:g}, predicted data use {plan.data_fraction:.3f}",
+        f"  CLT check at b = {plan.m}: {'passed' if clt.passed else 'FAILED'} (largest KS distance "
+        f"{np.max(clt.ks_distance):.3f}, tolerance {clt.tolerance:g})",
         "",
         f"{'sampler':42s} {'rows/step':>11s} {'data %':>7s} {'accept':>7s} {'ms/step':>8s} "
         f"{'ESS/s':>8s} {'max |mean-exact|/sd':>20s}",

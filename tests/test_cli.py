@@ -19,6 +19,8 @@ def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):
     assert (out / "report.txt").read_text().startswith("austerity demo")
     assert (out / "demo.png").stat().st_size > 10_000
     assert (out / "trial.npz").exists()
+    assert summary["clt_check"]["batch_size"] == summary["design"]["m"]
+    assert "CLT check" in (out / "report.txt").read_text()
     assert "design" in capsys.readouterr().out
 
 
