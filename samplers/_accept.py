@@ -548,12 +548,20 @@ class BarkerTest(AcceptanceTest):
             density, cdf, step = a.density[None, :], a.cdf[None, :], 1.0
         set_(self, "_draw_args", (float(a.x0), float(a.spacing), float(step), density, cdf))
 
-    def __repr__(self):
+    def _custom_correction(self):
+        """The correction table, or None if it is the shipped default."""
         corr = _correction_module()
         default = corr.default_skew() if self.skew else corr.default()
-        shown = "" if self.correction is default else f", correction={self.correction!r}"
+        return None if self.correction is default else self.correction
+
+    def __repr__(self):
+        custom = self._custom_correction()
+        shown = "" if custom is None else f", correction={custom!r}"
         return (f"BarkerTest(m={self.m}, delta={self.delta}{shown}, fpc={self.fpc}, "
                 f"skew={self.skew})")
+
+    def __reduce__(self):  # a worker process reloads the default table from the package
+        return (type(self), (self.m, self.delta, self._custom_correction(), self.fpc, self.skew))
 
     @property
     def sigma(self) -> float:

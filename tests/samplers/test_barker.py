@@ -5,6 +5,7 @@ posterior in test_correctness.py, bad settings in test_inputs.py.
 """
 
 import math
+import pickle
 
 import numpy as np
 import pytest
@@ -158,6 +159,19 @@ def test_acceptance_probability_is_the_logistic_of_delta(seed, delta_target, fpc
         biased = 1.0 - correction.default().convolved_cdf(-delta_target, tau)
         assert ref.probability == pytest.approx(biased, abs=1e-4)
         assert abs(freq - biased) < 4.5 * se and freq - S > 3 * se
+
+
+def test_pickled_test_decides_identically():
+    # sample_chains sends the test to worker processes; the default table is reloaded there.
+    model = population_model(np.random.default_rng(4).normal(0.0, 3e-4, 5000))
+    custom = correction.build(0.9, spacing=0.1)
+    for test in (BarkerTest(m=40, delta=0.9), BarkerTest(m=30, skew=True),
+                 BarkerTest(m=50, correction=custom)):
+        back = pickle.loads(pickle.dumps(test))
+        assert repr(back) == repr(test) and back.sigma == test.sigma
+        for seed in range(5):
+            assert (decide(back, model, 0.3, np.random.default_rng(seed))
+                    == decide(test, model, 0.3, np.random.default_rng(seed)))
 
 
 @given(st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60),
