@@ -420,8 +420,9 @@ class ConfidenceTest(AcceptanceTest):
 class BarkerInfo(NamedTuple):
     n_used: int
     n_stages: int
-    #: Corollary 1's bound ``eps`` on the error of the decision, estimated from the final
-    #: batch (0 when all N rows were read and the decision is exact).
+    #: Corollary 1's bound ``eps`` on the distance of ``Delta*`` from its Gaussian limit
+    #: (hence on the test's error, Corollary 2), estimated from the final batch; 0 when all
+    #: N rows were read and the decision is exact.
     epsilon: float
     #: Estimated variance ``s^2`` of ``Delta*`` that ``X_nc`` topped up to ``sigma^2``
     #: (0 for an exact decision).
@@ -432,7 +433,8 @@ class BarkerInfo(NamedTuple):
 
 
 def _correction_module():
-    from design import correction  # imported late: design builds on samplers' helpers
+    # On first use: design imports samplers' helpers, and importing it takes about a second.
+    from design import correction
 
     return correction
 
@@ -516,7 +518,7 @@ class BarkerTest(AcceptanceTest):
 
     m: int = 100
     delta: float | None = None
-    correction: object = None
+    correction: "CorrectionTable | SkewCorrectionTable | None" = None
     fpc: bool = True
     skew: bool = False
     _draw_args: tuple = field(default=None, init=False, repr=False, compare=False)
