@@ -29,7 +29,8 @@ from samplers._view import check_model  # noqa: E402
 from samplers.datasets import gaussian_mixture  # noqa: E402
 
 CASES = {
-    "BarkerTest(m=50), variance condition": BarkerTest(m=50),
+    "BarkerTest(m=50, delta=None)": BarkerTest(m=50, delta=None),
+    "BarkerTest(m=50), delta = 0.5": BarkerTest(m=50),
     "BarkerTest(m=50, delta=0.1)": BarkerTest(m=50, delta=0.1),
     "BarkerTest(m=50, delta=0.02)": BarkerTest(m=50, delta=0.02),
     "BarkerTest(m=20000), one stage": BarkerTest(m=20_000),
@@ -63,6 +64,10 @@ def main(argv=None):
         print(f"{name:36s} {r['rows_per_decision']:10,.0f} rows {r['stages']:8,.0f} stages "
               f"{r['ns_per_row']:7.1f} ns/row {r['us_per_decision']:10,.1f} us/decision")
     write("barker_cost", {"settings": vars(args), "results": out})
+    print("\n| decision | rows | stages | ns per row | µs per decision |\n|---|---|---|---|---|")
+    for name, r in out.items():
+        print(f"| {name} | {r['rows_per_decision']:,.0f} | {r['stages']:,.0f} | "
+              f"{r['ns_per_row']:.0f} | {r['us_per_decision']:,.0f} |")
 
 
 if __name__ == "__main__":

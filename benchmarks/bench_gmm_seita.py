@@ -26,8 +26,13 @@ midpoint rule on a 0.025 grid (10 x 10 cells per bin); bins whose expected count
 below 5 are pooled with the outside of the box into one bin, so that Pearson's statistic is
 not dominated by near-empty bins. Both statistics use the pooled bins.
 
+Also: one long chain per Barker variant (posterior mean and sd against the grid's, in Monte
+Carlo standard errors) and the acceptance probability of the sequential tests at fixed pairs.
+
 Run:  python benchmarks/bench_gmm_seita.py [--trials 10] [--samples 3000] [--step 0.15]
-Writes benchmarks/results/gmm_seita.json, gmm_seita_batch_sizes.png, gmm_seita_posterior.png.
+      python benchmarks/bench_gmm_seita.py --report    # markdown tables from the JSON
+Writes benchmarks/results/gmm_seita.json, gmm_seita_batch_sizes.png, gmm_seita_posterior.png
+(about 40 minutes on two shared cores, most of it MHSubLhd's full-data range scans).
 """
 
 from __future__ import annotations
@@ -81,9 +86,9 @@ def tests():
     """
     bardenet = dict(delta=0.01, gamma=1.5, p=2.0, bound="bernstein-serfling", batch_size=50)
     return {
-        "MHminibatch": BarkerTest(m=50),
+        "MHminibatch": BarkerTest(m=50, delta=None),
         "MHminibatch, delta = 0.5": BarkerTest(m=50, delta=0.5),
-        "MHminibatch, skew-corrected": BarkerTest(m=50, skew=True),
+        "MHminibatch, skew-corrected": BarkerTest(m=50, delta=None, skew=True),
         "AustereMH(c)": AustereTest(m=50, epsilon=0.005),
         "MHSubLhd": ConfidenceTest(**bardenet),
         "MHSubLhd, empirical range": ConfidenceTest(**bardenet, range="full-data"),
@@ -221,7 +226,15 @@ def main(argv=None):
     parser.add_argument("--only", nargs="*", help="run only these tests (by name)")
     parser.add_argument("--long", type=int, default=1_000_000,
                         help="samples of the long runs that check posterior moments")
+    parser.add_argument("--pairs", type=int, default=12,
+                        help="(theta, theta') pairs at which the tests' acceptance is simulated")
+    parser.add_argument("--decisions", type=int, default=20_000, help="decisions per pair")
+    parser.add_argument("--report", action="store_true",
+                        help="print the markdown tables of docs/correction.md from the JSON")
     args = parser.parse_args(argv)
+    if args.report:
+        report()
+        return
 
     rng = np.random.default_rng(args.seed)
     x = gaussian_mixture(args.rows, rng=rng)
@@ -291,10 +304,64 @@ def main(argv=None):
         _print_row(name, references[name])
 
     long_runs = _long_runs(model, post, proposal, start, args.long, rng)
+    pairs = _pair_errors(model, post, args.step, start, args.pairs, args.decisions, rng)
     _plot_batches(histograms, args.rows)
     _plot_posterior(post, examples)
     write("gmm_seita", {"settings": vars(args), "bins": _bins_note(post),
-                        "results": results, "references": references, "long_runs": long_runs})
+                        "results": results, "references": references, "long_runs": long_runs,
+                        "pair_errors": pairs})
+
+
+def _pair_errors(model, post, step, start, n_pairs, n_decisions, rng):
+    """P(accept) of the sequential tests at fixed pairs, against S(Delta) and a fixed b.
+
+    Pairs: theta from the exact Barker chain (every 500th state), theta' = theta + step Z.
+    For each, the frequency over ``n_decisions`` decisions of MHminibatch with and without
+    the bound, and design.acceptance's Rao-Blackwellised simulation of the same test at a
+    *fixed* batch size (the sequential test's mean batch, plain table): the difference is
+    what stopping as soon as s^2 < sigma^2 does.
+    """
+    from scipy import stats
+
+    from design.acceptance import barker_acceptance
+    from samplers import IndexSampler
+    from samplers._view import check_model
+
+    view, _ = check_model(model, start)
+    thetas = post.chain(rng.spawn(1)[0], 500 * n_pairs, step, start, True)[::500]
+    runs = {"MHminibatch": BarkerTest(m=50, delta=None),
+            "MHminibatch, delta = 0.5": BarkerTest(m=50, delta=0.5)}
+    out = []
+    print(f"\nacceptance at {n_pairs} fixed pairs, {n_decisions:,} decisions each "
+          "(error = P(accept) - S(Delta), binomial SE in brackets)")
+    for theta in thetas:
+        theta_new = theta + step * rng.standard_normal(2)
+        l = model.loglik_ratio(theta, theta_new, np.arange(model.N))
+        c = float(model.logprior(theta_new) - model.logprior(theta))
+        delta = float(l.sum()) + c
+        row = {"theta": theta.tolist(), "theta_new": theta_new.tolist(), "Delta": delta,
+               "S": float(special.expit(delta)), "skew_l": float(stats.skew(l))}
+        for name, test in runs.items():
+            sub = rng.spawn(1)[0]
+            batches = IndexSampler(view.N, sub)
+            accepted = used = 0
+            for _ in range(n_decisions):
+                a, info = test.decide(sub, view, batches, theta, theta_new, c)
+                accepted += a
+                used += info.n_used
+            p = accepted / n_decisions
+            b = int(round(used / n_decisions))
+            fixed = barker_acceptance(l, max(b, 3), log_const=c, n_tests=20_000,
+                                      rng=rng.spawn(1)[0])
+            row[name] = {"error": p - row["S"], "se": math.sqrt(p * (1 - p) / n_decisions),
+                         "mean_rows": used / n_decisions, "fixed_b_error": fixed.error,
+                         "fixed_b_se": fixed.standard_error}
+        out.append(row)
+        cells = "   ".join(f"{name}: {r['error']:+.4f} ({r['se']:.4f}), b {r['mean_rows']:4.0f}, "
+                           f"fixed b {r['fixed_b_error']:+.4f}"
+                           for name, r in ((name, row[name]) for name in runs))
+        print(f"Delta {delta:+6.2f} skew(l) {row['skew_l']:+5.2f}   {cells}")
+    return out
 
 
 def _long_runs(model, post, proposal, start, n, rng):
@@ -361,14 +428,19 @@ def _plot_batches(histograms, N):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(histograms), figsize=(3.6 * len(histograms), 3.2),
-                             sharey=True)
+    cols = min(len(histograms), 3)
+    rows = -(-len(histograms) // cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.0 * rows), sharex=True,
+                             sharey=True, squeeze=False)
     bins = np.logspace(1, np.log10(N), 50)
-    for ax, (name, used) in zip(np.atleast_1d(axes), histograms.items()):
+    for ax in axes.flat[len(histograms):]:
+        ax.set_visible(False)
+    for ax, (name, used) in zip(axes.flat, histograms.items()):
         ax.hist(used, bins=bins, color="0.3")
         ax.set(xscale="log", yscale="log", xlabel="rows read per iteration")
         ax.set_title(f"{name}\nmean {used.mean():,.0f}", fontsize=9)
-    np.atleast_1d(axes)[0].set_ylabel("iterations (trial 1)")
+    for ax in axes[:, 0]:
+        ax.set_ylabel("iterations (trial 1)")
     fig.tight_layout()
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "gmm_seita_batch_sizes.png", dpi=110)
@@ -403,6 +475,48 @@ def _plot_posterior(post, examples):
     RESULTS.mkdir(exist_ok=True)
     fig.savefig(RESULTS / "gmm_seita_posterior.png", dpi=110)
     plt.close(fig)
+
+
+def report():
+    """The tables of docs/correction.md, section 6, from benchmarks/results/gmm_seita.json."""
+    import json
+
+    r = json.loads((RESULTS / "gmm_seita.json").read_text())
+
+    def pm(pair, digits=1):
+        return f"{pair[0]:,.{digits}f} ± {pair[1]:,.{digits}f}"
+
+    print("| method | rows per iteration | paper (Table 1) | eq. 39 | paper | chi-squared | "
+          "paper (Table 4) | acceptance |")
+    print("|---|---|---|---|---|---|---|---|")
+    for name, v in list(r["results"].items()) + list(r["references"].items()):
+        paper = v.get("paper", {})
+        rows = (pm((v["mean_rows_per_iteration"], v["sd_over_trials"]))
+                if "mean_rows_per_iteration" in v else "–")
+        acc = f"{v['acceptance_rate']:.3f}" if v.get("acceptance_rate") is not None else "–"
+        print(f"| {name} | {rows} | {pm(paper['rows']) if 'rows' in paper else '–'} | "
+              f"{pm(v['eq39'])} | {pm(paper['eq39']) if 'eq39' in paper else '–'} | "
+              f"{pm(v['chi2'])} | {pm(paper['chi2']) if 'chi2' in paper else '–'} | {acc} |")
+    lr = r["long_runs"]
+    print(f"\n{lr['samples']:,} samples; grid: mean ({lr['grid_mean'][0]:.4f}, "
+          f"{lr['grid_mean'][1]:.4f}), sd ({lr['grid_sd'][0]:.4f}, {lr['grid_sd'][1]:.4f})\n")
+    print("| chain | mean θ₁, θ₂ | sd θ₁, θ₂ | (mean − true)/MCSE | (sd − true)/MCSE | ESS |")
+    print("|---|---|---|---|---|---|")
+    for name, v in lr.items():
+        if not isinstance(v, dict):
+            continue
+        print(f"| {name} | {v['mean'][0]:.4f}, {v['mean'][1]:.4f} | "
+              f"{v['sd'][0]:.4f}, {v['sd'][1]:.4f} | {v['z_mean'][0]:+.1f}, {v['z_mean'][1]:+.1f} | "
+              f"{v['z_sd'][0]:+.1f}, {v['z_sd'][1]:+.1f} | {v['ess'][0]:,.0f}, {v['ess'][1]:,.0f} |")
+    names = [k for k in r["pair_errors"][0] if isinstance(r["pair_errors"][0][k], dict)]
+    print("\n| Δ | skewness of l_i | " + " | ".join(
+        f"{n}: error (SE), mean b, fixed b" for n in names) + " |")
+    print("|---|---|" + "---|" * len(names))
+    for row in r["pair_errors"]:
+        cells = " | ".join(f"{row[n]['error']:+.4f} ({row[n]['se']:.4f}), "
+                           f"{row[n]['mean_rows']:.0f}, {row[n]['fixed_b_error']:+.4f}"
+                           for n in names)
+        print(f"| {row['Delta']:+.2f} | {row['skew_l']:+.2f} | {cells} |")
 
 
 if __name__ == "__main__":

@@ -62,7 +62,7 @@ TESTS = [
     ConfidenceTest(delta=0.01, bound="bernstein"),
     ConfidenceTest(delta=0.1, bound="hoeffding", gamma=3.0, p=1.5, batch_size=7),
     ConfidenceTest(delta=0.01, range="full-data"),
-    BarkerTest(m=100),
+    BarkerTest(m=100, delta=None),
     BarkerTest(m=80, delta=0.9, fpc=False),
     BarkerTest(m=60, delta=0.95, skew=True),
 ]

@@ -68,7 +68,7 @@ POPULATIONS = {
 @pytest.mark.parametrize("test", [
     BarkerTest(m=40, delta=0.6),
     BarkerTest(m=25, delta=0.95, fpc=False),
-    BarkerTest(m=60),
+    BarkerTest(m=60, delta=None),
     BarkerTest(m=30, delta=0.8, skew=True),
 ], ids=repr)
 def test_stopping_rule_and_reported_statistics_match_a_brute_force_reference(population, test):
@@ -94,7 +94,7 @@ def test_delta_forces_the_batch_past_novak_floor():
     # eps >= 8.4 / sqrt(b) for any data: delta = 0.3 needs b >= 784 even when the variance
     # condition holds from the first stage.
     model = population_model(np.random.default_rng(2).normal(0.0, 1e-5, 50_000))
-    _, loose = decide(BarkerTest(m=50), model, 0.0, np.random.default_rng(0))
+    _, loose = decide(BarkerTest(m=50, delta=None), model, 0.0, np.random.default_rng(0))
     _, strict = decide(BarkerTest(m=50, delta=0.3), model, 0.0, np.random.default_rng(0))
     assert loose.n_used == 50 and loose.epsilon > 1.0
     assert strict.n_used >= (8.4 / 0.3) ** 2 and strict.epsilon <= 0.3
@@ -165,7 +165,7 @@ def test_pickled_test_decides_identically():
     # sample_chains sends the test to worker processes; the default table is reloaded there.
     model = population_model(np.random.default_rng(4).normal(0.0, 3e-4, 5000))
     custom = correction.build(0.9, spacing=0.1)
-    for test in (BarkerTest(m=40, delta=0.9), BarkerTest(m=30, skew=True),
+    for test in (BarkerTest(m=40, delta=0.9), BarkerTest(m=30, delta=None, skew=True),
                  BarkerTest(m=50, correction=custom)):
         back = pickle.loads(pickle.dumps(test))
         assert repr(back) == repr(test) and back.sigma == test.sigma
