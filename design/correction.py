@@ -218,6 +218,10 @@ class CorrectionTable:
         set_("_h", h)
         set_("_nonzero", np.flatnonzero(density).astype(np.int64))
 
+    def __reduce__(self):  # the mapping proxies do not pickle; rebuild from the fields
+        return (type(self), (self.x, self.density, self.sigma, self.linf_error, self.method,
+                             dict(self.settings), dict(self.diagnostics)))
+
     def __repr__(self):
         return (f"CorrectionTable(sigma={self.sigma:g}, method={self.method!r}, "
                 f"linf_error={self.linf_error:.3g}, nodes={self.x.shape[0]}, "
@@ -731,6 +735,11 @@ class SkewCorrectionTable:
         set_("_x0", x0)
         set_("_h", h)
         set_("_step", step)
+
+    def __reduce__(self):  # the mapping proxies do not pickle; rebuild from the fields
+        return (type(self), (self.x, self.skew, self.density, self.sigma, self.linf_error,
+                             self.interpolation_error, dict(self.settings),
+                             dict(self.diagnostics)))
 
     def __repr__(self):
         return (f"SkewCorrectionTable(sigma={self.sigma:g}, skew=[0, {self.skew[-1]:g}] step "

@@ -6,7 +6,7 @@ The pieces:
   with numba kernels; priors (:mod:`samplers.priors`); synthetic data
   (:mod:`samplers.datasets`);
 * accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
-  :class:`ConfidenceTest` (Bardenet et al. 2014);
+  :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017);
 * proposals: :class:`RandomWalk`, :class:`Langevin`;
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
@@ -23,6 +23,8 @@ from ._accept import (
     AcceptanceTest,
     AustereInfo,
     AustereTest,
+    BarkerInfo,
+    BarkerTest,
     ConfidenceInfo,
     ConfidenceTest,
     ExactInfo,
@@ -59,8 +61,8 @@ from .models import (
 )
 
 __all__ = [
-    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest",
-    "ExactInfo", "AustereInfo", "ConfidenceInfo", "confidence_radius",
+    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
+    "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",

@@ -24,7 +24,7 @@ from scipy import special
 
 from . import _seq
 from ._checks import check_int, check_interval
-from ._moments import RunningMoments
+from ._moments import RunningMoments, batch_moments3, merge_moments3
 from ._seq import austere_se, confidence_radius_code, look_delta, next_size
 
 __all__ = [
@@ -32,9 +32,11 @@ __all__ = [
     "ExactTest",
     "AustereTest",
     "ConfidenceTest",
+    "BarkerTest",
     "ExactInfo",
     "AustereInfo",
     "ConfidenceInfo",
+    "BarkerInfo",
 ]
 
 
@@ -410,3 +412,218 @@ class ConfidenceTest(AcceptanceTest):
 
     def null_info(self):
         return ConfidenceInfo(0, 0, 0)
+
+
+# --- the minibatch Barker test of Seita et al. -----------------------------------------------
+
+
+class BarkerInfo(NamedTuple):
+    n_used: int
+    n_stages: int
+    #: Corollary 1's bound ``eps`` on the distance of ``Delta*`` from its Gaussian limit
+    #: (hence on the test's error, Corollary 2), estimated from the final batch; 0 when all
+    #: N rows were read and the decision is exact.
+    epsilon: float
+    #: Estimated variance ``s^2`` of ``Delta*`` that ``X_nc`` topped up to ``sigma^2``
+    #: (0 for an exact decision).
+    var_delta: float
+    #: Estimated skew ``eta = k3(Delta*) / (3 sigma^3)`` of the final batch (what the
+    #: skew-corrected test corrects; reported by both modes, 0 for an exact decision).
+    skew: float
+
+
+def _correction_module():
+    # On first use: design imports samplers' helpers, and importing it takes about a second.
+    from design import correction
+
+    return correction
+
+
+@dataclass(frozen=True)
+class BarkerTest(AcceptanceTest):
+    """The minibatch Barker test (MHminibatch) of Seita, Pan, Chen & Canny (2017), Alg. 1.
+
+    Barker's acceptance function ``S(Delta) = 1 / (1 + e^-Delta)`` satisfies detailed balance,
+    and accepting with it means accepting iff ``Delta + X_log > 0`` with ``X_log`` standard
+    logistic. The test replaces ``Delta`` by its minibatch estimate ``Delta*``, whose noise is
+    nearly ``N(0, s^2)``, tops the noise up to ``N(0, sigma^2)`` with ``X_nc`` and adds a
+    *correction* ``X_corr`` such that ``N(0, sigma^2) + X_corr`` is logistic
+    (:mod:`design.correction`). It reads ``m`` rows without replacement, then ``m`` more, as
+    long as ``s^2 >= sigma^2`` or Corollary 1's error bound ``eps`` exceeds ``delta``.
+
+    Parameters
+    ----------
+    m : int
+        Rows added per stage, ``m >= 2`` (``>= 3`` with ``skew=True``) and ``m <= N``.
+    delta : float or None
+        Largest accepted ``eps``, in (0, 1); ``None`` leaves the bound out of the stopping
+        rule (the authors' code did, see Notes) but still reports it.
+    correction : CorrectionTable or SkewCorrectionTable, optional
+        The correction distribution; ``sigma`` is its ``sigma``. Defaults to
+        :func:`design.correction.default` (``sigma = 1``), or
+        :func:`design.correction.default_skew` with ``skew=True``.
+    fpc : bool
+        Estimate ``Var(Delta*)`` with the finite-population factor ``1 - b/N`` (unbiased for
+        sampling without replacement); ``False`` is the algorithm as printed.
+    skew : bool
+        Draw ``X_corr`` from the skew-corrected family at the batch's estimated skew
+        (appendix A.5, ``docs/correction.md`` section 4), which turns the test's
+        ``O(b^-1/2)`` error on skewed ``l_i`` into ``O(1/b)``.
+
+    Notes
+    -----
+    With ``c = log p0(theta') - log p0(theta) + log q(theta | theta') - log q(theta' | theta)``
+    the data-free log ratio (``-psi(1, theta, theta')`` in the paper, eq. 7), after b rows:
+
+    * ``Delta* = N mean(l) + c`` (eq. 8) and ``s^2 = N^2 s_l^2 (1 - b/N) / b``, ``s_l^2`` the
+      sample variance of the l_i;
+    * ``eps = (6.4 mean|z|^3 + 2 mean|z|) / sqrt(b)`` (Corollary 1, Novak's bound), ``z`` the
+      batch's l_i standardized by its mean and sd.
+
+    When ``s^2 < sigma^2`` and ``eps <= delta`` the test draws
+    ``X_nc ~ N(0, sigma^2 - s^2)`` and ``X_corr`` and accepts iff ``Delta* + X_nc + X_corr >
+    0``; its acceptance probability is then within ``eps`` plus the table's error of
+    ``S(Delta)`` (Corollary 2). If all N rows are read it accepts iff ``Delta + X_log > 0``
+    exactly. Even for Gaussian l_i the estimated ``s^2`` leaves an error of about
+    ``s^4 S''''(Delta) / (4 (b - 1))`` (``docs/correction.md``, section 5).
+
+    Novak's constants make ``eps >= 8.4 / sqrt(b)`` for any data (about ``11.8 / sqrt(b)``
+    for Gaussian l_i), so ``delta`` forces ``b >= (8.4 / delta)^2``: 283 rows at the default
+    0.5, 7,056 at 0.1. The paper's batches (182 on average for the Gaussian mixture) are only
+    reachable with the bound left out; the authors' code (``New_MH_Test/code/simulator.ssc``,
+    BIDMach's ``MHTest.scala``) checks the variance alone. There, with ``delta=None``
+    (about 170 rows), the chain's posterior sd comes out 5 % low, many Monte Carlo standard
+    errors away, while ``delta = 0.5`` (about 750 rows) matches the exact chain
+    (``docs/correction.md``, section 6): stopping as soon as ``s^2 < sigma^2`` selects
+    batches, and with skewed l_i the selected batches have biased ``Delta*``. The bound's
+    pass over the batch is skipped while a running lower bound already exceeds ``delta``,
+    so a decision costs O(batch).
+
+    Randomness, in order: the rows (one uniform each), then ``X_nc`` (one standard normal)
+    and ``X_corr`` (one uniform, two with ``skew``), or one uniform for the exact test. For
+    built-in models a decision is one compiled call (``samplers._seq.barker_loop``);
+    other models take a Python path with the same arithmetic and the same draws.
+
+    References
+    ----------
+    Seita, Pan, Chen, Canny (2017), An Efficient Minibatch Acceptance Test for
+    Metropolis-Hastings, UAI. Novak (2005), On self-normalized sums and Student's statistic,
+    Theory Probab. Appl. 49(2).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import BarkerTest, GaussianMean, RandomWalk, sample
+    >>> model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 100_000))
+    >>> chain = sample(model, BarkerTest(m=200), RandomWalk(1e-4), [1.0], 300, rng=2)
+    >>> bool(chain.stats["n_used"].mean() < 1000), bool(chain.stats["var_delta"].max() < 1)
+    (True, True)
+    """
+
+    m: int = 100
+    delta: float | None = 0.5
+    correction: "CorrectionTable | SkewCorrectionTable | None" = None
+    fpc: bool = True
+    skew: bool = False
+    _draw_args: tuple = field(default=None, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        set_ = object.__setattr__
+        for name in ("fpc", "skew"):
+            if not isinstance(getattr(self, name), (bool, np.bool_)):
+                raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        set_(self, "m", check_int("m", self.m, low=3 if self.skew else 2))
+        if self.delta is not None:
+            set_(self, "delta", check_interval("delta", self.delta, 0.0, 1.0))
+        corr = _correction_module()
+        kind = corr.SkewCorrectionTable if self.skew else corr.CorrectionTable
+        table = self.correction
+        if table is None:
+            table = corr.default_skew() if self.skew else corr.default()
+        elif not isinstance(table, kind):
+            other = corr.CorrectionTable if self.skew else corr.SkewCorrectionTable
+            hint = (f" (a {other.__name__} needs skew={not self.skew})"
+                    if isinstance(table, other) else "")
+            raise TypeError(f"correction must be a {kind.__name__} with skew={self.skew}{hint}, "
+                            f"got {type(table).__name__}")
+        set_(self, "correction", table)
+        a = table.cdf_arrays()
+        if self.skew:
+            density, cdf, step = a.density, a.cdf, a.skew_step
+        else:
+            density, cdf, step = a.density[None, :], a.cdf[None, :], 1.0
+        set_(self, "_draw_args", (float(a.x0), float(a.spacing), float(step), density, cdf))
+
+    def _custom_correction(self):
+        """The correction table, or None if it is the shipped default."""
+        corr = _correction_module()
+        default = corr.default_skew() if self.skew else corr.default()
+        return None if self.correction is default else self.correction
+
+    def __repr__(self):
+        custom = self._custom_correction()
+        shown = "" if custom is None else f", correction={custom!r}"
+        return (f"BarkerTest(m={self.m}, delta={self.delta}{shown}, fpc={self.fpc}, "
+                f"skew={self.skew})")
+
+    def __reduce__(self):  # a worker process reloads the default table from the package
+        return (type(self), (self.m, self.delta, self._custom_correction(), self.fpc, self.skew))
+
+    @property
+    def sigma(self) -> float:
+        """Standard deviation of the Gaussian part of the logistic (the correction's sigma)."""
+        return self.correction.sigma
+
+    def check(self, view):
+        if self.m > view.N:
+            raise ValueError(f"m must be <= N = {view.N} (the number of rows), got {self.m}")
+
+    def _settings(self):
+        delta = -1.0 if self.delta is None else self.delta
+        return (self.sigma, delta, self.delta is not None, bool(self.fpc), bool(self.skew))
+
+    def decide(self, rng, view, batches, theta, theta_new, log_const):
+        batches.restart()
+        if view.row_ratio is None:
+            return self._decide_python(rng, view, batches, theta, theta_new, log_const)
+        perm, _ = batches.kernel_state()
+        loop = _seq.barker_loop(view.row_ratio, view.row_prefetch)
+        status, accepted, n, stage, mean, s2, eps, eta = loop(
+            view.kernel_data(), theta, theta_new, rng, perm, self.m, log_const,
+            *self._settings(), *self._draw_args,
+        )
+        batches.set_cursor(n)
+        if status == _seq.NONFINITE:
+            return _nonfinite_decision(mean, theta_new), BarkerInfo(n, stage, *(math.nan,) * 3)
+        return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)
+
+    def _decide_python(self, rng, view, batches, theta, theta_new, log_const):
+        """Reference implementation (and the path for models without row kernels)."""
+        N = view.N
+        sigma, delta, check_eps, fpc, skewed = self._settings()
+        values = np.empty(self.m)
+        n, mean, m2, m3 = 0, 0.0, 0.0, 0.0
+        center, t1, t3 = math.nan, 0.0, 0.0
+        stage = 0
+        while True:
+            stage += 1
+            new = view.ratio(theta, theta_new, batches.take(self.m))
+            k = new.shape[0]
+            b_mean, b_m2, b_m3 = batch_moments3(new)
+            if not (math.isfinite(b_mean) and math.isfinite(b_m2)):
+                accepted = _nonfinite_decision(b_mean, theta_new)
+                return accepted, BarkerInfo(batches.taken, stage, *(math.nan,) * 3)
+            if n + k > values.shape[0]:  # grow as the compiled loop does
+                values = np.concatenate([values[:n], np.empty(min(2 * values.shape[0], N) - n)])
+            values[n:n + k] = new
+            n, mean, m2, m3 = merge_moments3(n, mean, m2, m3, k, b_mean, b_m2, b_m3)
+            status, s2, eps, center, t1, t3 = _seq.barker_stage(
+                values[:n], k, N, mean, m2, sigma * sigma, delta, check_eps, fpc, center, t1, t3)
+            if status != _seq.GROW:
+                accepted, eta = _seq.barker_draw_kernel()(
+                    rng, status, n, N, mean, m2, m3, log_const, s2, sigma, fpc, skewed,
+                    *self._draw_args)
+                return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)
+
+    def null_info(self):
+        return BarkerInfo(0, 0, math.nan, math.nan, math.nan)

@@ -65,3 +65,43 @@ class RunningMoments:
     def population_sd(self) -> float:
         """Standard deviation with n in the denominator."""
         return math.sqrt(self.m2 / self.n) if self.n > 0 else 0.0
+
+
+@jit
+def batch_moments3(values):
+    """Mean and sums of squared and cubed deviations of ``values`` (two passes)."""
+    n = values.shape[0]
+    total = 0.0
+    for v in values:
+        total += v
+    mean = total / n
+    m2 = 0.0
+    m3 = 0.0
+    for v in values:
+        d = v - mean
+        d2 = d * d
+        m2 += d2
+        m3 += d2 * d
+    return mean, m2, m3
+
+
+@jit
+def merge_moments3(n, mean, m2, m3, k, b_mean, b_m2, b_m3):
+    """:func:`merge_moments` plus the sum of cubed deviations (Pébay 2008, eq. 2.1)."""
+    total, new_mean, new_m2 = merge_moments(n, mean, m2, k, b_mean, b_m2)
+    delta = b_mean - mean
+    new_m3 = (m3 + b_m3 + delta ** 3 * n * k * (n - k) / (total * total)
+              + 3.0 * delta * (n * b_m2 - k * m2) / total)
+    return total, new_mean, new_m2, new_m3
+
+
+@jit
+def abs_central_sums(values, center):
+    """``sum |v - center|`` and ``sum |v - center|^3`` over ``values``."""
+    s1 = 0.0
+    s3 = 0.0
+    for v in values:
+        d = abs(v - center)
+        s1 += d
+        s3 += d * d * d
+    return s1, s3

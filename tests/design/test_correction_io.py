@@ -1,6 +1,7 @@
 """The table file format: round trips, and truncated / tampered / wrong-version files."""
 
 import json
+import pickle
 import zipfile
 
 import numpy as np
@@ -36,6 +37,14 @@ def test_round_trip_is_exact(tmp_path, small_table):
     assert np.array_equal(back.density, small_table.density)
     assert (back.sigma, back.linf_error, back.method) == (0.9, 1e-3, "custom")
     assert dict(back.settings) == {"note": "hand made"} and dict(back.diagnostics) == {"k": 1}
+
+
+def test_tables_pickle_for_worker_processes(small_table):
+    for table in (small_table, correction.default_skew()):
+        back = pickle.loads(pickle.dumps(table))
+        assert type(back) is type(table) and repr(back) == repr(table)
+        assert np.array_equal(back.density, table.density)
+        assert dict(back.settings) == dict(table.settings)
 
 
 def test_path_without_suffix_is_kept(tmp_path, small_table):

@@ -8,6 +8,7 @@ from scipy import special, stats
 
 from samplers import (
     AustereTest,
+    BarkerTest,
     ConfidenceTest,
     ExactTest,
     GaussianMean,
@@ -61,6 +62,9 @@ TESTS = [
     ConfidenceTest(delta=0.01, bound="bernstein"),
     ConfidenceTest(delta=0.1, bound="hoeffding", gamma=3.0, p=1.5, batch_size=7),
     ConfidenceTest(delta=0.01, range="full-data"),
+    BarkerTest(m=100, delta=None),
+    BarkerTest(m=80, delta=0.9, fpc=False),
+    BarkerTest(m=60, delta=0.95, skew=True),
 ]
 
 
@@ -74,6 +78,17 @@ def test_compiled_loop_is_bit_identical_to_reference(name, test):
     for key in fast.stats:
         np.testing.assert_array_equal(fast.stats[key], slow.stats[key], err_msg=key)
     assert fast.stats["n_used"].min() > 0
+
+
+def test_barker_compiled_loop_is_bit_identical_when_it_reads_every_row():
+    model, theta0, scale = MODELS["mean"]
+    test = BarkerTest(m=model.N)
+    fast = sample(model, test, RandomWalk(scale), theta0, 60, rng=3)
+    slow = sample(PlainPython(model), test, RandomWalk(scale), theta0, 60, rng=3)
+    np.testing.assert_array_equal(fast.samples, slow.samples)
+    for key in fast.stats:
+        np.testing.assert_array_equal(fast.stats[key], slow.stats[key], err_msg=key)
+    assert set(fast.stats["n_used"]) == {model.N} and 0 < fast.acceptance_rate < 1
 
 
 def _decide(test, model, theta, theta_new, log_const, seed):
@@ -185,8 +200,8 @@ class Broken:
         return 0.0
 
 
-@pytest.mark.parametrize("test", [ExactTest(), AustereTest(m=50), ConfidenceTest(range="full-data")],
-                         ids=repr)
+@pytest.mark.parametrize("test", [ExactTest(), AustereTest(m=50), ConfidenceTest(range="full-data"),
+                                  BarkerTest(m=50)], ids=repr)
 def test_nan_likelihood_is_an_error_and_minus_inf_rejects(test):
     with pytest.raises(ValueError, match="NaN"):
         _decide(test, Broken(), [0.0], [2.0], 0.0, 0)

@@ -15,6 +15,7 @@ import pytest
 
 from samplers import (
     AustereTest,
+    BarkerTest,
     ConfidenceTest,
     ExactTest,
     GaussianMean,
@@ -49,6 +50,9 @@ HARNESS = [
     (AustereTest(m=500, epsilon=0.01, threshold="normal"), 0.25),
     (ConfidenceTest(delta=0.01, gamma=2.0, p=2.0), 1.0),
     (ConfidenceTest(delta=0.01, gamma=1.5, bound="hoeffding", batch_size=50), 1.0),
+    (BarkerTest(m=500, delta=None), 0.25),
+    (BarkerTest(m=500, delta=0.2), 0.25),
+    (BarkerTest(m=500, skew=True), 0.25),
 ]
 
 

@@ -3,8 +3,10 @@
 import numpy as np
 import pytest
 
+from design import correction
 from samplers import (
     AustereTest,
+    BarkerTest,
     ConfidenceTest,
     ExactTest,
     GaussianMean,
@@ -60,6 +62,21 @@ class WrongShape(NoGradients):
         (lambda: ConfidenceTest(p=0.5), ValueError, "p must be in"),
         (lambda: ConfidenceTest(bound="chernoff"), ValueError, "bound must be one of"),
         (lambda: ConfidenceTest(range="sometimes"), ValueError, "range must be"),
+        (lambda: BarkerTest(m=1), ValueError, r"m must be >= 2, got 1"),
+        (lambda: BarkerTest(m=2, skew=True), ValueError, r"m must be >= 3, got 2"),
+        (lambda: BarkerTest(m="50"), TypeError, "m must be an integer, got '50'"),
+        (lambda: BarkerTest(delta=0.0), ValueError, r"delta must be in \(0, 1\), got 0.0"),
+        (lambda: BarkerTest(delta=1.0), ValueError, r"delta must be in \(0, 1\), got 1.0"),
+        (lambda: BarkerTest(delta=float("nan")), ValueError, r"delta must be in \(0, 1\)"),
+        (lambda: BarkerTest(delta="0.1"), TypeError, "delta must be a real number"),
+        (lambda: BarkerTest(correction="table.npz"), TypeError,
+         "correction must be a CorrectionTable with skew=False.*got str"),
+        (lambda: BarkerTest(correction=correction.default_skew()), TypeError,
+         "correction must be a CorrectionTable.*needs skew=True"),
+        (lambda: BarkerTest(skew=True, correction=correction.default()), TypeError,
+         "correction must be a SkewCorrectionTable.*needs skew=False"),
+        (lambda: BarkerTest(fpc=1), TypeError, "fpc must be True or False, got 1"),
+        (lambda: BarkerTest(skew="yes"), TypeError, "skew must be True or False, got 'yes'"),
         (lambda: RandomWalk(0.0), ValueError, "scale must be > 0"),
         (lambda: RandomWalk([[1.0, 2.0], [2.0, 1.0]]), ValueError, "positive definite"),
         (lambda: RandomWalk([[1.0, 0.0]]), ValueError, "square and symmetric"),
@@ -76,6 +93,8 @@ def test_bad_settings(make, error, match):
     "model, test, proposal, theta0, error, match",
     [
         (MODEL, AustereTest(m=2000), RandomWalk(0.1), [0.0], ValueError, r"m must be <= N = 1000"),
+        (MODEL, BarkerTest(m=1001), RandomWalk(0.1), [0.0], ValueError,
+         r"m must be <= N = 1000 \(the number of rows\), got 1001"),
         (MODEL, ExactTest(), RandomWalk(0.1), [np.nan], ValueError, "theta0 must be a non-empty finite"),
         (MODEL, ExactTest(), RandomWalk(0.1), [0.0, 1.0], ValueError, "theta0 must have 1 element"),
         (MODEL, ExactTest(), RandomWalk(0.1), [[0.0]], ValueError, "theta0 must be a vector"),

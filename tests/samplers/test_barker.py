@@ -1,0 +1,203 @@
+"""The minibatch Barker test: stopping rule, acceptance probability, exact limit, bounds.
+
+Compiled vs reference bit-identity is in test_accept.py, the chain against a closed-form
+posterior in test_correctness.py, bad settings in test_inputs.py.
+"""
+
+import math
+import pickle
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import special, stats
+
+from design import correction
+from design.acceptance import barker_acceptance
+from samplers import BarkerTest, FlatPrior, GaussianMean, IndexSampler
+from samplers._moments import abs_central_sums, batch_moments3, merge_moments3
+from samplers._seq import novak_error, novak_lower_bound
+from samplers._view import check_model
+
+THETA, THETA_NEW = np.array([0.0]), np.array([0.01])
+
+
+def population_model(l):
+    """A GaussianMean whose l_i between THETA and THETA_NEW are the given values.
+
+    With sigma = 1 and a flat prior, ``l_i = d (x_i - d/2)`` for ``d = THETA_NEW - THETA``.
+    """
+    d = THETA_NEW[0] - THETA[0]
+    return GaussianMean(np.asarray(l) / d + d / 2, sigma=1.0, prior=FlatPrior())
+
+
+def brute_force(test, l_drawn, log_const):
+    """Algorithm 1's stopping rule with NumPy, eps recomputed from scratch at every stage."""
+    N, m, sigma = l_drawn.shape[0], test.m, test.sigma
+    for stage in range(1, N):
+        b = min(stage * m, N)
+        z = l_drawn[:b]
+        if b == N:
+            return dict(n_used=N, n_stages=stage, epsilon=0.0, var_delta=0.0, skew=0.0)
+        s2 = N**2 * z.var(ddof=1) / b * ((1 - b / N) if test.fpc else 1.0)
+        std = (z - z.mean()) / z.std()
+        eps = (6.4 * np.mean(np.abs(std) ** 3) + 2 * np.mean(np.abs(std))) / math.sqrt(b)
+        if s2 < sigma**2 and (test.delta is None or eps <= test.delta):
+            k3 = stats.kstat(z, 3) * N**3 / b**2
+            if test.fpc:
+                k3 *= (1 - b / N) * (1 - 2 * b / N)
+            return dict(n_used=b, n_stages=stage, epsilon=eps, var_delta=s2,
+                        skew=k3 / (3 * sigma**3))
+    raise AssertionError("unreachable")
+
+
+def decide(test, model, log_const, rng):
+    view, theta = check_model(model, THETA)
+    return test.decide(rng, view, IndexSampler(view.N, rng), theta, THETA_NEW.copy(), log_const)
+
+
+POPULATIONS = {
+    "normal": lambda rng, n: rng.normal(0.0, 1.0, n),
+    "exponential": lambda rng, n: rng.exponential(1.0, n),
+    "student-t3": lambda rng, n: rng.standard_t(3, n),
+}
+
+
+@pytest.mark.parametrize("population", list(POPULATIONS))
+@pytest.mark.parametrize("test", [
+    BarkerTest(m=40, delta=0.6),
+    BarkerTest(m=25, delta=0.95, fpc=False),
+    BarkerTest(m=60, delta=None),
+    BarkerTest(m=30, delta=0.8, skew=True),
+], ids=repr)
+def test_stopping_rule_and_reported_statistics_match_a_brute_force_reference(population, test):
+    # l_i scaled so that Var(Delta*) crosses sigma^2 after a few stages; the O(batch)
+    # skipping of the eps pass must stop exactly where recomputing eps every stage does.
+    N = 20_000
+    rng = np.random.default_rng(1)
+    l = POPULATIONS[population](rng, N) * 3.0 / N
+    model = population_model(l)
+    for seed in range(6):
+        c = float(rng.normal(0.0, 2.0))
+        rows = IndexSampler(N, np.random.default_rng(seed)).take(N)
+        expected = brute_force(test, model.loglik_ratio(THETA, THETA_NEW, rows), c)
+        _, info = decide(test, model, c, np.random.default_rng(seed))
+        assert (info.n_used, info.n_stages) == (expected["n_used"], expected["n_stages"])
+        for key in ("epsilon", "var_delta", "skew"):
+            assert getattr(info, key) == pytest.approx(expected[key], rel=1e-9, abs=1e-15), key
+        if test.delta is not None:
+            assert info.epsilon <= test.delta
+
+
+def test_delta_forces_the_batch_past_novak_floor():
+    # eps >= 8.4 / sqrt(b) for any data: delta = 0.3 needs b >= 784 even when the variance
+    # condition holds from the first stage.
+    model = population_model(np.random.default_rng(2).normal(0.0, 1e-5, 50_000))
+    _, loose = decide(BarkerTest(m=50, delta=None), model, 0.0, np.random.default_rng(0))
+    _, strict = decide(BarkerTest(m=50, delta=0.3), model, 0.0, np.random.default_rng(0))
+    assert loose.n_used == 50 and loose.epsilon > 1.0
+    assert strict.n_used >= (8.4 / 0.3) ** 2 and strict.epsilon <= 0.3
+
+
+@pytest.mark.parametrize("log_const", [-3.0, 0.4, 2.0])
+def test_reading_every_row_is_barkers_exact_test(log_const):
+    N = 500
+    l = np.random.default_rng(3).normal(0.0, 0.05, N)
+    model = population_model(l)
+    delta = N * float(np.mean(model.loglik_ratio(THETA, THETA_NEW, np.arange(N)))) + log_const
+    for seed in range(40):
+        accepted, info = decide(BarkerTest(m=N), model, log_const, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        rng.random(N)                                  # the rows' uniforms
+        u = rng.random()
+        assert accepted == (delta + math.log(u / (1 - u)) > 0)
+        assert info == (N, 1, 0.0, 0.0, 0.0)
+
+
+def _acceptance_frequency(test, model, log_const, n_decisions, seed):
+    view, theta = check_model(model, THETA)
+    rng = np.random.default_rng(seed)
+    batches = IndexSampler(view.N, rng)
+    accepted = 0
+    for _ in range(n_decisions):
+        a, info = test.decide(rng, view, batches, theta, THETA_NEW, log_const)
+        assert info.n_stages == 1  # no selection by the stopping rule
+        accepted += a
+    return accepted / n_decisions
+
+
+@pytest.mark.parametrize("seed, delta_target, fpc", [(0, -2.5, True), (1, 0.0, True),
+                                                     (2, 1.32, True), (3, 1.32, False)])
+def test_acceptance_probability_is_the_logistic_of_delta(seed, delta_target, fpc):
+    # Delta* from a symmetric, Gaussian-shaped population (normal quantiles), a batch of
+    # 80 % of it so that the finite-population factor matters, and an estimated
+    # Var(Delta*) of sigma^2 / 2. The frequency over 30,000 decisions is compared with
+    # S(Delta) and with the Rao-Blackwellised simulator of design.acceptance (an independent
+    # implementation, SE ~1e-5). At fixed b the s-estimation term s^4 S''''/(4(b - 1)) is
+    # below 1e-5 here. Without the factor the estimate exceeds the true variance
+    # s^2 (1 - b/N) by s^2 b/N, so the Gaussian part has variance sigma^2 - s^2 b/N and the
+    # test accepts with 1 - F(-Delta) for F the cdf of N(0, sigma^2 - s^2 b/N) + X_corr
+    # (+0.021 over S(Delta) at Delta = 1.32, 7 binomial SE; -(b/N)(s^2/2) S''(Delta) to
+    # first order).
+    N, b, n_dec, s2 = 1250, 1000, 30_000, 0.5
+    q = special.ndtri((np.arange(N) + 0.5) / N)
+    factor = (1 - b / N) if fpc else 1.0
+    model = population_model(q / q.std(ddof=1) * math.sqrt(s2 * b / (N**2 * factor)))
+    l = model.loglik_ratio(THETA, THETA_NEW, np.arange(N))
+    log_const = delta_target - N * float(l.mean())
+    freq = _acceptance_frequency(BarkerTest(m=b, fpc=fpc), model, log_const, n_dec, seed)
+    ref = barker_acceptance(l, b, log_const=log_const, fpc=fpc, n_tests=20_000, rng=seed)
+    se = math.sqrt(ref.probability * (1 - ref.probability) / n_dec)
+    assert abs(freq - ref.probability) < 4.5 * se + 4 * ref.standard_error
+    S = special.expit(delta_target)
+    if fpc:
+        assert abs(freq - S) < 4.5 * se
+        assert abs(ref.probability - S) < 1e-5 + 4 * ref.standard_error
+    else:
+        tau = math.sqrt(1.0 - s2 * b / N)
+        biased = 1.0 - correction.default().convolved_cdf(-delta_target, tau)
+        assert ref.probability == pytest.approx(biased, abs=1e-4)
+        assert abs(freq - biased) < 4.5 * se and freq - S > 3 * se
+
+
+def test_pickled_test_decides_identically():
+    # sample_chains sends the test to worker processes; the default table is reloaded there.
+    model = population_model(np.random.default_rng(4).normal(0.0, 3e-4, 5000))
+    custom = correction.build(0.9, spacing=0.1)
+    for test in (BarkerTest(m=40, delta=0.9), BarkerTest(m=30, delta=None, skew=True),
+                 BarkerTest(m=50, correction=custom)):
+        back = pickle.loads(pickle.dumps(test))
+        assert repr(back) == repr(test) and back.sigma == test.sigma
+        for seed in range(5):
+            assert (decide(back, model, 0.3, np.random.default_rng(seed))
+                    == decide(test, model, 0.3, np.random.default_rng(seed)))
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=2, max_size=60),
+       st.floats(-1e3, 1e3))
+def test_novak_lower_bound_never_exceeds_the_bound(values, center):
+    v = np.array(values)
+    n = v.shape[0]
+    mean, m2, _ = batch_moments3(v)
+    t1, t3 = abs_central_sums(v, center)
+    s1, s3 = abs_central_sums(v, mean)
+    eps = novak_error(n, m2, s1, s3)
+    assert novak_lower_bound(n, mean, m2, center, t1, t3) <= eps * (1 + 1e-9) + 1e-300
+    if m2 > 1e-20 * max(1.0, float(np.abs(v).max())) ** 2:
+        assert eps >= 8.4 / math.sqrt(n) * (1 - 1e-9)
+
+
+@given(st.lists(st.floats(-1e3, 1e3), min_size=3, max_size=50), st.integers(1, 49))
+def test_merged_third_moment_matches_a_direct_computation(values, split):
+    v = np.array(values)
+    split = min(split, v.shape[0] - 1)
+    a, b = v[:split], v[split:]
+    state = merge_moments3(0, 0.0, 0.0, 0.0, a.shape[0], *batch_moments3(a))
+    n, mean, m2, m3 = merge_moments3(*state, b.shape[0], *batch_moments3(b))
+    d = v - v.mean()
+    scale = max(1.0, float(np.abs(v).max()))
+    assert n == v.shape[0]
+    assert mean == pytest.approx(v.mean(), abs=1e-12 * scale)
+    assert m2 == pytest.approx(np.sum(d**2), rel=1e-9, abs=1e-9 * scale**2)
+    assert m3 == pytest.approx(np.sum(d**3), rel=1e-8, abs=1e-8 * scale**3)
