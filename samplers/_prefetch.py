@@ -13,7 +13,7 @@ from numba import types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ._jit import jit
+from ._jit import jit, row_jit
 
 #: How many rows ahead the compiled loops prefetch.
 PREFETCH_DISTANCE = 8
@@ -54,3 +54,15 @@ def prefetch_row(arr, i):
     else:
         for j in range(0, arr.shape[1], _LINE_ITEMS):
             prefetch_item(arr, i, j)
+
+
+@row_jit
+def prefetch_ahead(row_prefetch, data, idx, t):
+    """In a loop over rows ``idx[0], idx[1], ...`` about to read row ``idx[t]``: ask for the
+    row ``PREFETCH_DISTANCE`` ahead (and, at ``t == 0``, for the first ones)."""
+    n = idx.shape[0]
+    if t == 0:
+        for s in range(1, min(n, PREFETCH_DISTANCE)):
+            row_prefetch(data, idx[s])
+    if t + PREFETCH_DISTANCE < n:
+        row_prefetch(data, idx[t + PREFETCH_DISTANCE])

@@ -24,7 +24,7 @@ import numpy as np
 from ._index import draw_rows
 from ._jit import jit
 from ._moments import abs_central_sums, batch_moments, batch_moments3, merge_moments, merge_moments3
-from ._prefetch import PREFETCH_DISTANCE
+from .models._kernels import batch_ratio
 
 DONE, NONFINITE, MORE_THRESHOLDS = 0, 1, 2
 
@@ -69,17 +69,12 @@ def next_size(t, N, gamma):
 @cache
 def batch_of_ratios(row_ratio, row_prefetch):
     """Take the next k rows (as ``IndexSampler.take``) and compute their l_i into ``out``."""
+    ratios = batch_ratio(row_ratio, row_prefetch)
 
     @jit
     def fill(data, theta, theta_new, rng, perm, cursor, u, rows, out):
         draw_rows(rng, perm, cursor, u, rows)
-        k = rows.shape[0]
-        for t in range(min(k, PREFETCH_DISTANCE)):
-            row_prefetch(data, rows[t])
-        for t in range(k):
-            if t + PREFETCH_DISTANCE < k:
-                row_prefetch(data, rows[t + PREFETCH_DISTANCE])
-            out[t] = row_ratio(data, rows[t], theta, theta_new)
+        ratios(data, rows, theta, theta_new, out)
 
     return fill
 

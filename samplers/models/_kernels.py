@@ -19,7 +19,19 @@ from __future__ import annotations
 from functools import cache
 
 from .._jit import jit, row_jit
-from .._prefetch import PREFETCH_DISTANCE, prefetch_row
+from .._prefetch import prefetch_ahead, prefetch_row
+
+
+@row_jit
+def dots(X, i, theta, theta_new):
+    """``(x_i . theta, x_i . theta_new)``, reading row i of X once."""
+    a = 0.0
+    a_new = 0.0
+    for j in range(X.shape[1]):
+        xij = X[i, j]
+        a += xij * theta[j]
+        a_new += xij * theta_new[j]
+    return a, a_new
 
 
 @row_jit
@@ -39,12 +51,8 @@ def prefetch_data01(data, i):
 def batch_loglik(row_loglik, row_prefetch):
     @jit
     def kernel(data, idx, theta, out):
-        n = idx.shape[0]
-        for t in range(min(n, PREFETCH_DISTANCE)):
-            row_prefetch(data, idx[t])
-        for t in range(n):
-            if t + PREFETCH_DISTANCE < n:
-                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
             out[t] = row_loglik(data, idx[t], theta)
 
     return kernel
@@ -54,12 +62,8 @@ def batch_loglik(row_loglik, row_prefetch):
 def batch_ratio(row_ratio, row_prefetch):
     @jit
     def kernel(data, idx, theta, theta_new, out):
-        n = idx.shape[0]
-        for t in range(min(n, PREFETCH_DISTANCE)):
-            row_prefetch(data, idx[t])
-        for t in range(n):
-            if t + PREFETCH_DISTANCE < n:
-                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
             out[t] = row_ratio(data, idx[t], theta, theta_new)
 
     return kernel
@@ -69,12 +73,8 @@ def batch_ratio(row_ratio, row_prefetch):
 def batch_grad(row_grad, row_prefetch):
     @jit
     def kernel(data, idx, theta, out):
-        n = idx.shape[0]
-        for t in range(min(n, PREFETCH_DISTANCE)):
-            row_prefetch(data, idx[t])
-        for t in range(n):
-            if t + PREFETCH_DISTANCE < n:
-                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
             row_grad(data, idx[t], theta, out[t])
 
     return kernel

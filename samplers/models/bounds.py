@@ -32,7 +32,7 @@ from scipy import special
 
 from .._checks import check_finite_array, check_positive
 from .._jit import jit, row_jit
-from .._prefetch import PREFETCH_DISTANCE, prefetch_row
+from .._prefetch import prefetch_ahead, prefetch_row
 from ._base import SCAN_CHUNK
 from ._map import map_estimate
 from .logistic import LogisticRegression, log_sigmoid
@@ -98,12 +98,8 @@ def batch_pairs(row_eta, row_prefetch):
     @jit
     def kernel(data, idx, theta, ll, lb):
         X = data[0]
-        n = idx.shape[0]
-        for t in range(min(n, PREFETCH_DISTANCE)):
-            row_prefetch(data, idx[t])
-        for t in range(n):
-            if t + PREFETCH_DISTANCE < n:
-                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
             i = idx[t]
             ll[t], lb[t], _, _ = row_eta(data, i, _dot_row(X, i, theta))
 
@@ -117,12 +113,8 @@ def batch_pair_grads(row_eta, row_prefetch):
     @jit
     def kernel(data, idx, theta, ll, lb, g_ll, g_lb):
         X = data[0]
-        n = idx.shape[0]
-        for t in range(min(n, PREFETCH_DISTANCE)):
-            row_prefetch(data, idx[t])
-        for t in range(n):
-            if t + PREFETCH_DISTANCE < n:
-                row_prefetch(data, idx[t + PREFETCH_DISTANCE])
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
             i = idx[t]
             ll[t], lb[t], dll, dlb = row_eta(data, i, _dot_row(X, i, theta))
             for j in range(X.shape[1]):

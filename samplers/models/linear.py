@@ -9,7 +9,7 @@ import numpy as np
 from .._checks import check_positive
 from .._jit import row_jit
 from ..priors import Prior
-from ._kernels import prefetch_data01
+from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
 
 __all__ = ["LinearRegression"]
@@ -38,12 +38,7 @@ def _linear_row_loglik(data, i, theta):
 @row_jit
 def _linear_row_ratio(data, i, theta, theta_new):
     X, y, noise_sd, inv_temp = data
-    a = 0.0
-    a_new = 0.0
-    for j in range(X.shape[1]):
-        xij = X[i, j]
-        a += xij * theta[j]
-        a_new += xij * theta_new[j]
+    a, a_new = dots(X, i, theta, theta_new)
     r = y[i] - a
     r_new = y[i] - a_new
     return (r * r - r_new * r_new) * (0.5 / (noise_sd * noise_sd)) * inv_temp

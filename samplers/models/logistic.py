@@ -8,7 +8,7 @@ import numpy as np
 
 from .._jit import row_jit
 from ..priors import Prior
-from ._kernels import prefetch_data01
+from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
 
 __all__ = ["LogisticRegression"]
@@ -38,12 +38,7 @@ def _logistic_row_loglik(data, i, theta):
 @row_jit
 def _logistic_row_ratio(data, i, theta, theta_new):
     X, y, plus_minus, inv_temp = data
-    a = 0.0
-    a_new = 0.0
-    for j in range(X.shape[1]):
-        xij = X[i, j]
-        a += xij * theta[j]
-        a_new += xij * theta_new[j]
+    a, a_new = dots(X, i, theta, theta_new)
     s = y[i] if plus_minus else 2.0 * y[i] - 1.0
     return (log_sigmoid(s * a_new) - log_sigmoid(s * a)) * inv_temp
 

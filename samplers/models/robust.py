@@ -11,7 +11,7 @@ from .._checks import check_positive
 from .._jit import row_jit
 from ..priors import Prior
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
-from ._kernels import prefetch_data01
+from ._kernels import dots, prefetch_data01
 from .linear import _residual
 
 __all__ = ["RobustRegression"]
@@ -42,12 +42,7 @@ def _robust_row_loglik(data, i, theta):
 @row_jit
 def _robust_row_ratio(data, i, theta, theta_new):
     X, y, df, scale, log_norm, inv_temp = data
-    a = 0.0
-    a_new = 0.0
-    for j in range(X.shape[1]):
-        xij = X[i, j]
-        a += xij * theta[j]
-        a_new += xij * theta_new[j]
+    a, a_new = dots(X, i, theta, theta_new)
     z = (y[i] - a) / scale
     z_new = (y[i] - a_new) / scale
     return -0.5 * (df + 1.0) * (math.log1p(z_new * z_new / df) - math.log1p(z * z / df)) * inv_temp
