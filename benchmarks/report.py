@@ -226,15 +226,17 @@ def rows_validation_bounds(r):
         f"{min(ratio):.0f}-{max(ratio):.0f}x the distance", "`validation_bounds.py`")]
 
 
+def _cell(text):
+    """Text for a Markdown table cell: a literal | would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
 def rows_notebook(r):
+    """A notebook's closing table (written by ``samplers._notebook.Notebook.report``)."""
     how = f"`notebooks/{r['notebook']}.ipynb`"
     return [(_cell(row["what"]), _cell(row["paper"]), _cell(row["ours"]),
              how + (f", {_cell(row['how'])}" if row.get("how") else ""))
             for row in r["rows"]]
-
-
-def _cell(text):
-    return str(text).replace("|", "\\|")
 
 
 def notebook_results():
