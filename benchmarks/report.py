@@ -288,8 +288,8 @@ def gallery() -> str:
     lines = []
     for _, r in notebook_results():
         for fig in r.get("figures", []):
-            lines += [f"**[{r['notebook']}](notebooks/{r['notebook']}.ipynb)**: {fig['caption']}",
-                      "", f"![{fig['caption']}](docs/figures/{fig['file']})", ""]
+            lines += [f"![{fig['file']}](docs/figures/{fig['file']})",
+                      f"*{fig['caption']}* ([{r['notebook']}](notebooks/{r['notebook']}.ipynb))", ""]
     return "\n".join(lines).rstrip("\n")
 
 
