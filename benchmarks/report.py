@@ -1,8 +1,11 @@
-"""Regenerate the results table of README.md from the benchmarks' JSON outputs.
+"""Regenerate the results table and the notebook gallery of README.md from JSON outputs.
 
 Each benchmark writes ``benchmarks/results/<name>.json``; this script turns the ones it
 knows into table rows (the paper's number, ours, how it was measured) and rewrites the block
-between ``<!-- results:begin -->`` and ``<!-- results:end -->`` in README.md.
+between ``<!-- results:begin -->`` and ``<!-- results:end -->`` in README.md. Each notebook
+run at full size writes ``benchmarks/results/notebook_<name>.json`` with its closing table and
+its figures (``samplers._notebook``): its rows join the table, and its figures the gallery
+between ``<!-- gallery:begin -->`` and ``<!-- gallery:end -->``.
 
 Run:  python benchmarks/report.py [--check]   (--check: exit 1 if README is out of date)
 """
@@ -17,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results"
 BEGIN, END = "<!-- results:begin -->", "<!-- results:end -->"
+GALLERY_BEGIN, GALLERY_END = "<!-- gallery:begin -->", "<!-- gallery:end -->"
 
 
 def _load(name):
@@ -222,6 +226,29 @@ def rows_validation_bounds(r):
         f"{min(ratio):.0f}-{max(ratio):.0f}x the distance", "`validation_bounds.py`")]
 
 
+def _cell(text):
+    """Text for a Markdown table cell: a literal | would end the cell."""
+    return str(text).replace("|", "\\|")
+
+
+def rows_notebook(r):
+    """A notebook's closing table (written by ``samplers._notebook.Notebook.report``)."""
+    how = f"`notebooks/{r['notebook']}.ipynb`"
+    return [(_cell(row["what"]), _cell(row["paper"]), _cell(row["ours"]),
+             how + (f", {_cell(row['how'])}" if row.get("how") else ""))
+            for row in r["rows"]]
+
+
+def notebook_results():
+    """The full-size notebook results, in notebook order: ``[(name, payload)]``."""
+    out = []
+    for path in sorted(RESULTS.glob("notebook_*.json")):
+        r = json.loads(path.read_text())
+        if r.get("size") == "full":
+            out.append((path.stem, r))
+    return out
+
+
 SECTIONS = [
     ("gmm_seita", rows_gmm_seita),
     ("worst_case_table", rows_worst_case),
@@ -241,8 +268,9 @@ SECTIONS = [
 def table() -> str:
     lines = ["| what | paper / target | ours | how |", "|---|---|---|---|"]
     machines = set()
-    for name, fn in SECTIONS:
-        r = _load(name)
+    sections = [(name, fn, _load(name)) for name, fn in SECTIONS]
+    sections += [(name, rows_notebook, r) for name, r in notebook_results()]
+    for name, fn, r in sections:
         if r is None:
             continue
         m = r.get("machine", {})
@@ -255,22 +283,40 @@ def table() -> str:
     return "\n".join(lines)
 
 
+def gallery() -> str:
+    """The notebooks' figures, each with its caption and a link to its notebook."""
+    lines = []
+    for _, r in notebook_results():
+        for fig in r.get("figures", []):
+            lines += [f"![{fig['file']}](docs/figures/{fig['file']})",
+                      f"*{fig['caption']}* ([{r['notebook']}](notebooks/{r['notebook']}.ipynb))", ""]
+    return "\n".join(lines).rstrip("\n")
+
+
+def _replace_block(text, begin, end, body):
+    if begin not in text:
+        return text
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    return f"{head}{begin}\n{body}\n{end}{tail}"
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--check", action="store_true")
     args = parser.parse_args(argv)
     readme = ROOT / "README.md"
     text = readme.read_text()
-    head, rest = text.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
-    new = f"{head}{BEGIN}\n{table()}\n{END}{tail}"
+    new = _replace_block(text, BEGIN, END, table())
+    new = _replace_block(new, GALLERY_BEGIN, GALLERY_END, gallery())
     if args.check:
         if new != text:
-            print("README.md results table is out of date: run python benchmarks/report.py")
+            print("README.md results table or gallery is out of date: run python "
+                  "benchmarks/report.py")
             return 1
         return 0
     readme.write_text(new)
-    print("README.md results table regenerated")
+    print("README.md results table and gallery regenerated")
     return 0
 
 
