@@ -30,10 +30,8 @@ import time
 from pathlib import Path
 
 import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import matplotlib.pyplot as plt
+import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import RESULTS, write  # noqa: E402
@@ -48,10 +46,21 @@ DELTA = 0.01
 BURN_IN = 0.1
 
 
-def datasets(seed):
+def datasets(seed, n=N):
+    """The two datasets of the paper, ``n`` points each: N(0, 0.1^2) and lognormal(0, 2)."""
     rng = np.random.default_rng(seed)
-    return {"normal(0, 0.1^2)": rng.normal(0.0, 0.1, N),
-            "lognormal(0, 2)": rng.lognormal(0.0, 2.0, N)}
+    return {"normal(0, 0.1^2)": rng.normal(0.0, 0.1, n),
+            "lognormal(0, 2)": rng.lognormal(0.0, 2.0, n)}
+
+
+def problem(x):
+    """The (mean, log sd) model of ``x`` with flat priors, its posterior mode (the start of
+    every chain) and a random walk with 2.38^2 / 2 times the posterior's covariance."""
+    n = x.shape[0]
+    s_hat = float(x.std())
+    theta0 = [float(x.mean()), math.log(s_hat)]
+    cov = np.diag([s_hat**2 / n, 1 / (2 * n)]) * 2.38**2 / 2
+    return Gaussian(x), theta0, RandomWalk(cov)
 
 
 def slug(name):
@@ -74,11 +83,8 @@ def main(steps, n_pairs, seed):
     fig, axes = plt.subplots(1, 2, figsize=(11, 4))
     for ax, (name, x) in zip(axes, datasets(seed).items()):
         print(f"\n=== x ~ {name} ===")
-        model = Gaussian(x)
+        model, theta0, proposal = problem(x)
         s_hat = float(x.std())
-        theta0 = [float(x.mean()), math.log(s_hat)]
-        cov = np.diag([s_hat**2 / N, 1 / (2 * N)]) * 2.38**2 / 2
-        proposal = RandomWalk(cov)
 
         exact, sigma_exact = run_chain(model, ExactTest(), proposal, theta0, steps, seed + 1)
         pairs = proposal_pairs(exact, model, n_pairs, burn_in=BURN_IN, rng=seed + 2)
@@ -157,6 +163,7 @@ def main(steps, n_pairs, seed):
 
 
 if __name__ == "__main__":
+    matplotlib.use("Agg")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--steps", type=int, default=10_000)
     parser.add_argument("--pairs", type=int, default=20)
