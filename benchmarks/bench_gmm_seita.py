@@ -303,12 +303,20 @@ def main(argv=None):
                             "acceptance_rate": float(np.mean(accept)) if accept else None}
         _print_row(name, references[name])
 
-    long_runs = _long_runs(model, post, proposal, start, args.long, rng)
+    long = long_runs(model, post, proposal, start, args.long, rng)
     pairs = _pair_errors(model, post, args.step, start, args.pairs, args.decisions, rng)
-    _plot_batches(histograms, args.rows)
-    _plot_posterior(post, examples)
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    RESULTS.mkdir(exist_ok=True)
+    for name, fig in (("batch_sizes", batch_size_figure(histograms, args.rows)),
+                      ("posterior", posterior_figure(post, examples))):
+        fig.savefig(RESULTS / f"gmm_seita_{name}.png", dpi=110)
+        plt.close(fig)
     write("gmm_seita", {"settings": vars(args), "bins": _bins_note(post),
-                        "results": results, "references": references, "long_runs": long_runs,
+                        "results": results, "references": references, "long_runs": long,
                         "pair_errors": pairs})
 
 
@@ -364,7 +372,7 @@ def _pair_errors(model, post, step, start, n_pairs, n_decisions, rng):
     return out
 
 
-def _long_runs(model, post, proposal, start, n, rng):
+def long_runs(model, post, proposal, start, n, rng):
     """Posterior mean and sd from one long chain per test against the grid's, in MCSEs.
 
     The short trials cannot tell a small bias from autocorrelation (their chi-squared varies
@@ -422,13 +430,11 @@ def _bins_note(post):
             "posterior_mass_on_box_edge": post.edge_mass}
 
 
-def _plot_batches(histograms, N):
-    import matplotlib
-
-    matplotlib.use("Agg")
+def batch_size_figure(histograms, N, cols=3):
+    """Log-log histograms of the rows read per iteration, like the paper's Figure 2."""
     import matplotlib.pyplot as plt
 
-    cols = min(len(histograms), 3)
+    cols = min(len(histograms), cols)
     rows = -(-len(histograms) // cols)
     fig, axes = plt.subplots(rows, cols, figsize=(3.8 * cols, 3.0 * rows), sharex=True,
                              sharey=True, squeeze=False)
@@ -442,16 +448,11 @@ def _plot_batches(histograms, N):
     for ax in axes[:, 0]:
         ax.set_ylabel("iterations (trial 1)")
     fig.tight_layout()
-    RESULTS.mkdir(exist_ok=True)
-    fig.savefig(RESULTS / "gmm_seita_batch_sizes.png", dpi=110)
-    plt.close(fig)
+    return fig
 
 
-def _plot_posterior(post, examples):
+def posterior_figure(post, examples):
     """Log-posterior contours with the samples of trial 1, like the paper's Figure 1."""
-    import matplotlib
-
-    matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     names = [n for n in ("MHminibatch", "AustereMH(c)", "MHSubLhd",
@@ -472,9 +473,7 @@ def _plot_posterior(post, examples):
     axes[0].set_ylabel("theta_2")
     axes[0].set(xlim=(-1.5, 2.5), ylim=(-3.0, 3.0))
     fig.tight_layout()
-    RESULTS.mkdir(exist_ok=True)
-    fig.savefig(RESULTS / "gmm_seita_posterior.png", dpi=110)
-    plt.close(fig)
+    return fig
 
 
 def report():
