@@ -11,9 +11,8 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.extending import intrinsic
 
-from ._jit import jit, row_jit
+from ._jit import intrinsic, jit, row_jit
 
 #: How many rows ahead the compiled loops prefetch.
 PREFETCH_DISTANCE = 8
