@@ -28,7 +28,7 @@ from .._checks import check_finite_array, check_positive
 from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "scan_rows"]
+__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows"]
 
 #: Rows per chunk when a model scans its data once at construction.
 SCAN_CHUNK = 1 << 16
@@ -102,6 +102,17 @@ def as_data_array(name: str, arr, *, ndim: int) -> np.ndarray:
     if out.shape[0] < 1:
         raise ValueError(f"{name} must have at least one row, got shape {out.shape}")
     return out
+
+
+def regression_data(X, y, *, entry: str = "value") -> tuple[np.ndarray, np.ndarray]:
+    """``X`` (2-D, finite) and ``y`` (one ``entry`` per row of ``X``) of a regression model;
+    ``y`` is left for the model to check (finite values, or labels)."""
+    X = as_data_array("X", X, ndim=2)
+    y = as_data_array("y", y, ndim=1)
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"y must have one {entry} per row of X ({X.shape[0]}), got {y.shape[0]}")
+    check_finite_rows("X", X)
+    return X, y
 
 
 def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK):

@@ -9,7 +9,7 @@ import numpy as np
 from .._jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
-from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
+from ._base import BaseModel, regression_data, scan_rows
 
 __all__ = ["LogisticRegression"]
 
@@ -92,12 +92,8 @@ class LogisticRegression(BaseModel):
     _row_prefetch = staticmethod(prefetch_data01)
 
     def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0):
-        self.X = as_data_array("X", X, ndim=2)
-        self.y = as_data_array("y", y, ndim=1)
+        self.X, self.y = regression_data(X, y, entry="label")
         self.N = self.X.shape[0]
-        if self.y.shape[0] != self.N:
-            raise ValueError(f"y must have one label per row of X ({self.N}), got {self.y.shape[0]}")
-        check_finite_rows("X", self.X)
         labels = set()
         for block in scan_rows(self.y, np.unique):
             labels.update(block.tolist())

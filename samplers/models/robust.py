@@ -10,7 +10,7 @@ from scipy import special
 from .._checks import check_positive
 from .._jit import row_jit
 from ..priors import Prior
-from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
+from ._base import BaseModel, check_finite_rows, regression_data, scan_rows
 from ._kernels import dots, prefetch_data01
 from .linear import _residual
 
@@ -103,12 +103,8 @@ class RobustRegression(BaseModel):
     _row_prefetch = staticmethod(prefetch_data01)
 
     def __init__(self, X, y, df=4.0, scale=1.0, *, prior: Prior | None = None, temperature=1.0):
-        self.X = as_data_array("X", X, ndim=2)
-        self.y = as_data_array("y", y, ndim=1)
+        self.X, self.y = regression_data(X, y)
         self.N = self.X.shape[0]
-        if self.y.shape[0] != self.N:
-            raise ValueError(f"y must have one value per row of X ({self.N}), got {self.y.shape[0]}")
-        check_finite_rows("X", self.X)
         check_finite_rows("y", self.y)
         self.df = check_positive("df", df)
         self.scale = check_positive("scale", scale)
