@@ -32,7 +32,6 @@ import argparse
 import math
 import sys
 import time
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -49,16 +48,13 @@ from samplers import (  # noqa: E402
     LogisticRegression,
     RandomWalk,
     firefly,
+    import_arviz,
     map_estimate,
     sample,
 )
 from samplers.datasets import logistic_regression  # noqa: E402
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz as az
-
-    az.Numba.disable_numba()  # mcse/ess numba path vs NumPy 2.4 (see tests/conftest.py)
+az = import_arviz()  # ArviZ quiet, with the toolkit's fixes (samplers/_arviz.py)
 
 N_PAPER, D, SCALE, PRIOR_SD = 12_214, 50, 8.0, 2.0
 PAPER = {  # Table 1, MNIST: queries per iteration, ESS per 1000 iterations, speedup

@@ -379,12 +379,9 @@ def long_runs(model, post, proposal, start, n, rng):
     by a factor of three between trials); one long chain and ArviZ's ESS-based Monte Carlo
     standard errors can.
     """
-    import warnings
+    from samplers import import_arviz
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        import arviz as az
-    az.Numba.disable_numba()  # its numba mcse(method="sd") fails on NumPy >= 2.4
+    az = import_arviz()  # ArviZ quiet, with the toolkit's fixes (samplers/_arviz.py)
 
     p1, p2 = post.cell_prob.sum(axis=1), post.cell_prob.sum(axis=0)
     truth_mean = np.array([p1 @ post.g1, p2 @ post.g2])

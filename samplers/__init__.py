@@ -11,7 +11,8 @@ The pieces:
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
-  :class:`Chains`;
+  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x; :func:`import_arviz` imports ArviZ
+  with the toolkit's fixes);
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
@@ -31,6 +32,7 @@ from ._accept import (
     ExactTest,
     confidence_radius,
 )
+from ._arviz import import_arviz
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
 from ._index import IndexSampler
 from .models import (
@@ -64,6 +66,7 @@ __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
+    "import_arviz",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",

@@ -12,7 +12,6 @@ import math
 import os
 import sys
 import time
-import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -116,9 +115,12 @@ class Chain:
         """Average fraction of the N rows a test read per step."""
         return float(np.mean(self.stats["n_used"])) / self.N
 
-    def to_arviz(self, var_name: str = "theta"):
-        """ArviZ InferenceData: ``posterior[var_name]`` and the per-step stats as sample stats."""
-        return Chains((self,)).to_arviz(var_name)
+    def to_arviz(self, var_name: str = "theta", names=None):
+        """ArviZ data: ``posterior[var_name]`` and the per-step stats as sample stats.
+
+        See :meth:`Chains.to_arviz`.
+        """
+        return Chains((self,)).to_arviz(var_name, names)
 
     def __str__(self):
         used = self.stats["n_used"]
@@ -162,16 +164,32 @@ class Chains:
         """Per-step stats stacked to shape (n_chains, n_samples)."""
         return {k: np.stack([c.stats[k] for c in self.chains]) for k in self.chains[0].stats}
 
-    def to_arviz(self, var_name: str = "theta"):
-        """ArviZ InferenceData with one chain per element, for ESS, R-hat and plots."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", FutureWarning)
-            import arviz as az
+    def to_arviz(self, var_name: str = "theta", names=None):
+        """ArviZ data with one chain per element, for ESS, R-hat, MCSE and plots.
+
+        Parameters
+        ----------
+        var_name : str
+            Name of the posterior variable.
+        names : sequence of str, optional
+            Parameter names, the coordinates of dimension ``<var_name>_dim`` (default
+            ``0 .. d-1``).
+
+        Returns
+        -------
+        arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
+            ``posterior[var_name]`` with dims ``(chain, draw, <var_name>_dim)``;
+            ``sample_stats`` holds the per-step records (``accepted``, ``n_used``, the
+            test's info fields, ...); attrs ``test``, ``proposal``, ``N``, ``wall_time``.
+            With ArviZ 0.23 and NumPy >= 2.4 the first call switches ArviZ's numba
+            acceleration off (its ``mcse(method="sd")`` fails there; see
+            ``samplers/_arviz.py``).
+        """
+        from ._arviz import to_inference_data
+
         first = self.chains[0]
-        return az.from_dict(
-            posterior={var_name: self.samples},
-            sample_stats=self.stats,
-            dims={var_name: [f"{var_name}_dim"]},
+        return to_inference_data(
+            self.samples, self.stats, var_name=var_name, names=names,
             attrs={
                 "test": repr(first.test),
                 "proposal": repr(first.proposal),

@@ -15,11 +15,3 @@ settings.load_profile("austerity")
 
 # ArviZ announces its refactor on import; the tests use only its stable API.
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
-
-# ArviZ 0.23.4's numba path of mcse(method="sd") calls float() on a 1-element array, which
-# NumPy >= 2.4 refuses; its NumPy path computes the same quantity.
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore", FutureWarning)
-    import arviz
-
-arviz.Numba.disable_numba()

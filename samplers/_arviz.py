@@ -1,0 +1,109 @@
+"""ArviZ conversion for ArviZ 0.x (``InferenceData``) and 1.x (``xarray.DataTree``).
+
+ArviZ 1.x moved the converters to ``arviz_base``: ``from_dict`` takes one dictionary of
+groups and returns a DataTree; 0.x takes one keyword per group and returns an
+InferenceData. Both results have a ``posterior`` group with dims ``(chain, draw, <dim>)``,
+the parameter names as coordinates of ``<dim>``, and a ``sample_stats`` group; both work
+with ``az.summary``, ``az.ess``, ``az.mcse`` and ``az.plot_trace``.
+
+A note on ArviZ 0.23 with NumPy >= 2.4: the numba path of ``az.mcse(..., method="sd")``
+calls ``float()`` on a one-element array, which NumPy 2.4 refuses (TypeError). The first
+:func:`import_arviz` (every ``to_arviz()`` goes through it) probes that function once and,
+only if it fails, switches ArviZ's optional numba acceleration off with ArviZ's public
+``az.Numba.disable_numba()``; the NumPy path computes the same quantities. ArviZ 1.x is not
+affected. Call ``az.Numba.enable_numba()`` to undo it.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+__all__ = ["import_arviz", "arviz_major", "to_inference_data"]
+
+_checked = False
+
+
+def import_arviz():
+    """Import ArviZ quietly (no refactor announcement) and work around its known defects.
+
+    Returns the ``arviz`` module (0.x or 1.x). With ArviZ 0.23 and NumPy >= 2.4 it switches
+    ArviZ's numba acceleration off once, because ``az.mcse(..., method="sd")`` fails on that
+    path (module docstring).
+
+    Examples
+    --------
+    >>> from samplers import import_arviz
+    >>> az = import_arviz()
+    >>> int(az.__version__.split(".")[0]) in (0, 1)
+    True
+    """
+    global _checked
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", FutureWarning)
+        warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+        import arviz as az
+    if not _checked:
+        _checked = True
+        if arviz_major(az) == 0 and _numba_mcse_broken(az):
+            az.Numba.disable_numba()
+    return az
+
+
+def arviz_major(az=None) -> int:
+    """ArviZ's major version (0 or 1)."""
+    if az is None:
+        az = import_arviz()
+    return int(str(az.__version__).split(".")[0])
+
+
+def _numba_mcse_broken(az) -> bool:
+    """Does ArviZ 0.x's numba ``_sqrt`` give an array ``float()`` refuses (NumPy >= 2.4)?"""
+    numba_state = getattr(az, "Numba", None)
+    if numba_state is None or not getattr(numba_state, "numba_flag", False):
+        return False
+    try:
+        from arviz.stats.stats_utils import _sqrt
+    except ImportError:   # a later 0.x without the helper: nothing to work around
+        return False
+    try:
+        float(_sqrt(np.ones(1), np.zeros(1)))
+    except TypeError:
+        return True
+    return False
+
+
+def to_inference_data(samples, stats: dict, *, var_name: str = "theta", names=None,
+                      attrs: dict | None = None):
+    """Posterior ``samples`` of shape (chains, draws, d) and ``stats`` (chains, draws) to ArviZ.
+
+    ``names`` (d strings, default ``0 .. d-1``) label the coordinate ``<var_name>_dim``.
+    Returns an InferenceData (ArviZ 0.x) or a DataTree (ArviZ 1.x); ``attrs`` go to the
+    root and to each group.
+    """
+    az = import_arviz()
+    samples = np.asarray(samples)
+    d = samples.shape[-1]
+    dim = f"{var_name}_dim"
+    if names is None:
+        labels = np.arange(d)
+    else:
+        labels = [str(n) for n in names]
+        if len(labels) != d:
+            raise ValueError(f"names must have one entry per parameter ({d}), "
+                             f"got {len(labels)}")
+        if len(set(labels)) != d:
+            raise ValueError(f"names must be distinct, got {labels}")
+    stats = {k: np.asarray(v) for k, v in stats.items()}
+    attrs = dict(attrs or {})
+    dims, coords = {var_name: [dim]}, {dim: labels}
+    if arviz_major(az) == 0:
+        return az.from_dict(posterior={var_name: samples}, sample_stats=stats, dims=dims,
+                            coords=coords, attrs=attrs)
+    tree = az.from_dict({"posterior": {var_name: samples}, "sample_stats": stats},
+                        dims=dims, coords=coords)
+    tree.attrs.update(attrs)
+    for group in ("posterior", "sample_stats"):
+        tree[group].attrs.update(attrs)
+    return tree

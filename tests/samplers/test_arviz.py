@@ -1,0 +1,81 @@
+"""``to_arviz()`` on ArviZ 0.x and 1.x: layout, and the ArviZ functions users call on it.
+
+The suite runs on ArviZ 0.23 (Python 3.11, CI's main job) and ArviZ 1.x (Python 3.13, CI's
+newest-dependency smoke job); this module runs on both. ``az.mcse(method="sd")`` is called
+with ArviZ's numba acceleration as the user has it (``tests/conftest.py`` no longer switches
+it off): the fix lives in ``samplers._arviz``.
+"""
+
+import numpy as np
+import pytest
+
+from samplers import AustereTest, Chains, ExactTest, GaussianMean, RandomWalk, sample
+from samplers._arviz import arviz_major, import_arviz
+
+MODEL = GaussianMean(np.random.default_rng(3).normal(0.5, 0.1, 5_000))
+
+pytestmark = pytest.mark.smoke
+
+
+@pytest.fixture(scope="module")
+def chains():
+    a = sample(MODEL, AustereTest(m=500, epsilon=0.05), RandomWalk(0.004), [0.5], 400, rng=0)
+    b = sample(MODEL, AustereTest(m=500, epsilon=0.05), RandomWalk(0.004), [0.5], 400, rng=1)
+    return Chains((a, b))
+
+
+def test_layout_dims_coordinates_and_sample_stats(chains):
+    data = chains.to_arviz(names=["mu"])
+    post = data["posterior"]["theta"]
+    assert post.dims == ("chain", "draw", "theta_dim")
+    assert post.shape == (2, 400, 1)
+    assert list(post.coords["theta_dim"].values) == ["mu"]
+    np.testing.assert_array_equal(post.values, chains.samples)
+    stats = data["sample_stats"]
+    for name in ("accepted", "log_const", "n_grad", "n_used", "n_stages"):
+        assert stats[name].dims == ("chain", "draw")
+        np.testing.assert_array_equal(stats[name].values, chains.stats[name])
+    assert data.attrs["N"] == MODEL.N
+    assert "AustereTest" in data.attrs["test"]
+
+
+def test_one_chain_and_default_coordinates(chains):
+    data = chains[0].to_arviz()
+    assert data["posterior"]["theta"].shape == (1, 400, 1)
+    assert list(data["posterior"]["theta"].coords["theta_dim"].values) == [0]
+
+
+def test_names_are_checked(chains):
+    with pytest.raises(ValueError, match="one entry per parameter"):
+        chains.to_arviz(names=["a", "b"])
+
+
+def test_summary_ess_mcse_sd_and_plot_trace(chains, tmp_path):
+    az = import_arviz()
+    data = chains.to_arviz(names=["mu"])
+    summary = az.summary(data)
+    assert summary.shape[0] == 1 and "ess_bulk" in summary.columns
+    ess = float(np.asarray(az.ess(data)["theta"]).ravel()[0])
+    assert 1 < ess < 800 + 1
+    mcse_sd = float(np.asarray(az.mcse(data, method="sd")["theta"]).ravel()[0])
+    assert 0 < mcse_sd < chains.samples.std()
+    # the MCSE of the sd agrees with a batch-means estimate within a factor of a few
+    sd_batches = chains.samples.reshape(2, 8, 50).std(axis=2).std() / np.sqrt(16)
+    assert 0.2 < mcse_sd / sd_batches < 5
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    if arviz_major(az) == 0:
+        az.plot_trace(data)
+    else:
+        az.plot_trace(data, backend="matplotlib")
+    plt.savefig(tmp_path / "trace.png")
+    plt.close("all")
+    assert (tmp_path / "trace.png").stat().st_size > 1000
+
+
+def test_exact_chain_converts_with_its_infos():
+    chain = sample(MODEL, ExactTest(), RandomWalk(0.004), [0.5], 50, rng=2)
+    stats = chain.to_arviz()["sample_stats"]
+    assert {"l_mean", "l_std", "n_used"} <= set(stats.data_vars)
