@@ -34,7 +34,7 @@ from ._accept import (
 )
 from ._arviz import import_arviz
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
-from ._index import IndexSampler
+from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
     Gaussian,

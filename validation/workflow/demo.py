@@ -27,13 +27,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ._accept import AustereTest, ExactTest
-from ._chain import sample
-from ._checks import as_generator
-from .datasets import logistic_regression
-from .models import LogisticRegression
-from .priors import GaussianPrior
-from .proposals import RandomWalk
+from design._lib.checks import as_generator
+from samplers import AustereTest, ExactTest, GaussianPrior, LogisticRegression, RandomWalk, sample
+from samplers.datasets import logistic_regression
 
 
 @dataclass(frozen=True)
