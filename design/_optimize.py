@@ -83,6 +83,12 @@ class Design:
     error_grid: np.ndarray
     data_grid: np.ndarray
 
+    def __repr__(self):
+        return (f"Design(m={self.m}, epsilon={self.epsilon:g}, threshold={self.threshold!r}, "
+                f"error={self.error:.4g}, data_fraction={self.data_fraction:.4g}, "
+                f"method={self.method!r}, tolerance={self.tolerance:g}, N={self.N}, "
+                f"n_pairs={self.n_pairs}, grid={len(self.m_grid)}x{len(self.epsilon_grid)})")
+
     def __str__(self):
         if self.method == "average":
             head = f"average design over {self.n_pairs} trial pairs"

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lib.checks import check_finite_array, check_int
+from ._lib.summary import short_array
 
 __all__ = ["TrialChain"]
 
@@ -90,6 +91,23 @@ class TrialChain:
         object.__setattr__(self, "mu", _readonly(mu))
         object.__setattr__(self, "sigma", _readonly(sigma))
         object.__setattr__(self, "c0", _readonly(c0))
+
+    def __repr__(self):
+        return (f"TrialChain(n_pairs={self.n_pairs}, N={self.N}, mu={short_array(self.mu)}, "
+                f"sigma={short_array(self.sigma)}, c0={short_array(self.c0)})")
+
+    def __str__(self):
+        pa = self.accept_prob
+        mu_std = self.mu_std_at_one
+        return "\n".join([
+            f"TrialChain of {self.n_pairs} pair(s), N = {self.N:,}",
+            f"  exact acceptance probability: mean {pa.mean():.3f}, "
+            f"range [{pa.min():.3f}, {pa.max():.3f}]",
+            f"  sigma of l_i: median {np.median(self.sigma):.4g}, "
+            f"range [{self.sigma.min():.4g}, {self.sigma.max():.4g}]",
+            f"  mu_std at u = 1: median {np.median(mu_std):.3g}, "
+            f"range [{mu_std.min():.3g}, {mu_std.max():.3g}]",
+        ])
 
     @property
     def n_pairs(self) -> int:

@@ -21,6 +21,7 @@ import numpy as np
 from ._accept import AcceptanceTest
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
+from design._lib.summary import short_array, short_repr
 from ._view import check_model
 from .proposals import Proposal
 
@@ -122,6 +123,14 @@ class Chain:
         """
         return Chains((self,)).to_arviz(var_name, names)
 
+    def __repr__(self):
+        n, d = self.samples.shape
+        return (f"Chain(n_samples={n}, d={d}, N={self.N}, test={short_repr(self.test)}, "
+                f"proposal={short_repr(self.proposal)}, "
+                f"acceptance_rate={self.acceptance_rate:.3f}, "
+                f"mean_data_fraction={self.mean_data_fraction:.4g}, "
+                f"wall_time={self.wall_time:.3g})")
+
     def __str__(self):
         used = self.stats["n_used"]
         return (
@@ -148,6 +157,31 @@ class Chains:
 
     def __iter__(self):
         return iter(self.chains)
+
+    def __repr__(self):
+        first = self.chains[0]
+        n, d = first.samples.shape
+        return (f"Chains(n_chains={len(self)}, n_samples={n}, d={d}, N={first.N}, "
+                f"test={short_repr(first.test)}, proposal={short_repr(first.proposal)})")
+
+    def __str__(self):
+        first = self.chains[0]
+        n, d = first.samples.shape
+        used = self.stats["n_used"]
+        lines = [
+            f"{len(self)} chains of {n} samples of {d} parameter(s), "
+            f"{type(first.test).__name__}, {type(first.proposal).__name__}",
+            f"  acceptance rate {np.mean(self.stats['accepted']):.3f} over all chains",
+            f"  rows read per step: mean {used.mean():.1f} of N = {first.N} "
+            f"({100 * used.mean() / first.N:.2f}%)",
+            f"  wall time per chain {min(c.wall_time for c in self):.2f}-"
+            f"{max(c.wall_time for c in self):.2f} s",
+            "  chain  accept  rows/step      mean of theta[0..]",
+        ]
+        for k, c in enumerate(self.chains):
+            lines.append(f"  {k:>5}  {c.acceptance_rate:6.3f}  {c.stats['n_used'].mean():9.1f}  "
+                         f"{short_array(c.samples.mean(axis=0))}")
+        return "\n".join(lines)
 
     @property
     def N(self) -> int:

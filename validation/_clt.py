@@ -158,6 +158,12 @@ class CLTCheck:
         """Index of the pair with the largest KS distance."""
         return int(np.argmax(self.ks_distance))
 
+    def __repr__(self):
+        return (f"CLTCheck(passed={bool(self.passed)}, batch_size={self.batch_size}, "
+                f"tolerance={self.tolerance:g}, N={self.N}, n_pairs={self.n_pairs}, "
+                f"n_sim={self.n_sim}, max_ks_distance={float(np.max(self.ks_distance)):.3g}, "
+                f"worst_pair={self.worst_pair}, min_batch_size={self.min_batch_size})")
+
     def __str__(self):
         verdict = "PASSES" if self.passed else "FAILS"
         w = self.worst_pair
