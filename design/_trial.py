@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lib.checks import check_finite_array, check_int
+from ._lib.progress import compile_notice, progress_bar, progress_enabled
 from ._lib.summary import short_array
 
 __all__ = ["TrialChain"]
@@ -136,7 +137,8 @@ class TrialChain:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_model(cls, model, thetas, theta_news, log_q_ratios=None, *, chunk=65_536):
+    def from_model(cls, model, thetas, theta_news, log_q_ratios=None, *, chunk=65_536,
+                   progress=None):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
         Parameters
@@ -153,6 +155,9 @@ class TrialChain:
             proposal) when omitted.
         chunk : int
             Number of data points per call to the model.
+        progress : bool or None
+            A progress bar over the n_pairs x N rows scanned; None (default): only if
+            stderr is a terminal.
 
         Returns
         -------
@@ -212,21 +217,24 @@ class TrialChain:
         mu = np.empty(n_pairs)
         sigma = np.empty(n_pairs)
         c0 = np.empty(n_pairs)
-        for p in range(n_pairs):
-            theta, theta_new = thetas[p], theta_news[p]
-            n_acc, mean, m2 = 0, 0.0, 0.0
-            for start in range(0, N, chunk):
-                idx = np.arange(start, min(start + chunk, N))
-                l = diffs(theta, theta_new, idx)
-                cm = l.mean()
-                n_acc, mean, m2 = _combine(n_acc, mean, m2, l.size, cm,
-                                           float(np.sum((l - cm) ** 2)))
-            mu[p] = mean
-            sigma[p] = np.sqrt(m2 / N)
-            dprior = float(model.logprior(theta_new)) - float(model.logprior(theta))
-            if not np.isfinite(dprior):
-                raise ValueError(f"model.logprior is not finite for pair {p}")
-            c0[p] = -(dprior + lqr[p]) / N
+        bar = progress_bar(n_pairs * N, desc="trial pairs", unit="row", progress=progress)
+        with bar, compile_notice(progress_enabled(progress)):
+            for p in range(n_pairs):
+                theta, theta_new = thetas[p], theta_news[p]
+                n_acc, mean, m2 = 0, 0.0, 0.0
+                for start in range(0, N, chunk):
+                    idx = np.arange(start, min(start + chunk, N))
+                    l = diffs(theta, theta_new, idx)
+                    cm = l.mean()
+                    n_acc, mean, m2 = _combine(n_acc, mean, m2, l.size, cm,
+                                               float(np.sum((l - cm) ** 2)))
+                    bar.update(idx.size)
+                mu[p] = mean
+                sigma[p] = np.sqrt(m2 / N)
+                dprior = float(model.logprior(theta_new)) - float(model.logprior(theta))
+                if not np.isfinite(dprior):
+                    raise ValueError(f"model.logprior is not finite for pair {p}")
+                c0[p] = -(dprior + lqr[p]) / N
         return cls(mu=mu, sigma=sigma, c0=c0, N=N)
 
     @classmethod

@@ -33,7 +33,7 @@ from ._accept import (
     confidence_radius,
 )
 from ._arviz import import_arviz
-from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
 from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
@@ -66,7 +66,7 @@ __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
-    "import_arviz",
+    "import_arviz", "ChainInterrupted",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",

@@ -179,17 +179,27 @@ class AustereTest(AcceptanceTest):
             raise ValueError(f"threshold must be 't' or 'normal', got {self.threshold!r}")
 
     @classmethod
-    def from_design(cls, design, *, threshold: str | None = None) -> "AustereTest":
-        """The test a :func:`design.optimize` result prescribes: its ``m`` and ``epsilon``.
+    def from_design(cls, design, *, threshold: str | None = None,
+                    allow_mismatch: bool = False) -> "AustereTest":
+        """The test a :func:`design.optimize` result prescribes: its ``m``, ``epsilon`` and
+        ``threshold``.
 
-        ``threshold`` defaults to the design's. The design's dynamic program models the
-        t-statistic as Gaussian; simulation of the real test (``tests/design/reference``)
-        shows that the paper's Algorithm 1 (Student-t critical values, sample sd) is
-        predicted best by a design made with ``threshold="normal"``: the heavier tails of
-        the estimated-sd statistic and the larger t critical values offset each other.
-        So ``AustereTest.from_design(optimize(trial), threshold="t")`` runs Algorithm 1 at
-        the error the design promises.
+        ``design.optimize`` and ``AustereTest`` both default to ``threshold="t"`` (the
+        paper's Algorithm 1: Student-t critical values, sample sd), so
+        ``AustereTest.from_design(plan)`` and ``AustereTest(m=plan.m, epsilon=plan.epsilon)``
+        run the same test, the one the design's error and data use were computed for. The
+        design predicts that test with its dynamic programme's Gaussian model and normal
+        critical values (``plan.prediction_threshold``), which simulation of the real test
+        (``tests/design/reference``) shows predicts Algorithm 1 best. ``threshold``
+        overrides the design's; a threshold different from the one the design was made for
+        raises ``ValueError`` unless ``allow_mismatch=True``.
         """
+        if threshold is not None and threshold != design.threshold and not allow_mismatch:
+            raise ValueError(
+                f"threshold={threshold!r} differs from the design's threshold "
+                f"{design.threshold!r}: the design's error and data use are for the "
+                f"{design.threshold!r} test. Make the design with "
+                f"design.optimize(..., threshold={threshold!r}), or pass allow_mismatch=True")
         return cls(m=design.m, epsilon=design.epsilon,
                    threshold=design.threshold if threshold is None else threshold)
 

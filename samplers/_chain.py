@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 import time
+import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -21,11 +22,13 @@ import numpy as np
 from ._accept import AcceptanceTest
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
+from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
 from ._view import check_model
 from .proposals import Proposal
 
-__all__ = ["State", "StepInfo", "mh_step", "sample", "sample_chains", "Chain", "Chains"]
+__all__ = ["State", "StepInfo", "mh_step", "sample", "sample_chains", "Chain", "Chains",
+           "ChainInterrupted"]
 
 
 class State(NamedTuple):
@@ -233,37 +236,65 @@ class Chains:
         )
 
 
-def _progress(i, n, t0, stream=sys.stderr):
-    done = (i + 1) / n
-    rate = (i + 1) / max(time.perf_counter() - t0, 1e-9)
-    bar = "#" * int(30 * done)
-    stream.write(f"\r  sampling [{bar:<30}] {100 * done:5.1f}% {i + 1}/{n} {rate:8.1f} it/s")
-    if i + 1 == n:
-        stream.write("\n")
-    stream.flush()
+class ChainInterrupted(UserWarning):
+    """Warned when Ctrl-C stops a chain: the samples drawn so far are returned."""
 
 
-def run_chain(step, state, n_samples: int, *, progress=False):
+def _describe_failure(exc, step, n_samples, theta, partial):
+    """Attach where a chain failed to ``exc`` (attributes, and a note on Python >= 3.11)."""
+    try:
+        exc.step = step
+        exc.theta = np.array(theta, copy=True)
+        exc.partial_chain = partial
+    except AttributeError:   # an exception type with __slots__: leave it as it is
+        return
+    if hasattr(exc, "add_note"):
+        kept = "no completed step" if partial is None else (
+            f"the {step} completed steps are in exc.partial_chain")
+        exc.add_note(f"raised in step {step + 1} of {n_samples} of the chain, at theta = "
+                     f"{np.array2string(np.asarray(theta), threshold=8, precision=6)}; {kept}")
+
+
+def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="sampling"):
     """Run ``state, info = step(state)`` ``n_samples`` times: the one chain loop of the toolkit.
 
     ``state`` has a ``theta`` field. Returns ``(samples, infos, wall_time)``: the theta after
     each step (array of shape (n_samples, d)), the list of infos and the seconds spent.
+
+    Ctrl-C (``KeyboardInterrupt``) during a step ends the loop early: the completed steps are
+    returned (fewer than ``n_samples``) with a :class:`ChainInterrupted` warning; with no
+    completed step the interrupt propagates. Any other exception propagates with attributes
+    ``step`` (completed steps), ``theta`` (the state it was raised from) and
+    ``partial_chain`` (``finish(samples, infos, wall_time)`` of the completed steps, or None).
     """
     samples = np.empty((n_samples, np.shape(state.theta)[0]))
     infos = []
     t0 = time.perf_counter()
-    next_report = t0
-    for i in range(n_samples):
-        state, info = step(state)
-        samples[i] = state.theta
-        infos.append(info)
-        if progress and (time.perf_counter() >= next_report or i + 1 == n_samples):
-            _progress(i, n_samples, t0)
-            next_report = time.perf_counter() + 0.5
-    return samples, infos, time.perf_counter() - t0
+    i = 0
+    with progress_bar(n_samples, desc=desc, progress=progress) as bar:
+        try:
+            for i in range(n_samples):
+                state, info = step(state)
+                samples[i] = state.theta
+                infos.append(info)
+                bar.update()
+        except KeyboardInterrupt:
+            if not infos:
+                raise
+            warnings.warn(f"interrupted after {len(infos)} of {n_samples} steps: returning the "
+                          f"{len(infos)} samples drawn so far", ChainInterrupted, stacklevel=3)
+        except Exception as exc:
+            wall = time.perf_counter() - t0
+            partial = None
+            if infos and finish is not None:
+                partial = finish(samples[:len(infos)].copy(), infos, wall)
+            _describe_failure(exc, len(infos), n_samples, state.theta, partial)
+            raise
+    done = len(infos)
+    return samples[:done] if done < n_samples else samples, infos, time.perf_counter() - t0
 
 
-def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False) -> Chain:
+def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None) -> Chain:
     """Run one Metropolis-Hastings chain with the given accept/reject test.
 
     Parameters
@@ -280,12 +311,23 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False
         Number of transitions.
     rng : None, int or numpy.random.Generator
         Equal seeds give identical chains.
-    progress : bool
-        Print a progress bar to stderr (it never changes the result).
+    progress : bool or None
+        Show a progress bar (tqdm) on stderr; None (default): only if stderr is a terminal.
+        It never changes the result. While numba compiles a kernel for the first time a
+        one-line notice is printed under the same condition.
 
     Returns
     -------
     Chain
+        On Ctrl-C the chain so far (fewer samples, with a :class:`ChainInterrupted`
+        warning).
+
+    Raises
+    ------
+    Exception
+        An exception raised by the model (or the test) mid-chain propagates with attributes
+        ``step``, ``theta`` and ``partial_chain`` (the :class:`Chain` of the completed
+        steps).
 
     Examples
     --------
@@ -312,31 +354,37 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=False
                         "Langevin(step_size, batch_size) for a corrected SGLD step")
     n_samples = check_int("n_samples", n_samples, low=1)
     rng = as_generator(rng)
-    view, theta = check_model(model, theta0)
-    if test.needs_gradients and view.grad is None:
-        raise TypeError(f"{type(test).__name__} needs model.grad_loglik; "
-                        f"{type(model).__name__} does not provide it")
-    test.check(view)
-    proposal.check(view)
+    with compile_notice(progress_enabled(progress)):   # kernels compile at the start
+        view, theta = check_model(model, theta0)
+        if test.needs_gradients and view.grad is None:
+            raise TypeError(f"{type(test).__name__} needs model.grad_loglik; "
+                            f"{type(model).__name__} does not provide it")
+        test.check(view)
+        proposal.check(view)
 
-    batches = IndexSampler(view.N, rng)
-    state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-    samples, infos, wall = run_chain(
-        lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples, progress=progress
-    )
+        batches = IndexSampler(view.N, rng)
+        state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
 
-    stats = {
-        "accepted": np.fromiter((s.accepted for s in infos), bool, n_samples),
-        "log_const": np.fromiter((s.log_const for s in infos), float, n_samples),
-        "n_grad": np.fromiter((s.n_grad for s in infos), np.int64, n_samples),
-    }
-    for name in type(infos[0].test)._fields:
-        stats[name] = np.array([getattr(s.test, name) for s in infos])
-    return Chain(samples, stats, view.N, wall, test, proposal, theta)
+        def finish(samples, infos, wall):
+            n = len(infos)
+            stats = {
+                "accepted": np.fromiter((s.accepted for s in infos), bool, n),
+                "log_const": np.fromiter((s.log_const for s in infos), float, n),
+                "n_grad": np.fromiter((s.n_grad for s in infos), np.int64, n),
+            }
+            for name in type(infos[0].test)._fields:
+                stats[name] = np.array([getattr(s.test, name) for s in infos])
+            return Chain(samples, stats, view.N, wall, test, proposal, theta)
+
+        samples, infos, wall = run_chain(
+            lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples,
+            progress=progress, finish=finish,
+        )
+    return finish(samples, infos, wall)
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,
-                  executor=None) -> Chains:
+                  executor=None, progress=None) -> Chains:
     """Run ``n_chains`` independent chains, each on its own stream ``rng.spawn(n_chains)[k]``.
 
     Parameters
@@ -348,10 +396,16 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
         process pool, or a cluster executor such as ``dask.distributed.Client.get_executor()``.
         Defaults to a process pool with ``min(n_chains, os.cpu_count())`` workers. Models
         whose data are memmaps are sent to workers as references to their files.
+    progress : bool or None
+        A progress bar over the chains; None (default): only if stderr is a terminal.
 
     Returns
     -------
     Chains
+        On Ctrl-C (or a chain interrupted in its worker) the chains completed or returned
+        within a few seconds, all cut to the shortest, with a :class:`ChainInterrupted`
+        warning. Another exception from a chain propagates as in :func:`sample`, carrying
+        that chain's ``partial_chain``.
 
     Examples
     --------
@@ -381,10 +435,49 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
     own = executor is None
     if own:
         executor = ProcessPoolExecutor(max_workers=min(n_chains, os.cpu_count() or 1))
+    interrupted = False
     try:
-        futures = [executor.submit(sample, model, test, proposal, starts[k].copy(), n_samples,
+        quiet = partial(sample, progress=False)   # no bars from the workers
+        futures = [executor.submit(quiet, model, test, proposal, starts[k].copy(), n_samples,
                                    streams[k]) for k in range(n_chains)]
-        return Chains(tuple(f.result() for f in futures))
+        done = []
+        with compile_notice(progress_enabled(progress)), \
+                progress_bar(n_chains, desc="chains", unit="chain", progress=progress) as bar:
+            try:
+                for f in futures:
+                    done.append(f.result())
+                    bar.update()
+            except KeyboardInterrupt:
+                interrupted = True
+                done += _gather_after_interrupt(futures[len(done):])
+        if interrupted and not done:
+            raise KeyboardInterrupt
     finally:
         if own:
-            executor.shutdown()
+            executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
+    return _common_length(done, interrupted)
+
+
+def _gather_after_interrupt(futures, grace: float = 5.0):
+    """After Ctrl-C: the chains that finish within ``grace`` seconds (process workers were
+    interrupted too and return their partial chains); the rest are cancelled."""
+    out, deadline = [], time.perf_counter() + grace
+    for f in futures:
+        try:
+            out.append(f.result(timeout=max(deadline - time.perf_counter(), 0.0)))
+        except BaseException:   # still running, cancelled or failed: skip it
+            if hasattr(f, "cancel"):
+                f.cancel()
+    return out
+
+
+def _common_length(chains, interrupted) -> Chains:
+    """Cut interrupted chains to the shortest, with a warning, so that they stack."""
+    n = min(c.samples.shape[0] for c in chains)
+    if interrupted or any(c.samples.shape[0] != n for c in chains):
+        warnings.warn(f"interrupted: returning {len(chains)} chain(s) cut to the {n} steps "
+                      "every one of them completed", ChainInterrupted, stacklevel=3)
+        chains = [c if c.samples.shape[0] == n else Chain(
+            c.samples[:n], {k: v[:n] for k, v in c.stats.items()}, c.N, c.wall_time, c.test,
+            c.proposal, c.theta0) for c in chains]
+    return Chains(tuple(chains))

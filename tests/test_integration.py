@@ -23,7 +23,8 @@ def test_design_from_an_exact_trial_chain_predicts_the_designed_sampler():
     d = design.optimize(trial, tolerance=0.05)
     assert d.error <= 0.05
 
-    test = AustereTest.from_design(d, threshold="t")
+    test = AustereTest.from_design(d)
+    assert test == AustereTest(m=d.m, epsilon=d.epsilon)   # copying by hand: the same test
     assert (test.m, test.epsilon) == (d.m, d.epsilon)
     chain = sample(model, test, proposal, theta, 600, rng=5)
     # The design's expected data fraction is an average over trial pairs; the designed chain
@@ -32,7 +33,7 @@ def test_design_from_an_exact_trial_chain_predicts_the_designed_sampler():
     # and the design's mean |Delta| is what the designed chain's acceptance rate may differ
     # by from exact MH on the same pairs: measured directly on fresh pairs
     fresh = design.TrialChain.from_chain(sample(model, ExactTest(), proposal, theta, 100, rng=6))
-    err = design.acceptance_error(fresh, m=d.m, epsilon=d.epsilon, threshold=d.threshold)
+    err = design.acceptance_error(fresh, m=d.m, epsilon=d.epsilon, threshold=d.prediction_threshold)
     assert err.mean_abs_delta < 2 * 0.05
 
 

@@ -100,8 +100,8 @@ def delta_max(design=None, *, m=None, epsilon=None, N=None, threshold="normal",
     Parameters
     ----------
     design : design.Design, optional
-        Takes ``m``, ``epsilon``, ``threshold`` and ``N`` from an optimal design; otherwise
-        pass them as keywords.
+        Takes ``m``, ``epsilon``, ``N`` and the threshold its error was predicted with
+        (``prediction_threshold``) from an optimal design; otherwise pass them as keywords.
     m, epsilon, N, threshold
         The test, when no design is given (see :func:`design.sequential_error`).
     trial_chain : design.TrialChain, optional
@@ -137,7 +137,8 @@ def delta_max(design=None, *, m=None, epsilon=None, N=None, threshold="normal",
             raise TypeError(f"design must be a design.Design, got {type(design).__name__}")
         if any(v is not None for v in (m, epsilon, N)):
             raise TypeError("pass either design or m, epsilon and N, not both")
-        m, epsilon, N, threshold = design.m, design.epsilon, design.N, design.threshold
+        m, epsilon, N = design.m, design.epsilon, design.N
+        threshold = getattr(design, "prediction_threshold", design.threshold)
     elif trial_chain is not None and N is None:
         N = getattr(trial_chain, "N", None)
     if m is None or epsilon is None or N is None:

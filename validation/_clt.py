@@ -10,6 +10,7 @@ import numpy as np
 from scipy import special, stats
 
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
+from design._lib.progress import progress_bar
 
 from ._kernels import minibatch_statistics
 from ._ratios import CHUNK, Population, loglik_ratios
@@ -280,7 +281,7 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
 
 
 def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_000,
-              search=True, chunk=CHUNK, rng=None) -> CLTCheck:
+              search=True, chunk=CHUNK, rng=None, progress=None) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
 
     The sequential t-test (Korattikara et al. 2014) assumes that the t statistic of a
@@ -314,6 +315,8 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     chunk : int
         Rows per model call when computing the l_i.
     rng : None, int, SeedSequence or Generator
+    progress : bool or None
+        A progress bar over the pairs; None (default): only if stderr is a terminal.
 
     Returns
     -------
@@ -371,6 +374,7 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     hist = np.empty((src.n_pairs, HIST_BINS))
     edges = np.empty((src.n_pairs, HIST_BINS + 1))
     law = stats.t(b - 1).cdf
+    bar = progress_bar(src.n_pairs, desc="CLT check", unit="pair", progress=progress)
     for p in range(src.n_pairs):
         l = src(p)
         pop = Population.of(l)
@@ -388,6 +392,8 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
             lilliefors_pvalue=lilliefors(means, pvalmethod="approx")[1])
         for key, v in values.items():
             fields[key][p] = v
+        bar.update()
+    bar.close()
     passed = bool(np.all(fields["ks_distance"] <= tolerance))
     smallest = None
     if search:

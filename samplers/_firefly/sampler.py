@@ -119,7 +119,7 @@ def _theta_update(theta_update, target):
 
 
 def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update=None,
-            progress=False) -> Chain:
+            progress=None) -> Chain:
     """Run a Firefly Monte Carlo chain: exact MCMC on the bright rows only.
 
     Parameters
@@ -142,8 +142,10 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
     z_update : ImplicitZ or ExplicitZ
         How the brightness variables move given theta; default ``ImplicitZ()``
         (Algorithm 2, ``q_db = 0.01``).
-    progress : bool
-        Print a progress bar to stderr (it never changes the result).
+    progress : bool or None
+        Show a progress bar on stderr; None (default): only if stderr is a terminal. It
+        never changes the result. Ctrl-C and exceptions mid-chain behave as in
+        :func:`~samplers.sample` (the chain so far is returned or attached).
 
     Returns
     -------
@@ -205,10 +207,13 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
     if not math.isfinite(base):
         raise ValueError(f"the log pseudo-prior at theta0 must be finite, got {base}")
     state = FireflyState(theta, base, None, BrightSet(view.N), np.full(view.N, -np.inf))
+    def finish(samples, infos, wall):
+        stats = {name: np.array([getattr(info, name) for info in infos])
+                 for name in FireflyInfo._fields}
+        return Chain(samples, stats, view.N, wall, z_update, theta_update, theta)
+
     samples, infos, wall = run_chain(
         lambda s: firefly_step(rng, s, target, update, z_update, rows), state, n_samples,
-        progress=progress,
+        progress=progress, finish=finish,
     )
-    stats = {name: np.array([getattr(info, name) for info in infos])
-             for name in FireflyInfo._fields}
-    return Chain(samples, stats, view.N, wall, z_update, theta_update, theta)
+    return finish(samples, infos, wall)

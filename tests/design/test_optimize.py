@@ -46,7 +46,8 @@ def test_worst_case_design():
 
 def test_average_design():
     trial = _trial()
-    d = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, threshold="t")
+    d = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, threshold="t",
+                 prediction_threshold="t")
     assert d.method == "average" and d.n_pairs == 30 and d.threshold == "t"
     _check_choice(d)
     # the optimiser tabulates E over the whole grid's mu_std range, acceptance_error over
@@ -56,7 +57,7 @@ def test_average_design():
     assert d.data_fraction == pytest.approx(r.mean_data_fraction, abs=1e-7)
     # the average |Delta| is below the worst case E(0) at every grid point
     w = optimize(N, 0.49, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID,
-                 threshold="t")
+                 threshold="t", prediction_threshold="t")
     assert np.all(d.error_grid <= w.error_grid)
 
 

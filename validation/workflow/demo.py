@@ -127,7 +127,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
         log("      WARNING: the CLT check fails at this batch size; the design's error "
             "prediction is not to be trusted here")
 
-    designed = AustereTest.from_design(plan, threshold="t")
+    designed = AustereTest.from_design(plan)
     runs = {
         "exact MH": (ExactTest(), settings.n_samples_exact),
         f"AustereMH designed (m={designed.m}, eps={designed.epsilon:g})":

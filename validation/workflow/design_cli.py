@@ -37,8 +37,12 @@ def add_design_parser(subparsers) -> argparse.ArgumentParser:
                    help="bound on the expected error, in (0, 0.5) (default 0.01)")
     p.add_argument("--method", choices=METHODS, default=None,
                    help="default: average with --trial, worst-case with --N")
-    p.add_argument("--threshold", choices=THRESHOLDS, default="normal",
-                   help="threshold of the sequential test (default normal)")
+    p.add_argument("--threshold", choices=THRESHOLDS, default="t",
+                   help="critical values of the test to run (default t, Algorithm 1, the "
+                        "default of AustereTest)")
+    p.add_argument("--prediction-threshold", choices=THRESHOLDS, default="normal",
+                   help="critical values in the design's model of the test (default normal, "
+                        "which predicts the real test best)")
     p.add_argument("--m-grid", type=int, nargs="+", metavar="M", help="minibatch sizes")
     p.add_argument("--epsilon-grid", type=float, nargs="+", metavar="EPS",
                    help="per-stage errors")
@@ -63,7 +67,8 @@ def run_design(args) -> int:
         else:
             source = args.N
         design = optimize(source, args.tolerance, method=method, m_grid=args.m_grid,
-                          epsilon_grid=args.epsilon_grid, threshold=args.threshold)
+                          epsilon_grid=args.epsilon_grid, threshold=args.threshold,
+                          prediction_threshold=args.prediction_threshold)
     except InfeasibleDesignError as exc:
         print(f"austerity design: {exc}", file=sys.stderr)
         return 1
