@@ -7,7 +7,8 @@ the parameter names as coordinates of ``<dim>``, and a ``sample_stats`` group; b
 with ``az.summary``, ``az.ess``, ``az.mcse`` and ``az.plot_trace``.
 
 A note on ArviZ 0.23 with NumPy >= 2.4: the numba path of ``az.mcse(..., method="sd")``
-calls ``float()`` on a one-element array, which NumPy 2.4 refuses (TypeError). The first
+calls ``float()`` on a one-element array, which NumPy 2.4 refuses (TypeError; NumPy 1.25
+to 2.3 warn that it is deprecated). The first
 :func:`import_arviz` (every ``to_arviz()`` goes through it) probes that function once and,
 only if it fails, switches ArviZ's optional numba acceleration off with ArviZ's public
 ``az.Numba.disable_numba()``; the NumPy path computes the same quantities. ArviZ 1.x is not
@@ -67,10 +68,12 @@ def _numba_mcse_broken(az) -> bool:
         from arviz.stats.stats_utils import _sqrt
     except ImportError:   # a later 0.x without the helper: nothing to work around
         return False
-    try:
-        float(_sqrt(np.ones(1), np.zeros(1)))
-    except TypeError:
-        return True
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", DeprecationWarning)   # NumPy 1.25-2.3: deprecated
+        try:
+            float(_sqrt(np.ones(1), np.zeros(1)))
+        except (TypeError, DeprecationWarning):
+            return True
     return False
 
 

@@ -7,6 +7,7 @@ import pytest
 from validation.workflow.cli import main
 
 
+@pytest.mark.smoke
 def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):
     out = tmp_path / "demo"
     assert main(["demo", "--rows", "20000", "--features", "3", "--samples", "150",

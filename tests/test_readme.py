@@ -3,9 +3,12 @@
 import re
 from pathlib import Path
 
+import pytest
+
 README = Path(__file__).resolve().parent.parent / "README.md"
 
 
+@pytest.mark.smoke
 def test_readme_examples_run():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
     assert len(blocks) >= 2
@@ -13,6 +16,13 @@ def test_readme_examples_run():
     for block in blocks:
         exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
     assert 0 < namespace["austere"].mean_data_fraction < 1
+    plan, test = namespace["plan"], namespace["test"]
+    assert plan.error <= 0.05 and test == namespace["AustereTest"](m=plan.m, epsilon=plan.epsilon)
+    # the design's predicted data use is what the chain read (500 steps: 0.1 absolute)
+    assert abs(namespace["austere"].mean_data_fraction - plan.data_fraction) < 0.1
+    post = namespace["idata"]["posterior"]["theta"]
+    assert post.dims == ("chain", "draw", "theta_dim") and post.shape == (1, 500, 6)
+    assert list(namespace["az"].summary(namespace["idata"]).index)[0] == "theta[intercept]"
     assert namespace["chain"].samples.shape == (500, 1)
 
 
