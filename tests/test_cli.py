@@ -39,3 +39,23 @@ def test_help_lists_the_commands(capsys):
         main(["--help"])
     text = capsys.readouterr().out
     assert all(cmd in text for cmd in ("demo", "design", "correction"))
+
+
+def test_help_imports_neither_numba_nor_scipy():
+    """``austerity --help`` is fast: the parser is built without the heavy imports."""
+    import subprocess
+    import sys
+
+    code = ("import sys\nfrom validation.workflow.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "print(sorted(m for m in ('numba', 'scipy', 'design', 'samplers') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_cli_choices_agree_with_design():
+    from design._optimize import METHODS
+    from design._sequential import THRESHOLDS
+    from validation.workflow import design_cli
+
+    assert design_cli.METHODS == METHODS and design_cli.THRESHOLDS == THRESHOLDS

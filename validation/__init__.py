@@ -15,11 +15,31 @@
   pairs as a trial chain proposes them.
 """
 
-from ._bounds import delta_max, stationary_bound, subsampling_bound
-from ._clt import CLTCheck, clt_check
-from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
-from ._ratios import loglik_ratios, proposal_pairs
-from ._sequential import SequentialCheck, sequential_check
+import importlib
+
+# Imported on first use (PEP 562), so that ``import validation`` (and the ``austerity``
+# command line, which lives in ``validation.workflow``) does not load numba and scipy.
+_SUBMODULE = {
+    "delta_max": "._bounds", "stationary_bound": "._bounds", "subsampling_bound": "._bounds",
+    "CLTCheck": "._clt", "clt_check": "._clt",
+    "FixedBatchBarker": "._grid", "GridChain": "._grid", "StationaryCheck": "._grid",
+    "stationary_check": "._grid",
+    "loglik_ratios": "._ratios", "proposal_pairs": "._ratios",
+    "SequentialCheck": "._sequential", "sequential_check": "._sequential",
+}
+
+
+def __getattr__(name):
+    if name in _SUBMODULE:
+        value = getattr(importlib.import_module(_SUBMODULE[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_SUBMODULE))
+
 
 __all__ = [
     "CLTCheck",

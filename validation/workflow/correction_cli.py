@@ -11,8 +11,6 @@ import argparse
 import sys
 import time
 
-from design import correction
-
 
 def add_correction_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``correction`` command (with ``build`` and ``info``) to ``subparsers``.
@@ -49,6 +47,8 @@ def add_correction_parser(subparsers) -> argparse.ArgumentParser:
 
 def run_correction(args, *, stdout=None, stderr=None) -> int:
     """Run a parsed ``correction`` command; return the exit status (0 ok, 1 error)."""
+    from design import correction
+
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
     try:

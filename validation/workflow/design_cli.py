@@ -11,9 +11,10 @@ from __future__ import annotations
 import argparse
 import sys
 
-from design._optimize import METHODS, InfeasibleDesignError, optimize
-from design._sequential import THRESHOLDS
-from design._trial import TrialChain
+# Literal copies of design's METHODS and THRESHOLDS: building the parser imports nothing
+# heavy, so ``austerity --help`` is fast (tests/test_cli.py checks they agree with design's).
+METHODS = ("average", "worst-case")
+THRESHOLDS = ("normal", "t")
 
 __all__ = ["add_design_parser", "run_design"]
 
@@ -55,6 +56,8 @@ def run_design(args) -> int:
 
     0 on success, 1 if no grid point meets the tolerance, 2 for bad arguments or files.
     """
+    from design import InfeasibleDesignError, TrialChain, optimize
+
     try:
         if (args.trial is None) == (args.N is None):
             raise ValueError("give exactly one of --trial FILE and --N N")
