@@ -207,19 +207,32 @@ def _report(settings, model, plan, clt, rows) -> str:
 
 
 def _plot(chains, plan, out: Path) -> None:
+    """Three panels, each with labels and a legend: trace of theta[0]; rows read per step
+    (every chain, exact MH's spike at N included, with each chain's mean and the design's
+    prediction marked); the design grid with the chosen (m, epsilon)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4))
-    for name, chain in chains.items():
-        axes[0].plot(chain.samples[:, 0], lw=0.6, label=name)
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.5))
+    N = next(iter(chains.values())).N
+    low = max(min(int(c.stats["n_used"].min()) for c in chains.values()), 1)
+    bins = np.logspace(np.log10(low) - 0.05, np.log10(N) + 0.05, 41)   # N inside a bin
+    for k, (name, chain) in enumerate(chains.items()):
+        color = f"C{k}"
+        axes[0].plot(chain.samples[:, 0], lw=0.6, color=color, label=name)
         used = chain.stats["n_used"]
-        axes[1].hist(used, bins=np.logspace(np.log10(max(used.min(), 1)), np.log10(chain.N), 40),
-                     histtype="step", label=name)
-    axes[0].set(title="trace of theta[0]", xlabel="iteration")
-    axes[1].set(title="rows read per step", xscale="log", xlabel="rows")
+        axes[1].hist(used, bins=bins, histtype="stepfilled", alpha=0.35, color=color,
+                     edgecolor=color, label=f"{name}")
+        axes[1].axvline(used.mean(), color=color, ls=":", lw=1.5,
+                        label=f"mean {used.mean():,.0f} rows")
+    axes[1].axvline(plan.data_fraction * N, color="k", ls="--", lw=1.5,
+                    label=f"design's prediction {plan.data_fraction * N:,.0f} rows")
+    axes[0].set(title="trace of theta[0]", xlabel="iteration", ylabel="theta[0]")
+    axes[0].legend(fontsize=7)
+    axes[1].set(title=f"rows read per step (N = {N:,})", xscale="log",
+                xlabel="rows read by the test", ylabel="steps")
     axes[1].legend(fontsize=7)
     plan.plot(ax=axes[2])
     fig.tight_layout()
