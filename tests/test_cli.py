@@ -54,8 +54,7 @@ def test_help_imports_neither_numba_nor_scipy():
 
 
 def test_cli_choices_agree_with_design():
-    from design._optimize import METHODS
-    from design._sequential import THRESHOLDS
+    from design import METHODS, THRESHOLDS
     from validation.workflow import design_cli
 
     assert design_cli.METHODS == METHODS and design_cli.THRESHOLDS == THRESHOLDS
