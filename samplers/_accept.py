@@ -66,13 +66,24 @@ class AcceptanceTest:
 
 
 def _nonfinite_decision(mean: float, theta_new) -> bool:
-    """A batch mean of +inf or -inf decides like the full sum would; NaN is an error."""
+    """A batch mean of -inf rejects (theta_new has zero likelihood); NaN and +inf are errors.
+
+    +inf means a log-likelihood of +inf at ``theta_new`` (or -inf at the current point, which
+    an exact chain never reaches): no density is infinite, so the model is refused there
+    rather than the chain moved onto that point.
+    """
     if math.isnan(mean):
         raise ValueError(
             f"log-likelihood ratios are NaN between the current point and theta_new={theta_new}; "
             "the model's log-likelihood is not defined there"
         )
-    return mean > 0
+    if mean == math.inf:
+        raise ValueError(
+            f"a log-likelihood ratio is +inf at theta_new={theta_new}: the model's "
+            "log-likelihood is +inf there (or -inf at the current point); a log-likelihood "
+            "must be finite or -inf, so the move is refused"
+        )
+    return False
 
 
 # --- exact MH ------------------------------------------------------------------------------

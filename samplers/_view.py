@@ -98,12 +98,17 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
     if theta.shape[0] != dim:
         raise ValueError(f"theta0 must have {dim} element(s) for {type(model).__name__}, "
                          f"got {theta.shape[0]}")
-    lp = model.logprior(theta)
+    lp = _scalar_logprior(model, theta)
     if not np.isfinite(lp):
         raise ValueError(f"the log prior at theta0 must be finite, got {lp} at theta0={theta}")
     view = ModelView(model, dim)
     probe = np.unique(np.linspace(0, N - 1, min(N, PROBE_ROWS)).astype(np.intp))
-    ll = np.asarray(model.loglik(theta, probe), dtype=float)
+    try:
+        ll = _real(np.asarray(model.loglik(theta, probe)), "model.loglik(theta, idx)")
+    except IndexError as exc:
+        raise ValueError(f"model.loglik(theta, idx) raised IndexError ({exc}) for rows up to "
+                         f"N - 1 = {N - 1}: is model.N = {N} larger than the model's data?"
+                         ) from exc
     if ll.shape != probe.shape:
         raise ValueError(f"model.loglik(theta, idx) must return one value per index: "
                          f"asked for {probe.shape[0]}, got shape {ll.shape}")
@@ -111,4 +116,43 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
         row = int(probe[np.flatnonzero(~np.isfinite(ll))[0]])
         raise ValueError(f"the log-likelihood at theta0 must be finite; row {row} gives "
                          f"{ll[probe == row][0]} at theta0={theta}")
+    if not hasattr(model, "dim") and not isinstance(model, BaseModel):
+        _check_every_coordinate_used(model, theta, probe, ll, lp)
     return view, theta
+
+
+def _real(values: np.ndarray, what: str) -> np.ndarray:
+    if np.iscomplexobj(values):
+        raise TypeError(f"{what} must return real values, got dtype {values.dtype}")
+    return values.astype(float, copy=False)
+
+
+def _scalar_logprior(model, theta) -> float:
+    lp = model.logprior(theta)
+    if np.ndim(lp) != 0:
+        raise TypeError(f"model.logprior(theta) must return a scalar, got an array of shape "
+                        f"{np.shape(lp)} at theta0={theta}")
+    return float(_real(np.asarray(lp), "model.logprior(theta)"))
+
+
+def _check_every_coordinate_used(model, theta, probe, ll, lp) -> None:
+    """A user's model without ``dim`` takes d = len(theta0); refuse coordinates of theta0
+    that neither its log-likelihood (on the probe rows) nor its log prior reads, which the
+    chain would otherwise sample as a random walk (one-off cost: 2 d probe evaluations)."""
+    unused = []
+    for j in range(theta.shape[0]):
+        moved = False
+        for step in (1e-3 * max(1.0, abs(theta[j])), 1.0):
+            other = theta.copy()
+            other[j] += step
+            ll_j = np.asarray(model.loglik(other, probe), dtype=float)
+            if not np.array_equal(ll_j, ll) or _scalar_logprior(model, other) != lp:
+                moved = True
+                break
+        if not moved:
+            unused.append(j)
+    if unused:
+        raise ValueError(
+            f"theta0 has {theta.shape[0]} element(s) but {type(model).__name__}'s loglik and "
+            f"logprior do not depend on element(s) {unused}: is theta0 too long? Give the model "
+            f"a `dim` attribute (its number of parameters) to have theta0 checked against it")

@@ -377,7 +377,11 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     bar = progress_bar(src.n_pairs, desc="CLT check", unit="pair", progress=progress)
     for p in range(src.n_pairs):
         l = src(p)
-        pop = Population.of(l)
+        try:
+            pop = Population.of(l)
+        except ValueError as exc:
+            where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
+            raise ValueError(f"{where}: {exc}") from None
         means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], np.arange(N))
         ks = stats.kstest(t_all[p], law)
         hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)

@@ -37,8 +37,13 @@ def as_generator(rng=None) -> np.random.Generator:
 
 
 def check_int(name: str, value, *, low: int | None = None, high: int | None = None) -> int:
-    """Return ``value`` as an int, checking ``low <= value <= high`` (bounds inclusive)."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+    """Return ``value`` as an int, checking ``low <= value <= high`` (bounds inclusive).
+
+    ``True`` and ``False`` are refused (``n_samples=True`` is a mistake, not one step).
+    """
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{name} must be an integer, got {value!r}")
+    if not isinstance(value, numbers.Integral):
         try:
             as_int = operator.index(value)
         except TypeError:
@@ -95,6 +100,9 @@ def check_finite_array(name: str, arr, *, ndim: int | tuple[int, ...] | None = N
 
     The caller's array is never returned (and so never mutated downstream).
     """
+    if np.iscomplexobj(arr):
+        raise TypeError(f"{name} must be real, got complex values (dtype "
+                        f"{np.asarray(arr).dtype}); pass the real part explicitly if meant")
     try:
         out = np.array(arr, dtype=dtype, copy=True)
     except (TypeError, ValueError) as exc:

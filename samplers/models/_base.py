@@ -93,6 +93,9 @@ def as_data_array(name: str, arr, *, ndim: int) -> np.ndarray:
                 f"{name} is a memmap of dtype {arr.dtype}; use float32 or float64 so it can be "
                 "read in place"
             )
+        if np.iscomplexobj(arr):
+            raise TypeError(f"{name} must be real, got complex values (dtype "
+                            f"{np.asarray(arr).dtype}); pass the real part explicitly if meant")
         try:
             out = np.array(arr, dtype=np.float64)
         except (TypeError, ValueError) as exc:
