@@ -18,11 +18,11 @@ import hashlib
 import json
 import os
 import tempfile
-import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
+
+from ._lib.npz import read_npz
 
 FORMAT = "austerity-correction"
 FORMAT_VERSION = 1
@@ -76,13 +76,7 @@ def read(path, kind: str) -> tuple[dict, dict]:
     """
     path = Path(path)
     where = f"correction table file {str(path)!r}"
-    if not path.exists():
-        raise FileNotFoundError(f"{where} does not exist")
-    try:
-        with np.load(path, allow_pickle=False) as npz:
-            data = {name: npz[name] for name in npz.files}
-    except (OSError, ValueError, EOFError, KeyError, zipfile.BadZipFile, zlib.error) as exc:
-        raise ValueError(f"{where} is unreadable (truncated, or not an .npz archive): {exc}") from exc
+    data = read_npz(path, what=where)   # sizes checked before anything is inflated
     missing = [k for k in _RESERVED if k not in data]
     if missing:
         raise ValueError(f"{where} is not an austerity correction table (no {', '.join(missing)})")

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import operator
 import os
-import zipfile
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
 
 from ._lib.checks import check_finite_array, check_int
+from ._lib.npz import read_npz
 from ._lib.progress import compile_notice, progress_bar, progress_enabled
 from ._lib.summary import short_array
 
@@ -289,19 +289,15 @@ class TrialChain:
     def load(cls, path) -> "TrialChain":
         """Read a file written by :meth:`save`; reject other files and other versions."""
         path = os.fspath(path)
-        try:
-            obj = np.load(path, allow_pickle=False)
-            if not isinstance(obj, np.lib.npyio.NpzFile):
-                raise ValueError("not an .npz archive")
-            with obj as z:
-                contents = {k: z[k] for k in z.files}
-        except FileNotFoundError:
-            raise
-        except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
-            raise ValueError(f"{path} is not a readable TrialChain file ({exc})") from exc
+        contents = read_npz(path, what=f"TrialChain file {path!r}")  # sizes checked first
         if str(contents.get("format", "")) != _FORMAT:
             raise ValueError(f"{path} is not a TrialChain file (no format tag {_FORMAT!r})")
-        version = int(contents["version"]) if "version" in contents else None
+        raw = contents.get("version")
+        try:
+            version = None if raw is None else operator.index(raw.item())
+        except (TypeError, ValueError):
+            raise ValueError(f"{path} has an unreadable TrialChain file version {raw!r}; this "
+                             f"version of austerity reads version {_VERSION}") from None
         if version != _VERSION:
             raise ValueError(
                 f"{path} has TrialChain file version {version}; this version of austerity "
@@ -309,5 +305,8 @@ class TrialChain:
         missing = [k for k in ("mu", "sigma", "c0", "N") if k not in contents]
         if missing:
             raise ValueError(f"{path} is a corrupt TrialChain file: missing {missing}")
-        return cls(mu=contents["mu"], sigma=contents["sigma"], c0=contents["c0"],
-                   N=int(contents["N"]))
+        try:
+            return cls(mu=contents["mu"], sigma=contents["sigma"], c0=contents["c0"],
+                       N=contents["N"].item())
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{path} holds an invalid TrialChain: {exc}") from exc

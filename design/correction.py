@@ -323,16 +323,33 @@ class CorrectionTable:
         The file is an ``.npz`` archive holding the arrays, a JSON metadata entry, a format
         version and the SHA-256 of all of them. A truncated or corrupt file, another format
         version, a failed checksum or another kind of table raise ``ValueError`` naming
-        the file and the problem.
+        the file and the problem. Declared array sizes are checked before anything is
+        decompressed. The checksum is not a signature (anyone who edits the file can
+        recompute it), so the stored ``linf_error`` is not trusted: the error of N(0,
+        sigma^2) * C against the logistic cdf is measured again on the lattice (tens of
+        milliseconds) and a table that does not meet its claim is refused.
         """
         meta, arrays = _fileformat.read(path, "CorrectionTable")
         try:
-            return cls(x=arrays["x"], density=arrays["density"], sigma=meta["sigma"],
-                       linf_error=meta["linf_error"], method=meta["method"],
-                       settings=meta["settings"], diagnostics=meta["diagnostics"])
+            table = cls(x=arrays["x"], density=arrays["density"], sigma=meta["sigma"],
+                        linf_error=meta["linf_error"], method=meta["method"],
+                        settings=meta["settings"], diagnostics=meta["diagnostics"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"correction table file {str(path)!r} holds an invalid table: "
                              f"{exc}") from exc
+        measured = _fit.lattice_error(table._x0, table._h, table.density, table.sigma)[0]
+        _check_claim(path, "linf_error", table.linf_error, measured)
+        return table
+
+
+def _check_claim(path, name, claimed, measured, *, rel=1e-6, abs_=1e-12) -> None:
+    """Refuse a table file whose stored error is below the error measured on loading."""
+    if not measured <= claimed * (1.0 + rel) + abs_:
+        raise ValueError(
+            f"correction table file {str(path)!r} claims {name} = {claimed:.3g}, but its table "
+            f"measures {measured:.3g} against the logistic cdf: the file does not hold what it "
+            "says (edited, or built for another sigma); rebuild it with `austerity correction "
+            "build`")
 
 
 # --- building ---------------------------------------------------------------------------------
@@ -798,13 +815,18 @@ class SkewCorrectionTable:
         """Read a family written by :meth:`save` (errors as :meth:`CorrectionTable.load`)."""
         meta, arrays = _fileformat.read(path, "SkewCorrectionTable")
         try:
-            return cls(x=arrays["x"], skew=arrays["skew"], density=arrays["density"],
-                       sigma=meta["sigma"], linf_error=arrays["linf_error"],
-                       interpolation_error=meta["interpolation_error"],
-                       settings=meta["settings"], diagnostics=meta["diagnostics"])
+            table = cls(x=arrays["x"], skew=arrays["skew"], density=arrays["density"],
+                        sigma=meta["sigma"], linf_error=arrays["linf_error"],
+                        interpolation_error=meta["interpolation_error"],
+                        settings=meta["settings"], diagnostics=meta["diagnostics"])
         except (KeyError, TypeError, ValueError) as exc:
             raise ValueError(f"correction table file {str(path)!r} holds an invalid table: "
                              f"{exc}") from exc
+        for k, eta in enumerate(table.skew):   # each row's error, measured again
+            measured = _fit.lattice_error(table._x0, table._h, table.density[k], table.sigma,
+                                          float(eta))[0]
+            _check_claim(path, f"linf_error[{k}] (skew {eta:g})", table.linf_error[k], measured)
+        return table
 
 
 def build_skew(sigma=1.0, *, skew_max=0.2, skew_step=0.005, spacing=0.2,

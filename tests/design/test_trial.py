@@ -205,17 +205,17 @@ def test_load_rejects_other_files(tmp_path):
 
     truncated = tmp_path / "truncated.npz"
     truncated.write_bytes(raw[: len(raw) // 2])
-    with pytest.raises(ValueError, match="not a readable TrialChain file"):
+    with pytest.raises(ValueError, match="TrialChain file .* is unreadable"):
         TrialChain.load(truncated)
 
     garbage = tmp_path / "garbage.npz"
     garbage.write_bytes(b"definitely not a zip archive" * 10)
-    with pytest.raises(ValueError, match="not a readable TrialChain file"):
+    with pytest.raises(ValueError, match="TrialChain file .* is unreadable"):
         TrialChain.load(garbage)
 
     npy = tmp_path / "array.npy"
     np.save(npy, np.zeros(3))
-    with pytest.raises(ValueError, match="not a readable TrialChain file"):
+    with pytest.raises(ValueError, match="TrialChain file .* is unreadable"):
         TrialChain.load(npy)
 
     with pytest.raises(FileNotFoundError):

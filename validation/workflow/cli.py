@@ -8,9 +8,15 @@ import time
 from pathlib import Path
 
 
+#: Fewest rows the demo runs on: the design's smallest minibatch (50) and the CLT check's
+#: batch must stay well below N.
+MIN_ROWS = 1_000
+
+
 def _add_demo(sub):
     p = sub.add_parser("demo", help="run the main job end to end on synthetic data")
-    p.add_argument("--rows", type=int, default=1_000_000, help="data rows (default 1e6)")
+    p.add_argument("--rows", type=int, default=1_000_000,
+                   help=f"data rows, >= {MIN_ROWS} (default 1e6)")
     p.add_argument("--features", type=int, default=10, help="covariates (default 10)")
     p.add_argument("--samples", type=int, default=1000, help="samples per approximate chain")
     p.add_argument("--exact-samples", type=int, default=300, help="samples of the exact chain")
@@ -19,22 +25,32 @@ def _add_demo(sub):
                    help="design tolerance on the mean error in acceptance probability")
     p.add_argument("--seed", type=int, default=2014)
     p.add_argument("--out", type=Path, default=Path("austerity-demo"), help="report folder")
-    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--quiet", action="store_true",
+                   help="no progress bars (they show only on a terminal anyway)")
     p.set_defaults(run=_run_demo)
 
 
 def _run_demo(args) -> int:
     from .demo import DemoSettings, run_demo
 
-    for name in ("rows", "features", "samples", "exact_samples", "trial"):
-        if getattr(args, name) < 1:
-            raise SystemExit(f"austerity demo: --{name.replace('_', '-')} must be >= 1, "
+    for name, low in (("rows", MIN_ROWS), ("features", 1), ("samples", 1), ("exact_samples", 1),
+                      ("trial", 2)):
+        if getattr(args, name) < low:
+            raise SystemExit(f"austerity demo: --{name.replace('_', '-')} must be >= {low}, "
                              f"got {getattr(args, name)}")
     t0 = time.perf_counter()
     if not 0 < args.tolerance < 0.5:
         raise SystemExit(f"austerity demo: --tolerance must be in (0, 0.5), got {args.tolerance}")
-    run_demo(DemoSettings(args.rows, args.features, args.samples, args.exact_samples, args.trial,
-                          args.tolerance, args.seed, args.out), progress=not args.quiet)
+    if args.out.exists() and not args.out.is_dir():
+        raise SystemExit(f"austerity demo: --out {str(args.out)!r} exists and is not a folder; "
+                         "give a folder for the report")
+    try:
+        run_demo(DemoSettings(args.rows, args.features, args.samples, args.exact_samples,
+                              args.trial, args.tolerance, args.seed, args.out),
+                 progress=False if args.quiet else None)
+    except OSError as exc:   # the report folder cannot be written
+        raise SystemExit(f"austerity demo: cannot write the report to {str(args.out)!r}: "
+                         f"{exc.strerror or exc}") from None
     print(f"\ndone in {time.perf_counter() - t0:.1f} s; report in {args.out}/")
     return 0
 

@@ -12,6 +12,18 @@ import sys
 import time
 
 
+def printable(text: str) -> str:
+    """``text`` with every non-printable character (escape sequences, control characters)
+    shown as a Python escape, so a file's metadata cannot drive the terminal.
+
+    Examples
+    --------
+    >>> printable("sigma \\x1b[31mred\\x07")
+    'sigma \\\\x1b[31mred\\\\x07'
+    """
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in str(text))
+
+
 def add_correction_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``correction`` command (with ``build`` and ``info``) to ``subparsers``.
 
@@ -62,13 +74,13 @@ def run_correction(args, *, stdout=None, stderr=None) -> int:
             return 0
         if args.correction_command == "info":
             table = correction.CorrectionTable.load(args.path)
-            print(f"{args.path}: {table}", file=stdout)
+            print(printable(f"{args.path}: {table}"), file=stdout)
             for name, values in (("settings", table.settings),
                                  ("diagnostics", table.diagnostics)):
                 for key, value in values.items():
-                    print(f"  {name}.{key} = {value}", file=stdout)
+                    print(printable(f"  {name}.{key} = {value}"), file=stdout)
             return 0
         raise ValueError(f"unknown correction command {args.correction_command!r}")
     except (ValueError, TypeError, OSError) as exc:
-        print(f"austerity correction: error: {exc}", file=stderr)
+        print(printable(f"austerity correction: error: {exc}"), file=stderr)
         return 1
