@@ -1,6 +1,6 @@
 """Models: the protocol a user's model follows and the built-in models with numba kernels."""
 
-from ._base import BaseModel, Model, loglik_ratio
+from ._base import BaseModel, Model, loglik_ratio, skip_data_checks
 from .gaussian import Gaussian, GaussianMean
 from .linear import LinearRegression
 from .logistic import LogisticRegression
@@ -18,6 +18,7 @@ __all__ = [
     "Model",
     "BaseModel",
     "loglik_ratio",
+    "skip_data_checks",
     "GaussianMean",
     "Gaussian",
     "LogisticRegression",

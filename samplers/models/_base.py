@@ -15,20 +15,35 @@ and optionally ``grad_loglik(theta, idx)`` (per-datum gradients, shape ``(len(id
 
 Data are read in place and never copied, so they may be a :class:`numpy.memmap` larger than
 memory; nothing in a sampler step touches more rows than the test asks for.
+
+Construction of a built-in model reads its data once, in chunks of ``SCAN_CHUNK`` rows with
+a progress bar on a terminal: the finiteness check (and, for the logistic regression, the
+label check). At 10^8 rows of a memmap that is a pass over the whole file (1.2 GB for
+``GaussianMean`` in float64). Inside ``with skip_data_checks():`` the finiteness checks are
+skipped (the caller vouches for the data) and the label check stops at the first chunk that
+decides the label convention. The data summaries the concentration-bound test needs
+(``loglik_ratio_bound``: data range, largest row norm) are computed on first use, by one
+chunked pass, never at construction.
 """
 
 from __future__ import annotations
 
+import contextvars
+import functools
+import math
 import mmap
+from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
 import numpy as np
 
 from design._lib.checks import check_finite_array, check_positive
+from design._lib.progress import progress_bar
 from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows"]
+__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows",
+           "skip_data_checks"]
 
 #: Rows per chunk when a model scans its data once at construction.
 SCAN_CHUNK = 1 << 16
@@ -118,21 +133,65 @@ def regression_data(X, y, *, entry: str = "value") -> tuple[np.ndarray, np.ndarr
     return X, y
 
 
-def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK):
-    """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass)."""
-    for start in range(0, arr.shape[0], chunk):
-        yield fn(arr[start : start + chunk])
+_SKIP_CHECKS = contextvars.ContextVar("austerity_skip_data_checks", default=False)
+
+
+@contextmanager
+def skip_data_checks():
+    """Build built-in models without their O(N) data checks (the caller vouches for the data).
+
+    Inside the block, constructing ``GaussianMean``, ``LogisticRegression``, ... does not
+    read the whole dataset to refuse NaN or inf (which would otherwise be a full pass over a
+    memmap at construction); a NaN in the data then surfaces as a NaN log-likelihood ratio
+    (a ValueError naming the point) when a test reads that row.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers.models import GaussianMean, skip_data_checks
+    >>> x = np.random.default_rng(0).normal(size=1000)
+    >>> with skip_data_checks():
+    ...     model = GaussianMean(x)       # no pass over x
+    >>> model.N
+    1000
+    """
+    token = _SKIP_CHECKS.set(True)
+    try:
+        yield
+    finally:
+        _SKIP_CHECKS.reset(token)
+
+
+def data_checks_skipped() -> bool:
+    """Whether the caller is inside :func:`skip_data_checks`."""
+    return _SKIP_CHECKS.get()
+
+
+def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data"):
+    """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass,
+    with a progress bar on a terminal)."""
+    with progress_bar(arr.shape[0], desc=desc, unit="row") as bar:
+        for start in range(0, arr.shape[0], chunk):
+            block = arr[start : start + chunk]
+            yield fn(block)
+            bar.update(block.shape[0])
 
 
 def check_finite_rows(name: str, arr: np.ndarray) -> None:
-    """Refuse data with NaN or inf, naming the first bad row (one chunked pass)."""
-    for start in range(0, arr.shape[0], SCAN_CHUNK):
-        block = np.asarray(arr[start : start + SCAN_CHUNK])
-        ok = np.isfinite(block)
-        if not ok.all():
-            bad = ok.reshape(block.shape[0], -1).all(axis=1)
-            row = start + int(np.flatnonzero(~bad)[0])
-            raise ValueError(f"{name} must be finite; row {row} holds {block[row - start]!r}")
+    """Refuse data with NaN or inf, naming the first bad row (one chunked pass, with a
+    progress bar on a terminal; skipped inside :func:`skip_data_checks`)."""
+    if data_checks_skipped():
+        return
+    with progress_bar(arr.shape[0], desc=f"checking {name}", unit="row") as bar:
+        for start in range(0, arr.shape[0], SCAN_CHUNK):
+            block = np.asarray(arr[start : start + SCAN_CHUNK])
+            ok = np.isfinite(block)
+            if not ok.all():
+                bad = ok.reshape(block.shape[0], -1).all(axis=1)
+                row = start + int(np.flatnonzero(~bad)[0])
+                raise ValueError(f"{name} must be finite; row {row} holds "
+                                 f"{block[row - start]!r}")
+            bar.update(block.shape[0])
 
 
 # --- memmaps survive pickling (for process pools) without copying the data -----------------
@@ -276,6 +335,31 @@ class BaseModel:
             raise ValueError(f"idx must lie in [0, {self.N - 1}], got values in "
                              f"[{arr.min()}, {arr.max()}]")
         return arr
+
+    # -- data summaries for loglik_ratio_bound: one chunked pass on first use ------------------
+
+    @functools.cached_property
+    def _xrange(self) -> tuple[float, float]:
+        lows, highs = zip(*scan_rows(self.x, lambda b: (float(np.min(b)), float(np.max(b))),
+                                     desc="data range"))
+        return min(lows), max(highs)
+
+    @property
+    def _xmin(self) -> float:
+        return self._xrange[0]
+
+    @property
+    def _xmax(self) -> float:
+        return self._xrange[1]
+
+    @functools.cached_property
+    def _max_row_norm(self) -> float:
+        return math.sqrt(max(scan_rows(
+            self.X, lambda b: float(np.max(np.einsum("ij,ij->i", b, b))), desc="row norms")))
+
+    @functools.cached_property
+    def _max_abs_y(self) -> float:
+        return max(scan_rows(self.y, lambda b: float(np.max(np.abs(b))), desc="range of y"))
 
     # -- pickling ------------------------------------------------------------------------------
 

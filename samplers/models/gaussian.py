@@ -81,8 +81,6 @@ class GaussianMean(BaseModel):
         self.N = self.x.shape[0]
         self.sigma = check_positive("sigma", sigma)
         super().__init__(prior=prior, temperature=temperature, dim=1)
-        self._xmin = min(scan_rows(self.x, np.min))
-        self._xmax = max(scan_rows(self.x, np.max))
         self._xsum = None
 
     def _kernel_data(self):
@@ -163,8 +161,6 @@ class Gaussian(BaseModel):
         check_finite_rows("x", self.x)
         self.N = self.x.shape[0]
         super().__init__(prior=prior, temperature=temperature, dim=2)
-        self._xmin = min(scan_rows(self.x, np.min))
-        self._xmax = max(scan_rows(self.x, np.max))
 
     def _kernel_data(self):
         return (self.x, self._inv_temp)

@@ -10,7 +10,7 @@ from design._lib.checks import check_positive
 from design._lib.jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
-from ._base import BaseModel, check_finite_rows, regression_data, scan_rows
+from ._base import BaseModel, check_finite_rows, regression_data
 
 __all__ = ["LinearRegression"]
 
@@ -86,10 +86,6 @@ class LinearRegression(BaseModel):
         check_finite_rows("y", self.y)
         self.noise_sd = check_positive("noise_sd", noise_sd)
         super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
-        self._max_row_norm = math.sqrt(
-            max(scan_rows(self.X, lambda b: float(np.max(np.einsum("ij,ij->i", b, b)))))
-        )
-        self._max_abs_y = max(scan_rows(self.y, lambda b: float(np.max(np.abs(b)))))
 
     def _kernel_data(self):
         return (self.X, self.y, self.noise_sd, self._inv_temp)

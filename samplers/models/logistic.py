@@ -9,7 +9,7 @@ import numpy as np
 from design._lib.jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
-from ._base import BaseModel, regression_data, scan_rows
+from ._base import BaseModel, data_checks_skipped, regression_data, scan_rows
 
 __all__ = ["LogisticRegression"]
 
@@ -95,8 +95,11 @@ class LogisticRegression(BaseModel):
         self.X, self.y = regression_data(X, y, entry="label")
         self.N = self.X.shape[0]
         labels = set()
-        for block in scan_rows(self.y, np.unique):
+        quick = data_checks_skipped()   # then stop at the first chunk that decides
+        for block in scan_rows(self.y, np.unique, desc="checking labels"):
             labels.update(block.tolist())
+            if quick and labels & {0.0, -1.0}:
+                break
         if labels <= {0.0, 1.0}:
             self._plus_minus = False
         elif labels <= {-1.0, 1.0}:
@@ -104,9 +107,6 @@ class LogisticRegression(BaseModel):
         else:
             raise ValueError(f"y must hold labels in {{0, 1}} or {{-1, 1}}, got {sorted(labels)[:5]}")
         super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
-        self._max_row_norm = math.sqrt(
-            max(scan_rows(self.X, lambda b: float(np.max(np.einsum("ij,ij->i", b, b)))))
-        )
 
     def _kernel_data(self):
         return (self.X, self.y, self._plus_minus, self._inv_temp)

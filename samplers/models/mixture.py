@@ -10,7 +10,7 @@ from design._lib.checks import check_positive
 from design._lib.jit import row_jit
 from ..priors import GaussianPrior, Prior
 from ._kernels import prefetch_data0
-from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
+from ._base import BaseModel, as_data_array, check_finite_rows
 
 __all__ = ["GaussianMixture"]
 
@@ -98,8 +98,6 @@ class GaussianMixture(BaseModel):
         if prior is None:
             prior = GaussianPrior(0.0, [math.sqrt(10.0), 1.0])
         super().__init__(prior=prior, temperature=temperature, dim=2)
-        self._xmin = min(scan_rows(self.x, np.min))
-        self._xmax = max(scan_rows(self.x, np.max))
 
     def _kernel_data(self):
         return (self.x, self.sigma_x2, self._inv_temp)

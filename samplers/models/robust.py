@@ -10,7 +10,7 @@ from scipy import special
 from design._lib.checks import check_positive
 from design._lib.jit import row_jit
 from ..priors import Prior
-from ._base import BaseModel, check_finite_rows, regression_data, scan_rows
+from ._base import BaseModel, check_finite_rows, regression_data
 from ._kernels import dots, prefetch_data01
 from .linear import _residual
 
@@ -111,9 +111,6 @@ class RobustRegression(BaseModel):
         super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
         self._log_norm = float(special.gammaln(0.5 * (self.df + 1.0)) - special.gammaln(0.5 * self.df)
                                - 0.5 * math.log(math.pi * self.df) - math.log(self.scale))
-        self._max_row_norm = math.sqrt(
-            max(scan_rows(self.X, lambda b: float(np.max(np.einsum("ij,ij->i", b, b)))))
-        )
 
     def _kernel_data(self):
         return (self.X, self.y, self.df, self.scale, self._log_norm, self._inv_temp)
