@@ -138,7 +138,8 @@ def _scalar_logprior(model, theta) -> float:
 def _check_every_coordinate_used(model, theta, probe, ll, lp) -> None:
     """A user's model without ``dim`` takes d = len(theta0); refuse coordinates of theta0
     that neither its log-likelihood (on the probe rows) nor its log prior reads, which the
-    chain would otherwise sample as a random walk (one-off cost: 2 d probe evaluations)."""
+    chain would otherwise sample as a random walk (one-off cost: 2 d probe evaluations).
+    A model that reads no coordinate at all is left to the other checks."""
     unused = []
     for j in range(theta.shape[0]):
         moved = False
@@ -151,7 +152,7 @@ def _check_every_coordinate_used(model, theta, probe, ll, lp) -> None:
                 break
         if not moved:
             unused.append(j)
-    if unused:
+    if unused and len(unused) < theta.shape[0]:   # (a model reading none is another matter)
         raise ValueError(
             f"theta0 has {theta.shape[0]} element(s) but {type(model).__name__}'s loglik and "
             f"logprior do not depend on element(s) {unused}: is theta0 too long? Give the model "
