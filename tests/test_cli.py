@@ -48,13 +48,7 @@ def test_help_imports_neither_numba_nor_scipy():
 
     code = ("import sys\nfrom validation.workflow.cli import main\n"
             "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in ('numba', 'scipy', 'design', 'samplers') if m in sys.modules))")
+            "print(sorted(m for m in ('numba', 'scipy', 'samplers') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().splitlines()[-1] == "[]"
 
-
-def test_cli_choices_agree_with_design():
-    from design import METHODS, THRESHOLDS
-    from validation.workflow import design_cli
-
-    assert design_cli.METHODS == METHODS and design_cli.THRESHOLDS == THRESHOLDS

@@ -151,3 +151,14 @@ def test_demo_out_on_an_existing_file_is_a_one_line_error(tmp_path):
     message = str(info.value.code)
     assert "exists and is not a folder" in message and "\n" not in message
     assert existing.read_text() == "keep me"
+
+
+def test_the_shipped_tables_meet_their_claims():
+    """default() and default_skew() skip the check (the files ship with the code): run it here."""
+    from importlib import resources
+
+    data = resources.files("design") / "data"
+    for name in ("correction_sigma1.npz",):
+        assert correction.CorrectionTable.load(data / name, verify=True).linf_error < 1e-7
+    skew = correction.SkewCorrectionTable.load(data / "skew_correction_sigma1.npz", verify=True)
+    assert skew.linf_error.max() < 1e-3

@@ -11,10 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-# Literal copies of design's METHODS and THRESHOLDS: building the parser imports nothing
-# heavy, so ``austerity --help`` is fast (tests/test_cli.py checks they agree with design's).
-METHODS = ("average", "worst-case")
-THRESHOLDS = ("normal", "t")
+from design import METHODS, THRESHOLDS  # names only: --help imports no numerical module
 
 __all__ = ["add_design_parser", "run_design"]
 
