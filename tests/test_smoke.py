@@ -1,6 +1,6 @@
-"""The smoke subset (``pytest -m smoke`` on the files .ci/run names): one short chain per test and sampler, checked
-against the closed-form posterior of a Gaussian mean. CI runs it, with the ArviZ, README and
-demo tests, on Python 3.13 with the newest dependencies and on Python 3.10 with the lowest
+"""The smoke subset (``pytest -m smoke`` on the files .ci/run names): one short chain per
+test and sampler, checked against the closed-form posterior of a Gaussian mean. CI runs it,
+with the ArviZ, README and demo tests, on Python 3.13 with the newest dependencies and on Python 3.10 with the lowest
 declared ones (``.ci/run``)."""
 
 import numpy as np
