@@ -45,7 +45,7 @@ def test_worst_case_from_N_or_from_the_trial(trial_file, capsys):
     (["design", "--N", "10000", "--tolerance", "0.7"], "tolerance must be in (0, 0.5)"),
     (["design"], "give exactly one of --trial FILE and --N N"),
     (["design", "--N", "10000", "--method", "average"], "the average design needs --trial"),
-    (["design", "--trial", "missing.npz"], "No such file"),
+    (["design", "--trial", "missing.npz"], "missing.npz' does not exist"),
 ])
 def test_bad_arguments_exit_with_status_2(argv, message, capsys):
     assert run_design(_parse(argv)) == 2
@@ -64,4 +64,4 @@ def test_rejects_a_file_that_is_not_a_trial_chain(tmp_path, capsys):
     path = tmp_path / "junk.npz"
     path.write_bytes(b"junk")
     assert run_design(_parse(["design", "--trial", str(path)])) == 2
-    assert "not a readable TrialChain file" in capsys.readouterr().err
+    assert "junk.npz' is unreadable" in capsys.readouterr().err
