@@ -31,6 +31,14 @@ from ._accept import (
     ExactTest,
     confidence_radius,
 )
+from ._exact import (
+    BoundViolation,
+    ExactMinibatchInfo,
+    ScalableSubsamplingTest,
+    SMHTest,
+    TunaMHTest,
+    find_centre,
+)
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
 from ._index import IndexSampler
 from .models import (
@@ -76,4 +84,9 @@ __all__ = [
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
+    # exact minibatch MH (issue 13)
+    "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
+    "find_centre", "TaylorRemainder", "PoissonBatches", "AliasTable",
 ]
+from ._poisson import AliasTable, PoissonBatches  # noqa: E402
+from .models.remainder import TaylorRemainder  # noqa: E402
