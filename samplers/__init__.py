@@ -31,14 +31,6 @@ from ._accept import (
     ExactTest,
     confidence_radius,
 )
-from ._exact import (
-    BoundViolation,
-    ExactMinibatchInfo,
-    ScalableSubsamplingTest,
-    SMHTest,
-    TunaMHTest,
-    find_centre,
-)
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
 from ._index import IndexSampler
 from .models import (
@@ -68,6 +60,14 @@ from .models import (
     map_estimate,
 )
 
+# --- control variates (issue 12) ---
+from .models import ControlVariates, TaylorCentre
+
+# --- exact minibatch MH (issue 13) ---
+from ._exact import BoundViolation, ExactMinibatchInfo, ScalableSubsamplingTest, SMHTest, TunaMHTest
+from ._poisson import AliasTable, PoissonBatches
+from .models.remainder import TaylorRemainder
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
@@ -84,9 +84,9 @@ __all__ = [
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
+    # control variates (issue 12)
+    "ControlVariates", "TaylorCentre",
     # exact minibatch MH (issue 13)
     "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
-    "find_centre", "TaylorRemainder", "PoissonBatches", "AliasTable",
+    "TaylorRemainder", "PoissonBatches", "AliasTable",
 ]
-from ._poisson import AliasTable, PoissonBatches  # noqa: E402
-from .models.remainder import TaylorRemainder  # noqa: E402

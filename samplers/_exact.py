@@ -51,15 +51,15 @@ from ._jit import jit
 from ._moments import RunningMoments
 from ._poisson import PoissonBatches
 from ._prefetch import prefetch_ahead
-from .models.remainder import TaylorRemainder, has_remainder_bounds, residual_row, row_constant
+from .models.remainder import TaylorRemainder, has_remainder_bounds
 
 __all__ = ["SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo",
-           "BoundViolation", "find_centre"]
+           "BoundViolation"]
 
 #: Relative slack on a bound before a row counts as violating it (rounding of delta_i).
 BOUND_RTOL = 1e-9
-#: Absolute slack, in units of the magnitude of the terms summed into delta_i.
-BOUND_ATOL = 1e-12
+#: Absolute slack (rounding of the differences of log-densities summed into delta_i).
+BOUND_ATOL = 1e-11
 
 _OK, _VIOLATION = 0, 1
 
@@ -84,21 +84,20 @@ class ExactMinibatchInfo(NamedTuple):
 
 
 @cache
-def _decision_loop(row_predictors, row_link, row_prefetch):
+def _decision_loop(row_ratio, row_prefetch):
     """The compiled Poisson factor (steps 2-3 of the module docstring) over drawn rows."""
-    row = residual_row(row_predictors, row_link)
 
     @jit
-    def kernel(data, idx, v, theta, theta_new, centre, order, m_over_fact, c_uniform, phi,
-               lam_over_c, gamma, stop_at_zero):
+    def kernel(data, idx, v, theta, theta_new, c_all, c_uniform, phi, lam_over_c, gamma,
+               stop_at_zero):
         log_ratio = 0.0
         n_kept = 0
         for t in range(idx.shape[0]):
             prefetch_ahead(row_prefetch, data, idx, t)
-            delta, norm, size = row(data, idx[t], theta, theta_new, centre, order)
-            c = c_uniform if c_uniform > 0.0 else row_constant(m_over_fact, norm, order)
+            delta = row_ratio(data, idx[t], theta, theta_new)
+            c = c_uniform if c_uniform > 0.0 else c_all[idx[t]]
             b = c * phi
-            if not abs(delta) <= b * (1.0 + BOUND_RTOL) + BOUND_ATOL * size:
+            if not abs(delta) <= b * (1.0 + BOUND_RTOL) + BOUND_ATOL:
                 return _VIOLATION, log_ratio, t + 1, n_kept, t, delta, b
             pos = max(delta, 0.0)
             neg = max(-delta, 0.0)
@@ -116,28 +115,6 @@ def _decision_loop(row_predictors, row_link, row_prefetch):
         return _OK, log_ratio, idx.shape[0], n_kept, -1, 0.0, 0.0
 
     return kernel
-
-
-def find_centre(model, *, max_steps: int = 30) -> np.ndarray:
-    """The posterior mode by Newton steps on all rows (chunked passes), started at zero.
-
-    Each step is one pass for the likelihood's gradient and Hessian sums
-    (:class:`TaylorRemainder` at the current point) plus the prior's gradient; it stops when
-    a step moves less than ``1e-10 (1 + ||theta||)``. Only efficiency depends on the centre.
-    """
-    theta = np.zeros(model.dim)
-    for _ in range(check_int("max_steps", max_steps, low=1)):
-        rem = TaylorRemainder(model, 2 if math.isfinite(model._link_derivative_bound(3)) else 1,
-                              theta)
-        grad = rem.g + np.asarray(model.grad_logprior(theta), dtype=float)
-        H = rem.H if rem.order == 2 else None
-        if H is None:
-            break
-        step = np.linalg.solve(H - 1e-12 * np.eye(model.dim) * max(1.0, np.abs(H).max()), -grad)
-        theta = theta + step
-        if np.linalg.norm(step) < 1e-10 * (1.0 + np.linalg.norm(theta)):
-            break
-    return theta
 
 
 @dataclass(frozen=True)
@@ -164,11 +141,12 @@ class _PoissonFactorTest(AcceptanceTest):
     # -- set-up, once per model ------------------------------------------------------------
 
     def check(self, view):
-        if view.row_ratio is None or not has_remainder_bounds(view.model):
+        if not has_remainder_bounds(view.model):
             raise TypeError(
                 f"{type(self).__name__} needs a model with per-row remainder bounds "
                 f"(samplers.models.remainder); {type(view.model).__name__} has none. Built-in: "
-                "LogisticRegression, LinearRegression, GaussianMean"
+                "LogisticRegression, LinearRegression, RobustRegression, GaussianMean (or a "
+                "ControlVariates wrapping one)"
             )
         self.prepare(view.model)
 
@@ -177,21 +155,16 @@ class _PoissonFactorTest(AcceptanceTest):
         entry = self._prepared.get(id(model))
         if entry is not None and entry[0] is model:
             return entry[1]
-        if self.center is not None:
-            centre = self.center
-        elif self.order == 0:  # no proxy: the centre plays no part
-            centre = np.zeros(model.dim)
-        else:
-            centre = find_centre(model)
-        if centre.shape[0] != model.dim:
-            raise ValueError(f"center must have {model.dim} element(s), got {centre.shape[0]}")
-        rem = TaylorRemainder(model, self.order, centre)
+        if self.center is not None and self.center.shape[0] != model.dim:
+            raise ValueError(f"center must have {model.dim} element(s), got "
+                             f"{self.center.shape[0]}")
+        rem = TaylorRemainder(model, self.order, self.center)
         if self.sampling == "weighted" and rem.c_sum > 0:
             batches, C, c_uniform = PoissonBatches(model.N, rem.c), rem.c_sum, 0.0
         else:
             batches, C, c_uniform = PoissonBatches(model.N), model.N * rem.c_max, rem.c_max
-        loop = _decision_loop(model._row_predictors, model._row_link, model._row_prefetch)
-        prep = _Prepared(rem, batches, C, c_uniform, loop)
+        loop = _decision_loop(rem.row_ratio, rem.row_prefetch)
+        prep = _Prepared(rem, batches, C, c_uniform, loop, rem.decision_data())
         self._prepared.clear()
         self._prepared[id(model)] = (model, prep)
         return prep
@@ -221,8 +194,8 @@ class _PoissonFactorTest(AcceptanceTest):
         idx = prep.batches.rows(rng, B)
         v = rng.random(B)
         status, log_ratio, n_read, n_kept, bad, delta, bound = prep.loop(
-            view.kernel_data(), idx, v, theta, theta_new, rem.centre, rem.order,
-            rem.m_over_fact, prep.c_uniform, phi, lam / prep.C, self.gamma,
+            prep.data, idx, v, theta, theta_new, rem.c, prep.c_uniform, phi, lam / prep.C,
+            self.gamma,
             self.gamma == 1.0 and self.chi == 0.0,
         )
         if status == _VIOLATION:
@@ -267,6 +240,7 @@ class _Prepared(NamedTuple):
     C: float
     c_uniform: float
     loop: object
+    data: tuple
 
 
 def _check_order(order, allowed):
@@ -289,12 +263,14 @@ class SMHTest(_PoissonFactorTest):
     Parameters
     ----------
     order : {1, 2}
-        Order of the Taylor proxy.
+        Order of the Taylor proxy (the model may also be a :class:`~samplers.ControlVariates`
+        of that order, whose centre is then used).
     sampling : {"weighted", "uniform"}
         Rows drawn with probability ``c_i / C`` (an alias table, built once) or uniformly
         (with ``C = N max_i c_i``, a looser bound).
     center : array of shape (d,), optional
-        Expansion point; default the posterior mode (:func:`find_centre`).
+        Expansion point; default the posterior mode (found by
+        :class:`~samplers.ControlVariates`).
 
     Examples
     --------

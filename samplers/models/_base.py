@@ -250,8 +250,19 @@ class BaseModel:
     def _kernel_data(self) -> tuple:
         raise NotImplementedError
 
+    def _decision_data(self, theta, theta_new) -> tuple:
+        """The data tuple ``_row_ratio`` reads in one decision between ``theta`` and
+        ``theta_new``: ``_kernel_data()``, unless a model's rows carry a per-pair constant
+        (:class:`~samplers.ControlVariates` adds the proxy's total ``P / N``)."""
+        return self._kernel_data()
+
     def _loglik_ratio_bound(self, theta, theta_new) -> float:
         raise NotImplementedError
+
+    def _loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
+        """``(centre, half_width)`` with every ``l_i`` in ``[centre - half_width, centre +
+        half_width]``; concentration bounds need only the width. Default ``(0, bound)``."""
+        return 0.0, self._loglik_ratio_bound(theta, theta_new)
 
     # -- checks --------------------------------------------------------------------------------
 

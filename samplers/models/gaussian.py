@@ -11,7 +11,6 @@ from .._jit import row_jit
 from ..priors import FlatPrior, GaussianPrior, Prior
 from ._kernels import prefetch_data0
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
-from .remainder import predictors_scalar
 
 __all__ = ["GaussianMean", "Gaussian"]
 
@@ -41,15 +40,6 @@ def _mean_row_ratio(data, i, theta, theta_new):
 def _mean_row_grad(data, i, theta, out):
     x, sigma, inv_temp = data
     out[0] = (x[i] - theta[0]) / (sigma * sigma) * inv_temp
-
-
-@row_jit
-def _mean_row_link(data, i, a):
-    """``(f, f', f'')`` of ``f(a) = -(x_i - a)^2 / (2 sigma^2 K)`` (up to a constant) in a."""
-    x, sigma, inv_temp = data
-    w = inv_temp / (sigma * sigma)
-    r = x[i] - a
-    return -0.5 * r * r * w, r * w, -w
 
 
 class GaussianMean(BaseModel):
@@ -84,9 +74,6 @@ class GaussianMean(BaseModel):
     _row_ratio = staticmethod(_mean_row_ratio)
     _row_grad = staticmethod(_mean_row_grad)
     _row_prefetch = staticmethod(prefetch_data0)
-    # Per-row Taylor remainder bounds (samplers.models.remainder)
-    _row_predictors = staticmethod(predictors_scalar)
-    _row_link = staticmethod(_mean_row_link)
 
     def __init__(self, x, sigma=1.0, *, prior: Prior | None = None, temperature=1.0):
         self.x = as_data_array("x", x, ndim=1)
@@ -105,12 +92,6 @@ class GaussianMean(BaseModel):
         mid = 0.5 * (theta[0] + theta_new[0])
         reach = max(abs(self._xmax - mid), abs(self._xmin - mid))
         return abs(theta_new[0] - theta[0]) * reach / self.sigma**2 * self._inv_temp
-
-    def _link_derivative_bound(self, j):
-        return (math.inf, self._inv_temp / self.sigma**2, 0.0)[j - 1]
-
-    def _design_block(self, start, stop):
-        return np.ones((stop - start, 1))
 
     def posterior(self) -> tuple[float, float]:
         """Closed-form posterior mean and standard deviation (flat or Gaussian prior).

@@ -11,7 +11,6 @@ from .._jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, check_finite_rows, regression_data, scan_rows
-from .remainder import predictors_rows
 
 __all__ = ["LinearRegression"]
 
@@ -53,15 +52,6 @@ def _linear_row_grad(data, i, theta, out):
         out[j] = w * X[i, j]
 
 
-@row_jit
-def _linear_row_link(data, i, a):
-    """``(f, f', f'')`` of ``f(a) = -(y_i - a)^2 / (2 sd^2 K)`` (up to a constant) in a."""
-    X, y, noise_sd, inv_temp = data
-    w = inv_temp / (noise_sd * noise_sd)
-    r = y[i] - a
-    return -0.5 * r * r * w, r * w, -w
-
-
 class LinearRegression(BaseModel):
     """Linear regression ``y_i ~ N(theta . x_i, noise_sd^2)`` with known noise sd.
 
@@ -89,9 +79,6 @@ class LinearRegression(BaseModel):
     _row_ratio = staticmethod(_linear_row_ratio)
     _row_grad = staticmethod(_linear_row_grad)
     _row_prefetch = staticmethod(prefetch_data01)
-    # Per-row Taylor remainder bounds (samplers.models.remainder)
-    _row_predictors = staticmethod(predictors_rows)
-    _row_link = staticmethod(_linear_row_link)
 
     def __init__(self, X, y, noise_sd=1.0, *, prior: Prior | None = None, temperature=1.0):
         self.X, self.y = regression_data(X, y)
@@ -113,9 +100,3 @@ class LinearRegression(BaseModel):
         step = float(np.linalg.norm(theta_new - theta)) * r
         reach = 2.0 * self._max_abs_y + float(np.linalg.norm(theta_new + theta)) * r
         return step * reach / (2.0 * self.noise_sd**2) * self._inv_temp
-
-    def _link_derivative_bound(self, j):
-        return (math.inf, self._inv_temp / self.noise_sd**2, 0.0)[j - 1]
-
-    def _design_block(self, start, stop):
-        return self.X[start:stop]

@@ -10,7 +10,6 @@ from .._jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, regression_data, scan_rows
-from .remainder import predictors_rows
 
 __all__ = ["LogisticRegression"]
 
@@ -56,19 +55,6 @@ def _logistic_row_grad(data, i, theta, out):
         out[j] = w * X[i, j]
 
 
-@row_jit
-def _logistic_row_link(data, i, a):
-    """``(f, f', f'')`` of ``f(a) = log sigmoid(s a) / K`` in the linear predictor a."""
-    X, y, plus_minus, inv_temp = data
-    s = y[i] if plus_minus else 2.0 * y[i] - 1.0
-    p = math.exp(log_sigmoid(-s * a))  # sigmoid(-s a)
-    return log_sigmoid(s * a) * inv_temp, s * p * inv_temp, -p * (1.0 - p) * inv_temp
-
-
-#: sup |d^j/da^j log sigmoid(a)| for j = 1, 2, 3: 1, 1/4 and 1/(6 sqrt 3) (at p(1-p)(1-2p)'s peak).
-_LOGISTIC_DERIVATIVE_BOUNDS = (1.0, 0.25, 1.0 / (6.0 * math.sqrt(3.0)))
-
-
 class LogisticRegression(BaseModel):
     """Logistic regression, ``p(y_i = 1 | x_i, theta) = sigmoid(theta . x_i)``.
 
@@ -104,9 +90,6 @@ class LogisticRegression(BaseModel):
     _row_ratio = staticmethod(_logistic_row_ratio)
     _row_grad = staticmethod(_logistic_row_grad)
     _row_prefetch = staticmethod(prefetch_data01)
-    # Per-row Taylor remainder bounds (samplers.models.remainder)
-    _row_predictors = staticmethod(predictors_rows)
-    _row_link = staticmethod(_logistic_row_link)
 
     def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0):
         self.X, self.y = regression_data(X, y, entry="label")
@@ -130,9 +113,3 @@ class LogisticRegression(BaseModel):
 
     def _loglik_ratio_bound(self, theta, theta_new):
         return float(np.linalg.norm(theta_new - theta)) * self._max_row_norm * self._inv_temp
-
-    def _link_derivative_bound(self, j):
-        return _LOGISTIC_DERIVATIVE_BOUNDS[j - 1] * self._inv_temp
-
-    def _design_block(self, start, stop):
-        return self.X[start:stop]
