@@ -8,6 +8,8 @@
   average (Eq. 7) or worst-case (Eq. 8) design, returned as a :class:`Design`.
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
+* :mod:`design.exact_minibatch`: expected batch and proposal scale of the exact minibatch
+  tests (SMH, TunaMH, MH-SS);
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
   probability at a fixed pair.
 """
@@ -17,6 +19,7 @@ from ._acceptance_error import AcceptanceError, acceptance_error
 from ._optimize import Design, InfeasibleDesignError, optimize
 from ._sequential import SequentialError, sequential_error
 from ._trial import TrialChain
+from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch
 
 __all__ = [
     "AcceptanceError",
@@ -29,4 +32,8 @@ __all__ = [
     "correction",
     "optimize",
     "sequential_error",
+    # exact minibatch MH (issue 13)
+    "ExactBatchDesign",
+    "exact_design",
+    "exact_expected_batch",
 ]
