@@ -29,6 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import write
+from design import exact_design, exact_expected_batch
 from samplers import (
     AustereTest,
     BarkerTest,
@@ -71,7 +72,9 @@ def make_data(N, d, rng, folder=None):
 
 def summarise(chain, name, seconds_setup=0.0):
     idata = chain.to_arviz()
-    ess = float(np.min(az.ess(idata, method="bulk").theta.values))
+    moves = int(np.sum(chain.stats["accepted"]))
+    # a chain that (almost) never moves has no meaningful ESS (ArviZ would report n)
+    ess = float(np.min(az.ess(idata, method="bulk").theta.values)) if moves >= 10 else 0.0
     rows = float(chain.stats["n_used"].sum())
     out = {
         "sampler": name,
@@ -82,6 +85,7 @@ def summarise(chain, name, seconds_setup=0.0):
         "full_data_steps": (float(np.mean(chain.stats["full_data"]))
                             if "full_data" in chain.stats else None),
         "min_bulk_ess": ess,
+        "accepted_moves": moves,
         "wall_s": chain.wall_time,
         "ess_per_s": ess / chain.wall_time,
         "ess_per_row": ess / rows if rows > 0 else float("inf"),
@@ -108,6 +112,34 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
     tuna_walk = RandomWalk((0.3**2 / dim) * cov)
     print(f"N = {N:,}, d = {d} (+1): data and mode {setup:.1f} s, centre offset "
           f"{cv.centre.offset:.2g}", flush=True)
+    # designed scales (design.exact_design): c_bar from the bound pass, tr Sigma from Laplace
+    trace, trace_sq = float(np.trace(cov)), float(np.trace(cov @ cov))
+    designed = {}
+    # pairs from the Laplace approximation and the 2.38/sqrt(d) walk, 4,000 random rows: the
+    # fraction kappa of the bound the residuals use (SMH's acceptance loss per expected row)
+    chol = np.linalg.cholesky(cov)
+    pair_rng = np.random.default_rng(7)
+    pairs = []
+    for _ in range(50):
+        th = start + chol @ pair_rng.normal(size=dim)
+        pairs.append((th, th + 2.38 / np.sqrt(dim) * chol @ pair_rng.normal(size=dim)))
+    rows = pair_rng.integers(0, N, 4000)
+    for name, target, test in [("SMH-1", cvs[1], SMHTest(1)),
+                               ("MH-SS-1", cvs[1], ScalableSubsamplingTest(1))]:
+        rem = test.prepare(target).rem
+        kappa = rem.tightness(pairs, rows) if name.startswith("SMH") else 0.0
+        des = exact_design(order=rem.order, N=N, d=dim, c_mean=rem.c_sum / N, trace=trace,
+                           trace_sq=trace_sq, chi=test.chi, kappa=kappa)
+        designed[name] = (test, des)
+        print(f"  design {name}: kappa {kappa:.3g}, h sqrt(d) = {des.h * np.sqrt(dim):.3f}, "
+              f"predicted E[B] "
+              f"{des.expected_batch:.3g}, acceptance {des.acceptance:.3f}", flush=True)
+    pred2 = {}
+    for k in (1, 2):
+        rem = SMHTest(k).prepare(cvs[k]).rem
+        pred2[k] = exact_expected_batch(2.38 / np.sqrt(dim), order=k, N=N, c_mean=rem.c_sum / N,
+                                        trace=trace, trace_sq=trace_sq)
+    print(f"  predicted E[B] at h = 2.38/sqrt(d): order 1 {pred2[1]:.3g}, order 2 {pred2[2]:.3g}")
     results = []
     cases = [
         ("exact MH", model, ExactTest(), walk, exact_steps),
@@ -116,6 +148,10 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
         ("MH-SS-1", cvs[1], ScalableSubsamplingTest(1), walk, steps),
         ("MH-SS-2", cv, ScalableSubsamplingTest(2), walk, steps),
         ("TunaMH (chi=1e-4)", model, TunaMHTest(chi=1e-4), tuna_walk, max(steps // 20, 200)),
+        ("SMH-1, designed h", cvs[1], designed["SMH-1"][0],
+         RandomWalk(designed["SMH-1"][1].h ** 2 * cov), steps),
+        ("MH-SS-1, designed h", cvs[1], designed["MH-SS-1"][0],
+         RandomWalk(designed["MH-SS-1"][1].h ** 2 * cov), steps),
         ("CV + Austere(m=100, 0.01)", cv, AustereTest(m=100, epsilon=0.01), walk, steps // 4),
         ("CV + Barker(m=100)", cv, BarkerTest(m=100), walk, steps // 4),
     ]
@@ -132,7 +168,9 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
         res = summarise(chain, name)
         res["setup_s"] = prep_s
         results.append(res)
-    return {"N": N, "d": d, "setup_s": setup, "offset": cv.centre.offset, "samplers": results}
+    return {"N": N, "d": d, "setup_s": setup, "offset": cv.centre.offset, "samplers": results,
+            "predicted_E_B_at_2.38": pred2,
+            "designs": {k: vars(v[1]) for k, v in designed.items()}}
 
 
 def main(argv=None):
@@ -144,6 +182,7 @@ def main(argv=None):
     ap.add_argument("--exact-steps", type=int)
     ap.add_argument("--no-memmap", action="store_true", help="skip N = 10^7 (memmap)")
     ap.add_argument("--seed", type=int, default=2024)
+    ap.add_argument("--name", default="exact_minibatch", help="results file name")
     args = ap.parse_args(argv)
     ds = args.d or ([10] if args.size == "small" else [10, 30])
     Ns = [int(n) for n in (args.N or ([1e5, 1e6] if args.size == "small" else [1e5, 1e6, 1e7]))]
@@ -181,7 +220,7 @@ def main(argv=None):
                     ratios[f"d={d} {name} E[B] N={hi:.0e}/N={lo:.0e}"] = b["E_B"] / a["E_B"]
     for k, v in ratios.items():
         print(f"{k}: {v:.3f}")
-    write("exact_minibatch", {"size": args.size, "steps": steps, "cases": cases,
+    write(args.name, {"size": args.size, "steps": steps, "cases": cases,
                               "E_B_ratios": ratios})
 
 

@@ -192,6 +192,19 @@ class TaylorRemainder:
         """``P = sum_i proxy_i(theta') - proxy_i(theta)`` over all N rows, in O(d^2)."""
         return 0.0 if self.cv is None else self.cv.proxy_total(theta, theta_new)
 
+    def tightness(self, pairs, idx) -> float:
+        """``kappa = sum max(0, -delta_i) / sum c_i phi``: the fraction of the bound that the
+        residuals use against a move, over the pairs ``(theta, theta_new)`` and rows ``idx``
+        (what SMH's Poisson factor loses per expected row: ``exp(-kappa E[B])``; the input of
+        :func:`design.exact_design`)."""
+        lost = bound = 0.0
+        for theta, theta_new in pairs:
+            delta, c = self.residuals(theta, theta_new, idx)
+            lost += float(np.maximum(-delta, 0.0).sum())
+            bound += float(c.sum()) * self.phi(np.asarray(theta, float),
+                                               np.asarray(theta_new, float))
+        return lost / bound if bound > 0 else 0.0
+
     def residuals(self, theta, theta_new, idx) -> tuple[np.ndarray, np.ndarray]:
         """``(delta_i, c_i)`` for rows ``idx`` (compiled; an O(len(idx)) read)."""
         idx = np.asarray(idx, dtype=np.intp)
