@@ -193,17 +193,23 @@ class TaylorRemainder:
         return 0.0 if self.cv is None else self.cv.proxy_total(theta, theta_new)
 
     def tightness(self, pairs, idx) -> float:
-        """``kappa = sum max(0, -delta_i) / sum c_i phi``: the fraction of the bound that the
-        residuals use against a move, over the pairs ``(theta, theta_new)`` and rows ``idx``
-        (what SMH's Poisson factor loses per expected row: ``exp(-kappa E[B])``; the input of
-        :func:`design.exact_design`)."""
+        """SMH's acceptance loss per expected row, ``kappa``, over the pairs ``(theta,
+        theta_new)`` with the rows ``idx`` standing for all N (scaled by N / len(idx)):
+
+            kappa = sum_pairs [sum_i max(0, -delta_i) - max(0, -sum_i delta_i)] / sum_pairs C phi.
+
+        SMH's Poisson factor ``prod_i min(1, e^{delta_i})`` loses ``sum_i max(0, -delta_i)``
+        in log acceptance, of which ``max(0, -sum_i delta_i)`` is MH's own rejection of the
+        residual part of the ratio; the excess per unit of ``E[B] = C phi`` is what
+        :func:`design.exact_design` takes as ``kappa``."""
+        scale = self.N / len(idx)
         lost = bound = 0.0
         for theta, theta_new in pairs:
             delta, c = self.residuals(theta, theta_new, idx)
-            lost += float(np.maximum(-delta, 0.0).sum())
-            bound += float(c.sum()) * self.phi(np.asarray(theta, float),
-                                               np.asarray(theta_new, float))
-        return lost / bound if bound > 0 else 0.0
+            lost += scale * float(np.maximum(-delta, 0.0).sum())
+            lost -= max(0.0, -scale * float(delta.sum()))
+            bound += self.c_sum * self.phi(np.asarray(theta, float), np.asarray(theta_new, float))
+        return max(lost, 0.0) / bound if bound > 0 else 0.0
 
     def residuals(self, theta, theta_new, idx) -> tuple[np.ndarray, np.ndarray]:
         """``(delta_i, c_i)`` for rows ``idx`` (compiled; an O(len(idx)) read)."""
