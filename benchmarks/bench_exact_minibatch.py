@@ -5,7 +5,8 @@ memmap in a temporary folder, skipped with --no-memmap or when the disk is short
 expected batch E[B] (the Poisson mean lambda + C phi, averaged over steps), rows actually
 read per step, acceptance rate, min bulk ESS per second and per row read. The proposal is
 the random walk with the Laplace covariance at the mode scaled by 2.38^2 / d for every
-sampler except TunaMH (whose batch grows with the step; it runs at 0.3^2 / d). Also the
+sampler except TunaMH (whose batch grows with the step; it runs at 0.3^2 / d, with chi = 1e-4
+and with chi = 4 / (C E||Delta||), large enough for its acceptance to approach MH's). Also the
 control-variate wrapper (issue 12) under the Austere and Barker tests with fixed settings.
 
 Usage::
@@ -110,6 +111,11 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
     dim = d + 1
     walk = RandomWalk((2.38**2 / dim) * cov)
     tuna_walk = RandomWalk((0.3**2 / dim) * cov)
+    # TunaMH keeps MH's acceptance only when its extra rate dominates: lambda >> C M, i.e.
+    # chi >> 1 / (C E||Delta||) (Zhang et al. 2020, section 4); chi = 4 / (C E||Delta||).
+    c_tuna = TunaMHTest(chi=1.0).prepare(model).C
+    step_norm = 0.3 / np.sqrt(dim) * np.sqrt(np.trace(cov))
+    chi_tuna = 4.0 / (c_tuna * step_norm)
     print(f"N = {N:,}, d = {d} (+1): data and mode {setup:.1f} s, centre offset "
           f"{cv.centre.offset:.2g}", flush=True)
     # designed scales (design.exact_design): c_bar from the bound pass, tr Sigma from Laplace
@@ -148,6 +154,8 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
         ("MH-SS-1", cvs[1], ScalableSubsamplingTest(1), walk, steps),
         ("MH-SS-2", cv, ScalableSubsamplingTest(2), walk, steps),
         ("TunaMH (chi=1e-4)", model, TunaMHTest(chi=1e-4), tuna_walk, max(steps // 20, 200)),
+        (f"TunaMH (chi={chi_tuna:.2g})", model, TunaMHTest(chi=chi_tuna), tuna_walk,
+         max(steps // 20, 200)),
         ("SMH-1, designed h", cvs[1], designed["SMH-1"][0],
          RandomWalk(designed["SMH-1"][1].h ** 2 * cov), steps),
         ("MH-SS-1, designed h", cvs[1], designed["MH-SS-1"][0],
