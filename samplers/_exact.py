@@ -46,11 +46,11 @@ from typing import NamedTuple
 import numpy as np
 
 from ._accept import AcceptanceTest, _nonfinite_decision
-from ._checks import check_finite_array, check_int, check_interval
-from ._jit import jit
-from ._moments import RunningMoments
+from design._lib.checks import check_finite_array, check_int, check_interval
+from design._lib.jit import jit
+from design._lib.moments import RunningMoments
 from ._poisson import PoissonBatches
-from ._prefetch import prefetch_ahead
+from design._lib.prefetch import prefetch_ahead
 from .models.remainder import TaylorRemainder, has_remainder_bounds
 
 __all__ = ["SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo",

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_generator, check_positive
-from ._jit import jit
+from design._lib.checks import as_generator, check_positive
+from design._lib.jit import jit
 
 __all__ = ["AliasTable", "PoissonBatches"]
 

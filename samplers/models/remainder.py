@@ -42,9 +42,9 @@ from functools import cache
 
 import numpy as np
 
-from .._checks import check_int
-from .._jit import jit
-from .._prefetch import prefetch_ahead
+from design._lib.checks import check_int
+from design._lib.jit import jit
+from design._lib.prefetch import prefetch_ahead
 from ._glm import glm_kernels
 from .control_variates import ControlVariates, _cv_kernels
 from .logistic import LogisticRegression
