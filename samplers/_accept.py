@@ -346,7 +346,7 @@ class ConfidenceTest(AcceptanceTest):
             raise ValueError(f"range must be 'model' or 'full-data', got {self.range!r}")
 
     def check(self, view):
-        if self.range == "model" and view.bound is None:
+        if self.range == "model" and view.range is None:
             raise TypeError(
                 f"ConfidenceTest(range='model') needs model.loglik_ratio_bound(theta, theta_new); "
                 f"{type(view.model).__name__} has none. Add one, or pass range='full-data' "

@@ -378,8 +378,23 @@ class ControlVariates(BaseModel):
         return out
 
     def _fd_hess(self, theta, idx):
-        """Per-row Hessians by central differences of the per-row gradients (symmetrised)."""
+        """Per-row Hessians by central differences of the per-row gradients (symmetrised), or
+        by second differences of ``model.loglik`` (steps ``1e-4 (1 + |theta_j|)``) when the
+        gradients are themselves differences."""
         out = np.empty((idx.shape[0], self.dim, self.dim))
+        if self._user_grad == self._fd_grad:
+            steps = 1e-4 * (1.0 + np.abs(theta))
+            for j in range(self.dim):
+                for k in range(j, self.dim):
+                    ej = np.zeros(self.dim)
+                    ek = np.zeros(self.dim)
+                    ej[j] = steps[j]
+                    ek[k] = steps[k]
+                    out[:, j, k] = out[:, k, j] = (
+                        self._ll(theta + ej + ek, idx) - self._ll(theta + ej - ek, idx)
+                        - self._ll(theta - ej + ek, idx) + self._ll(theta - ej - ek, idx)
+                    ) / (4.0 * steps[j] * steps[k])
+            return out
         for j in range(self.dim):
             h = 1e-5 * (1.0 + abs(theta[j]))
             up, down = theta.copy(), theta.copy()
@@ -387,6 +402,9 @@ class ControlVariates(BaseModel):
             down[j] -= h
             out[:, :, j] = (self._row_grads_user(up, idx) - self._row_grads_user(down, idx)) / (2 * h)
         return 0.5 * (out + out.transpose(0, 2, 1))
+
+    def _ll(self, theta, idx):
+        return np.asarray(self.model.loglik(theta, idx), dtype=float)
 
     def _row_grads_user(self, theta, idx):
         return np.asarray(self._user_grad(theta, idx), dtype=float).reshape(idx.shape[0], self.dim)
@@ -410,7 +428,8 @@ class ControlVariates(BaseModel):
         return lp, gp, Hp
 
     def _sums(self, theta, *, hessian=True, desc="control variates"):
-        """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``."""
+        """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``, or
+        ``(-inf or nan, None, None)`` as soon as a row's log-likelihood is not finite."""
         d = self.dim
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
@@ -423,13 +442,19 @@ class ControlVariates(BaseModel):
                     f, f1, f2 = np.empty_like(eta), np.empty_like(eta), np.empty_like(eta)
                     _weights_loop(self._glm.link, self._glm.derivs)(
                         self.model._kernel_data(), start, eta, f, f1, f2)
-                    L += float(f.sum())
+                    chunk = float(f.sum())
+                    if not math.isfinite(chunk):
+                        return chunk, None, None
+                    L += chunk
                     g += Xc.T @ f1
                     if hessian:
                         H += Xc.T @ (Xc * f2[:, None])
                 else:
                     idx = np.arange(start, stop, dtype=np.intp)
-                    L += float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+                    chunk = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+                    if not math.isfinite(chunk):
+                        return chunk, None, None
+                    L += chunk
                     g += self._row_grads_user(theta, idx).sum(axis=0)
                     if hessian and self._has_user_hess:
                         Hs = np.asarray(self._user_hess(theta, idx), dtype=float)
@@ -458,6 +483,9 @@ class ControlVariates(BaseModel):
     def _at(self, theta, method, n_passes) -> TaylorCentre:
         """The centre at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
         L, g, H = self._sums(theta)
+        if g is None:
+            raise ValueError(f"center must be a point where the log-likelihood is finite; "
+                             f"sum l_i = {L} at center={theta}")
         lp, gp, Hp = self._prior_terms(theta)
         if not (math.isfinite(L) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
             raise ValueError(f"center must be a point where the log-likelihood and its "
@@ -484,6 +512,8 @@ class ControlVariates(BaseModel):
             nonlocal passes
             passes += 1
             L, g, H = self._sums(t, desc="mode (Newton)")
+            if g is None:
+                return -math.inf, None, None
             lp, gp, Hp = self._prior_terms(t)
             return L + lp, g + gp, H + Hp
 
@@ -521,6 +551,8 @@ class ControlVariates(BaseModel):
             nonlocal passes
             passes += 1
             L, g, _ = self._sums(t, hessian=False, desc="mode (L-BFGS)")
+            if g is None:
+                return math.inf, np.zeros_like(t)
             v = L + float(self.model.logprior(t))
             gp = self._prior_grad(t)
             if not math.isfinite(v):
