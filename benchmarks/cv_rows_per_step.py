@@ -54,7 +54,7 @@ def dataset(N, rng):
 
 def run_chain(model, cv, test, steps, seed):
     proposal = RandomWalk.from_laplace(cv)
-    start = cv.centre.theta
+    start = cv.center.theta
     burn = sample(model, test, proposal, start, max(50, steps // 10), rng=seed)
     chain = sample(model, test, proposal, burn.samples[-1], steps, rng=seed + 1)
     used = chain.stats["n_used"]
@@ -82,7 +82,7 @@ def _log_sigmoid(z):
 
 
 @numba.njit(cache=True)
-def cv_recompute(X, y, centre, theta, theta_new, shift, idx, out):
+def cv_recompute(X, y, center, theta, theta_new, shift, idx, out):
     for t in range(idx.shape[0]):
         i = idx[t]
         a = 0.0
@@ -92,7 +92,7 @@ def cv_recompute(X, y, centre, theta, theta_new, shift, idx, out):
             x = X[i, j]
             a += x * theta[j]
             a_new += x * theta_new[j]
-            a_c += x * centre[j]
+            a_c += x * center[j]
         s = 2.0 * y[i] - 1.0
         z = s * a_c
         e = math.exp(-abs(z))
@@ -135,21 +135,21 @@ def row_costs(model, cv, rng, n_rows=200_000, repeats=7):
     X, y = model.X, model.y
     eta = np.empty(model.N)
     for s in range(0, model.N, 1 << 16):
-        eta[s:s + (1 << 16)] = X[s:s + (1 << 16)] @ cv.centre.theta
+        eta[s:s + (1 << 16)] = X[s:s + (1 << 16)] @ cv.center.theta
     sg = 2.0 * y - 1.0
     p = 1.0 / (1.0 + np.exp(-sg * eta))
     f1, f2 = sg * (1.0 - p), -p * (1.0 - p)
     sd = np.sqrt(np.diag(cv.laplace_covariance()))
-    theta = cv.centre.theta + sd * rng.normal(size=cv.dim)
+    theta = cv.center.theta + sd * rng.normal(size=cv.dim)
     theta_new = theta + 0.5 * sd * rng.normal(size=cv.dim)
     idx = rng.integers(0, model.N, n_rows).astype(np.intp)
     shift = cv.proxy_total(theta, theta_new) / cv.N
     out_a, out_b = np.empty(n_rows), np.empty(n_rows)
-    centre = np.array(cv.centre.theta)
+    center = np.array(cv.center.theta)
     runs = {
         "library_plain": lambda: model.loglik_ratio(theta, theta_new, idx),
         "library_cv": lambda: cv.loglik_ratio(theta, theta_new, idx),
-        "bare_cv_recompute": lambda: cv_recompute(X, y, centre, theta, theta_new, shift, idx, out_a),
+        "bare_cv_recompute": lambda: cv_recompute(X, y, center, theta, theta_new, shift, idx, out_a),
         "bare_cv_stored": lambda: cv_stored(X, y, eta, f1, f2, theta, theta_new, shift, idx, out_b),
     }
     for fn in runs.values():
@@ -179,7 +179,7 @@ def main(argv=None):
         for label, target in (("plain", model), ("control variates", cv)):
             r = run_chain(target, cv, test, args.steps, seed=N % 1000 + 1)
             r.update(N=N, sampler=label, m=args.m, epsilon=0.01, mode_seconds=fit_s,
-                     mode_passes=cv.centre.n_passes)
+                     mode_passes=cv.center.n_passes)
             rows.append(r)
             print(f"N={N:>9,d}  {label:<17s} rows/step mean {r['mean_rows']:>11,.0f}  median "
                   f"{r['median_rows']:>10,.0f}  ({100 * r['fraction_of_N']:6.2f}% of N)  "
@@ -188,7 +188,7 @@ def main(argv=None):
         print(f"N={N:>9,d}  ns per random row: library plain {costs['library_plain']:.1f}, "
               f"library CV {costs['library_cv']:.1f}; bare kernels: CV recomputing f', f'' "
               f"{costs['bare_cv_recompute']:.1f}, CV with stored weights "
-              f"{costs['bare_cv_stored']:.1f}  (mode: {fit_s:.2f} s, {cv.centre.n_passes} passes)")
+              f"{costs['bare_cv_stored']:.1f}  (mode: {fit_s:.2f} s, {cv.center.n_passes} passes)")
         rows.append({"N": N, "ns_per_row": costs})
     write("cv_rows_per_step", {"steps": args.steps, "rows": rows})
 

@@ -20,7 +20,7 @@ from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
 from ._glm import glm_kernels
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["ControlVariates", "TaylorCentre"]
+__all__ = ["ControlVariates", "TaylorCenter"]
 
 #: Above this many rows a user's model must provide the derivatives itself: the finite-
 #: difference fallback costs 2 d extra likelihood passes per row and step and its error grows
@@ -37,17 +37,17 @@ DECREMENT_TOL = 1e-12
 
 @cache
 def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
-    """Row kernels of the wrapper over ``data = (inner, centre, order2, shift)``.
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)``.
 
-    ``inner`` is the wrapped model's kernel data, ``centre`` theta*, ``order2`` 1.0 for a
+    ``inner`` is the wrapped model's kernel data, ``center`` theta*, ``order2`` 1.0 for a
     second-order proxy (0.0 for first order) and ``shift`` the per-call constant (P/N for
     ratios, the proxy's total at theta over N for log-likelihoods).
     """
 
     @row_jit
     def row_ratio(data, i, theta, theta_new):
-        inner, centre, order2, shift = data
-        a, a_new, a_c = dots3(inner, i, theta, theta_new, centre)
+        inner, center, order2, shift = data
+        a, a_new, a_c = dots3(inner, i, theta, theta_new, center)
         f1, f2 = derivs(inner, i, a_c)
         d = a_new - a
         proxy = d * (f1 + 0.5 * order2 * f2 * (a_new + a - 2.0 * a_c))
@@ -55,16 +55,16 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
 
     @row_jit
     def row_loglik(data, i, theta):
-        inner, centre, order2, shift = data
-        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        inner, center, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, center)
         f1, f2 = derivs(inner, i, a_c)
         s = a - a_c
         return (link(inner, i, a) - link(inner, i, a_c)) - s * (f1 + 0.5 * order2 * f2 * s) + shift
 
     @row_jit
     def row_grad(data, i, theta, out):
-        inner, centre, order2, shift = data
-        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        inner, center, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, center)
         g1, _ = derivs(inner, i, a)
         f1, f2 = derivs(inner, i, a_c)
         scatter(inner, i, g1 - f1 - order2 * f2 * (a - a_c), out)
@@ -89,17 +89,17 @@ def _weights_loop(link, derivs):
     return loop
 
 
-# --- the centre ----------------------------------------------------------------------------
+# --- the center ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TaylorCentre:
+class TaylorCenter:
     """The point the proxies are expanded at, and the sums the proxy's total needs.
 
     Attributes
     ----------
     theta : ndarray of shape (d,)
-        The centre theta*.
+        The center theta*.
     loglik : float
         ``sum_i l_i(theta*)`` over all N rows.
     grad : ndarray of shape (d,)
@@ -112,13 +112,13 @@ class TaylorCentre:
         ``H + hess log p0(theta*)``; minus its inverse is the Laplace covariance.
     offset : float
         ``sqrt(grad' (-H_post)^-1 grad)`` with the posterior gradient and Hessian: how far
-        the centre is from the mode in posterior standard deviations (in the Laplace
+        the center is from the mode in posterior standard deviations (in the Laplace
         approximation). About 0 at the mode; beyond about 1 the residuals are no longer small
         and the design / CLT check should say so. NaN if ``-H_post`` is not positive definite.
     method : str
         ``"newton"``, ``"lbfgs"`` (the mode was searched) or ``"given"``.
     n_passes : int
-        Chunked passes over the N rows that finding the centre and its sums took.
+        Chunked passes over the N rows that finding the center and its sums took.
     """
 
     theta: np.ndarray
@@ -185,7 +185,7 @@ class ControlVariates(BaseModel):
     r"""A model whose per-row ratios are Taylor residuals plus the proxy's mean.
 
     For each row the *proxy* is the first- or second-order Taylor expansion of its
-    log-likelihood at a centre theta* (by default the posterior mode),
+    log-likelihood at a center theta* (by default the posterior mode),
 
     .. math::
 
@@ -229,8 +229,8 @@ class ControlVariates(BaseModel):
         The expansion point. ``None`` finds the posterior mode: Newton's method with
         backtracking for the built-in models (each iteration one chunked pass with BLAS
         products ``X[a:b].T @ w``, multithreaded), L-BFGS (:func:`scipy.optimize.minimize`)
-        on full chunked gradients otherwise. A given centre must have a finite
-        log-likelihood; far from the mode it is allowed (see :attr:`TaylorCentre.offset`).
+        on full chunked gradients otherwise. A given center must have a finite
+        log-likelihood; far from the mode it is allowed (see :attr:`TaylorCenter.offset`).
     order : {1, 2}
         Order of the Taylor proxy.
     start : array of shape (d,), optional
@@ -241,8 +241,8 @@ class ControlVariates(BaseModel):
     model : the wrapped model.
     order : int
     N, dim : int
-    centre : TaylorCentre
-        The centre and its sums (``centre.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
+    center : TaylorCenter
+        The center and its sums (``center.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
 
     Notes
     -----
@@ -292,7 +292,7 @@ class ControlVariates(BaseModel):
     >>> X = np.column_stack([np.ones(5000), rng.normal(size=(5000, 2))])
     >>> y = (rng.random(5000) < 1 / (1 + np.exp(-X @ [0.2, 1.0, -0.5]))).astype(float)
     >>> cv = ControlVariates(LogisticRegression(X, y))
-    >>> theta = cv.centre.theta + 0.02; theta_new = theta + 0.01
+    >>> theta = cv.center.theta + 0.02; theta_new = theta + 0.01
     >>> full = cv.model.loglik_ratio(theta, theta_new, np.arange(5000))
     >>> resid = cv.loglik_ratio(theta, theta_new, np.arange(5000))
     >>> bool(np.isclose(resid.mean(), full.mean(), rtol=1e-9, atol=0))
@@ -332,12 +332,15 @@ class ControlVariates(BaseModel):
         self._has_user_hess = False
         if self._glm is None:
             self._check_user_model()
+            # no residual bound: the samplers' view sees none, so ConfidenceTest(range="model")
+            # refuses the model when the chain starts, naming range="full-data"
+            self._loglik_ratio_range = self._loglik_ratio_bound = None
         if center is None:
             x0 = np.zeros(self.dim) if start is None else self._point("start", start)
-            self.centre = self._find_mode(x0)
+            self.center = self._find_mode(x0)
         else:
-            self.centre = self._at(self._point("center", center), "given", 0)
-        c = self.centre
+            self.center = self._at(self._point("center", center), "given", 0)
+        c = self.center
         self._theta_c = c.theta
         self._g = c.grad
         self._H = c.hess
@@ -480,8 +483,8 @@ class ControlVariates(BaseModel):
                        - self._sums(down, hessian=False, desc=desc)[1]) / (2 * h)
         return H
 
-    def _at(self, theta, method, n_passes) -> TaylorCentre:
-        """The centre at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
+    def _at(self, theta, method, n_passes) -> TaylorCenter:
+        """The center at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
         L, g, H = self._sums(theta)
         if g is None:
             raise ValueError(f"center must be a point where the log-likelihood is finite; "
@@ -496,15 +499,15 @@ class ControlVariates(BaseModel):
         theta = theta.copy()
         theta.setflags(write=False)
         post_g, post_H = g + gp, H + Hp
-        return TaylorCentre(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
+        return TaylorCenter(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
                             method, n_passes + 1)
 
-    def _find_mode(self, x0) -> TaylorCentre:
+    def _find_mode(self, x0) -> TaylorCenter:
         if self._glm is not None:
             return self._newton(x0)
         return self._lbfgs(x0)
 
-    def _newton(self, theta) -> TaylorCentre:
+    def _newton(self, theta) -> TaylorCenter:
         """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
         passes = 0
 
@@ -544,7 +547,7 @@ class ControlVariates(BaseModel):
                 "prior): use a proper prior or pass center= explicitly")
         return self._at(theta, "newton", passes)
 
-    def _lbfgs(self, x0) -> TaylorCentre:
+    def _lbfgs(self, x0) -> TaylorCenter:
         passes = 0
 
         def fun(t):
@@ -585,7 +588,7 @@ class ControlVariates(BaseModel):
     def _proxy_sum(self, theta) -> float:
         """``sum_i hat l_i(theta)``."""
         u = theta - self._theta_c
-        value = self.centre.loglik + float(u @ self._g)
+        value = self.center.loglik + float(u @ self._g)
         if self.order == 2:
             value += 0.5 * float(u @ self._H @ u)
         return value
@@ -597,17 +600,17 @@ class ControlVariates(BaseModel):
         return self._g + self._H @ (theta - self._theta_c)
 
     def laplace_covariance(self) -> np.ndarray:
-        """``(-H_post)^-1``, the Laplace approximation's covariance at the centre (prior included).
+        """``(-H_post)^-1``, the Laplace approximation's covariance at the center (prior included).
 
-        Raises ValueError when ``-H_post`` is not positive definite (a centre that is not near
+        Raises ValueError when ``-H_post`` is not positive definite (a center that is not near
         a mode, or an order-1 wrapper of a user's model without Hessians at hand).
         """
-        Hp = self.centre.posterior_hess
+        Hp = self.center.posterior_hess
         try:
             factor = np.linalg.cholesky(-Hp)
         except np.linalg.LinAlgError:
-            raise ValueError("the posterior Hessian at the centre is not negative definite, so "
-                             "there is no Laplace covariance there; centre at the mode "
+            raise ValueError("the posterior Hessian at the center is not negative definite, so "
+                             "there is no Laplace covariance there; center at the mode "
                              "(center=None)") from None
         inv = np.linalg.inv(factor)
         return inv.T @ inv
@@ -710,13 +713,20 @@ class ControlVariates(BaseModel):
         return self.proxy_total(theta, theta_new) / self.N, self.residual_bound(theta, theta_new)
 
     def _loglik_ratio_bound(self, theta, theta_new):
-        centre, half = self._loglik_ratio_range(theta, theta_new)
-        return abs(centre) + half
+        center, half = self._loglik_ratio_range(theta, theta_new)
+        return abs(center) + half
 
     def loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
         """``(P/N, B)``: every row's ratio lies in ``[P/N - B, P/N + B]`` (see Notes)."""
+        if self._loglik_ratio_range is None:
+            self.residual_bound(theta, theta_new)  # raises the TypeError that says why
         return self._loglik_ratio_range(self._check_theta("theta", theta),
                                         self._check_theta("theta_new", theta_new))
+
+    def loglik_ratio_bound(self, theta, theta_new) -> float:
+        """``|P/N| + B >= max_i |r_i + P/N|`` (the protocol's bound; see Notes)."""
+        center, half = self.loglik_ratio_range(theta, theta_new)
+        return abs(center) + half
 
     def logprior(self, theta) -> float:
         return float(self.model.logprior(np.asarray(theta, dtype=float)))
@@ -726,7 +736,7 @@ class ControlVariates(BaseModel):
 
     def __repr__(self):
         return (f"ControlVariates({type(self.model).__name__}(N={self.N}, dim={self.dim}), "
-                f"order={self.order}, centre={self.centre.method}, offset={self.centre.offset:.3g})")
+                f"order={self.order}, center={self.center.method}, offset={self.center.offset:.3g})")
 
 
 def _ascent_direction(grad, hess) -> np.ndarray:
