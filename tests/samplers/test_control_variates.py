@@ -376,3 +376,62 @@ def test_memmap_data_and_a_given_center(tmp_path):
     cv = ControlVariates(model)
     again = ControlVariates(model, center=cv.center.theta)
     assert again.center.n_passes == 1 and math.isclose(again.center.loglik, cv.center.loglik)
+
+
+# --- proposals from the Laplace covariance ----------------------------------------------------
+
+
+def test_laplace_scaled_proposals():
+    from samplers import Langevin, LaplaceApproximation
+
+    cv = ControlVariates(MODELS["logistic"])
+    cov = cv.laplace_covariance()
+    np.testing.assert_allclose(cov, np.linalg.inv(-cv.center.posterior_hess), rtol=1e-10)
+    walk = RandomWalk.from_laplace(cv)
+    np.testing.assert_allclose(walk.scale, 2.38**2 / cv.dim * cov)
+    same = RandomWalk.from_laplace(LaplaceApproximation(cv.center.theta, cov))
+    np.testing.assert_array_equal(same.scale, walk.scale)
+    mala = Langevin.from_laplace(cv, batch_size=64)
+    assert mala.step_size == pytest.approx(1.65**2 / cv.dim ** (1 / 3))
+    assert mala.batch_size == 64
+    np.testing.assert_array_equal(mala.covariance, cov)
+
+
+def test_preconditioned_langevin_q_ratio_is_the_gaussian_density_ratio():
+    from scipy import stats
+
+    from samplers import Langevin
+
+    cv = ControlVariates(MODELS["logistic"])
+    cov = cv.laplace_covariance()
+    mala = Langevin(0.7, None, cov)
+    rng = np.random.default_rng(0)
+    x, y = cv.center.theta, cv.center.theta + rng.normal(size=cv.dim) * 0.01
+    gx, gy = rng.normal(size=cv.dim) * 50, rng.normal(size=cv.dim) * 50
+    want = (stats.multivariate_normal(y + 0.35 * cov @ gy, 0.7 * cov).logpdf(x)
+            - stats.multivariate_normal(x + 0.35 * cov @ gx, 0.7 * cov).logpdf(y))
+    got = mala._log_q(x, y, gy) - mala._log_q(y, x, gx)
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1.0, 2.0], [2.0, 1.0]]), "positive definite"),
+    (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+    (np.ones(3), "dimension"),
+    (np.array([[np.nan, 0.0], [0.0, 1.0]]), "finite"),
+])
+def test_bad_covariances_are_refused(bad, match):
+    from samplers import Langevin
+
+    with pytest.raises(ValueError, match=match):
+        RandomWalk.from_laplace(bad)
+    with pytest.raises(ValueError, match=match):
+        Langevin(0.1, None, bad)
+
+
+def test_langevin_covariance_must_match_the_model():
+    from samplers import Langevin
+
+    cv = ControlVariates(MODELS["logistic"])
+    with pytest.raises(ValueError, match="covariance is 2 x 2"):
+        sample(cv, AustereTest(), Langevin(0.1, 10, np.eye(2)), cv.center.theta, 3, rng=0)
