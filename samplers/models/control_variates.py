@@ -312,7 +312,6 @@ class ControlVariates(BaseModel):
         self.order = int(order)
         self._order2 = 1.0 if self.order == 2 else 0.0
         self.N = check_int("model.N", model.N, low=1)
-        self._glm = glm_kernels(model)
         if self._glm is None and isinstance(model, BaseModel):
             raise TypeError(
                 f"ControlVariates has no kernels for the built-in {type(model).__name__}; "
@@ -614,6 +613,11 @@ class ControlVariates(BaseModel):
                              "(center=None)") from None
         inv = np.linalg.inv(factor)
         return inv.T @ inv
+
+    @property
+    def _glm(self):
+        """The wrapped model's GLM kernels (looked up, not stored: the instance pickles)."""
+        return glm_kernels(self.model)
 
     @property
     def _kernels(self):

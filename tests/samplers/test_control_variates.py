@@ -435,3 +435,14 @@ def test_langevin_covariance_must_match_the_model():
     cv = ControlVariates(MODELS["logistic"])
     with pytest.raises(ValueError, match="covariance is 2 x 2"):
         sample(cv, AustereTest(), Langevin(0.1, 10, np.eye(2)), cv.center.theta, 3, rng=0)
+
+
+def test_wrapper_pickles_for_process_pools():
+    import pickle
+
+    cv = ControlVariates(MODELS["logistic"])
+    back = pickle.loads(pickle.dumps(cv))
+    rows = np.arange(50)
+    theta = cv.center.theta + 0.01
+    np.testing.assert_array_equal(back.loglik_ratio(cv.center.theta, theta, rows),
+                                  cv.loglik_ratio(cv.center.theta, theta, rows))
