@@ -388,8 +388,8 @@ class ConfidenceTest(AcceptanceTest):
             return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
         perm, _ = batches.kernel_state()
         status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
-            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
-            self.gamma, _BOUNDS.index(self.bound), self.batch_size,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C,
+            self.delta, self.p, self.gamma, _BOUNDS.index(self.bound), self.batch_size,
         )
         batches.set_cursor(cursor)
         if status == _seq.NONFINITE:

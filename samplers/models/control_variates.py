@@ -147,7 +147,8 @@ def _prior_hessian(logprior, grad_logprior, theta, prior=None) -> np.ndarray:
         up[j] += h
         down[j] -= h
         if grad_logprior is not None:
-            H[:, j] = (np.asarray(grad_logprior(up), float) - np.asarray(grad_logprior(down), float)) / (2 * h)
+            H[:, j] = (np.asarray(grad_logprior(up), float)
+                       - np.asarray(grad_logprior(down), float)) / (2 * h)
         else:
             for k in range(d):
                 pp, pm, mp, mm = (theta.copy() for _ in range(4))
@@ -362,7 +363,8 @@ class ControlVariates(BaseModel):
                 f"rows needs model.{' and model.'.join(missing)} (per-row derivatives: "
                 "grad_loglik(theta, idx) -> (len(idx), d), hess_loglik(theta, idx) -> "
                 f"(len(idx), d, d)); finite differences are allowed only for N <= {FD_MAX_ROWS}")
-        self._user_grad = m.grad_loglik if callable(getattr(m, "grad_loglik", None)) else self._fd_grad
+        grad = getattr(m, "grad_loglik", None)
+        self._user_grad = grad if callable(grad) else self._fd_grad
         hess = getattr(m, "hess_loglik", None)
         self._has_user_hess = callable(hess)
         self._user_hess = hess if callable(hess) else self._fd_hess
