@@ -30,6 +30,9 @@ FD_MAX_ROWS = 10**6
 MAX_NEWTON = 60
 #: Newton decrement ``g' (-H)^-1 g`` (twice the predicted gain) at which the mode is found.
 DECREMENT_TOL = 1e-12
+#: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
+#: allows is a likelihood without a maximum (the iterates ran off to infinity).
+SATURATION = 1e-9
 
 
 # --- compiled row kernels, generic in the GLM kernels of the wrapped model -------------------
@@ -119,6 +122,15 @@ class TaylorCenter:
         ``"newton"``, ``"lbfgs"`` (the mode was searched) or ``"given"``.
     n_passes : int
         Chunked passes over the N rows that finding the center and its sums took.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, GaussianMean
+    >>> x = np.random.default_rng(0).normal(2.0, 1.0, 1000)
+    >>> c = ControlVariates(GaussianMean(x)).center
+    >>> bool(np.isclose(c.theta[0], x.mean())), c.method, float(c.hess[0, 0])
+    (True, 'newton', -1000.0)
     """
 
     theta: np.ndarray
@@ -546,6 +558,16 @@ class ControlVariates(BaseModel):
                 f"the mode search did not converge in {MAX_NEWTON} Newton steps (last point "
                 f"{theta}); the posterior may have no mode (e.g. separable data under a flat "
                 "prior): use a proper prior or pass center= explicitly")
+        # Under a flat prior a likelihood without a maximum (separable logistic data) lets the
+        # iterates run off until its curvature underflows; a mode's curvature is a fair share
+        # of the largest possible, N M2 max||x_i||^2.
+        glm = self._glm
+        most = self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2
+        if not float(np.trace(-hess)) > SATURATION * most:
+            raise RuntimeError(
+                f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
+                f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "
+                "mode (e.g. separable data under a flat prior); use a proper prior or pass center=")
         return self._at(theta, "newton", passes)
 
     def _lbfgs(self, x0) -> TaylorCenter:

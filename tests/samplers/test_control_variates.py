@@ -446,3 +446,12 @@ def test_wrapper_pickles_for_process_pools():
     theta = cv.center.theta + 0.01
     np.testing.assert_array_equal(back.loglik_ratio(cv.center.theta, theta, rows),
                                   cv.loglik_ratio(cv.center.theta, theta, rows))
+
+
+def test_no_mode_is_an_error_that_says_what_to_do():
+    X = np.column_stack([np.ones(200), np.linspace(-1, 1, 200)])
+    y = (X[:, 1] > 0).astype(float)  # separable: under a flat prior the likelihood has no maximum
+    with pytest.raises(RuntimeError, match="no mode"):
+        ControlVariates(LogisticRegression(X, y))
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 3.0)), start=[0.1, 0.1])
+    assert cv.center.offset < 1e-6
