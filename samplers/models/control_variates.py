@@ -226,10 +226,10 @@ class ControlVariates(BaseModel):
     :class:`~samplers.BarkerTest`, :class:`~samplers.ConfidenceTest`) runs on it unchanged and
     decides the same exact MH comparison, but from rows whose spread is of order
     ``||theta - theta*||^order ||theta' - theta||`` instead of ``||theta' - theta||``
-    (Bardenet, Doucet & Holmes 2017, section 7; the proxy is their eq. for
-    ``wp_i(theta, theta')``). Likewise the per-row gradient is ``grad r_i(theta) +
-    (g + H u)/N``, so a minibatch gradient (:class:`~samplers.Langevin` with ``batch_size``) is
-    the control-variate estimate ``g + H u + (N/n) sum_batch grad r_i``.
+    (Bardenet, Doucet & Holmes 2017, section 7: the confidence sampler with Taylor proxies).
+    Likewise the per-row gradient is ``grad r_i(theta) + (g + H u)/N``, so a minibatch
+    gradient (:class:`~samplers.Langevin` with ``batch_size``) is the control-variate
+    estimate ``g + H u + (N/n) sum_batch grad r_i``.
 
     Parameters
     ----------
