@@ -256,6 +256,12 @@ class ControlVariates(BaseModel):
     N, dim : int
     center : TaylorCenter
         The center and its sums (``center.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
+    taylor_constant, max_row_norm : float
+        ``M`` (``M3`` at order 2, ``M2`` at order 1) and ``max_i ||x_i||`` of the residual
+        bound (built-in models).
+
+    Methods beyond the model protocol: :meth:`proxy_total` (P), :meth:`residual_bound` (B),
+    :meth:`loglik_ratio_range` ``(P/N, B)``, :meth:`laplace_covariance`.
 
     Notes
     -----
@@ -722,6 +728,24 @@ class ControlVariates(BaseModel):
             value += 0.5 * np.einsum("nij,i,j->n", Hs, u, u)
         return value
 
+    @property
+    def taylor_constant(self) -> float:
+        """``M = sup |f_i^(order+1)|`` over rows and linear predictors (tempered): ``M3`` at
+        order 2, ``M2`` at order 1; the constant of :meth:`residual_bound` (built-in models)."""
+        if self._glm is None:
+            raise TypeError(f"ControlVariates has no Taylor constant for the user model "
+                            f"{type(self.model).__name__}")
+        glm = self._glm
+        return glm.m3(self.model) if self.order == 2 else glm.m2(self.model)
+
+    @property
+    def max_row_norm(self) -> float:
+        """``max_i ||x_i||`` over all N rows (1 for the Gaussian mean; built-in models)."""
+        if self._glm is None:
+            raise TypeError(f"ControlVariates has no row norms for the user model "
+                            f"{type(self.model).__name__}")
+        return float(self._glm.max_row_norm(self.model))
+
     def residual_bound(self, theta, theta_new) -> float:
         """B with ``max_i |r_i| <= B`` over all N rows (see Notes), in O(d)."""
         if self._glm is None:
@@ -729,13 +753,13 @@ class ControlVariates(BaseModel):
                             f"{type(self.model).__name__}; use ConfidenceTest(range='full-data')")
         theta = np.asarray(theta, dtype=float)
         theta_new = np.asarray(theta_new, dtype=float)
-        R = self._glm.max_row_norm(self.model)
+        R = self.max_row_norm
         du = float(np.linalg.norm(theta - self._theta_c))
         dv = float(np.linalg.norm(theta_new - self._theta_c))
         step = float(np.linalg.norm(theta_new - theta))
         if self.order == 2:
-            return self._glm.m3(self.model) / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
-        return 0.5 * self._glm.m2(self.model) * R**2 * step * (du + dv)
+            return self.taylor_constant / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
+        return 0.5 * self.taylor_constant * R**2 * step * (du + dv)
 
     def _loglik_ratio_range(self, theta, theta_new):
         return self.proxy_total(theta, theta_new) / self.N, self.residual_bound(theta, theta_new)

@@ -455,3 +455,24 @@ def test_no_mode_is_an_error_that_says_what_to_do():
         ControlVariates(LogisticRegression(X, y))
     cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 3.0)), start=[0.1, 0.1])
     assert cv.center.offset < 1e-6
+
+
+@pytest.mark.parametrize("name", ["logistic", "robust", "linear"])
+@pytest.mark.parametrize("order", [1, 2])
+def test_taylor_constants_are_the_suprema_of_the_derivatives(name, order):
+    """M2 = sup |f''| and M3 = sup |f'''| against the derivatives on a fine grid (by finite
+    differences of the model's own per-row log-likelihood in the linear predictor)."""
+    model = MODELS[name]
+    cv = ControlVariates(model, order=order)
+    eta = np.linspace(-12.0, 12.0, 4801)
+    h = eta[1] - eta[0]
+    if name == "logistic":
+        f = -np.logaddexp(0.0, -eta)
+    elif name == "robust":
+        z = eta / model.scale
+        f = -0.5 * (model.df + 1.0) * np.log1p(z * z / model.df)
+    else:
+        f = -0.5 * (eta / model.noise_sd) ** 2
+    deriv = np.diff(f, n=order + 1) / h ** (order + 1)
+    assert cv.taylor_constant == pytest.approx(np.abs(deriv).max() / model.temperature,
+                                               rel=2e-3, abs=1e-5)
