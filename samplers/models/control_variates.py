@@ -729,6 +729,11 @@ class ControlVariates(BaseModel):
         return value
 
     @property
+    def centre(self) -> TaylorCenter:
+        """Alias of :attr:`center` (the attribute's first name, kept for code built on it)."""
+        return self.center
+
+    @property
     def taylor_constant(self) -> float:
         """``M = sup |f_i^(order+1)|`` over rows and linear predictors (tempered): ``M3`` at
         order 2, ``M2`` at order 1; the constant of :meth:`residual_bound` (built-in models)."""
