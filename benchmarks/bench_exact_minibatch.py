@@ -106,7 +106,7 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
     cvs = {k: ControlVariates(model, order=k) for k in (1, 2)}
     cv = cvs[2]
     setup = time.perf_counter() - t0
-    start = cv.centre.theta
+    start = cv.center.theta
     cov = cv.laplace_covariance()
     dim = d + 1
     walk = RandomWalk((2.38**2 / dim) * cov)
@@ -117,7 +117,7 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
     step_norm = 0.3 / np.sqrt(dim) * np.sqrt(np.trace(cov))
     chi_tuna = 4.0 / (c_tuna * step_norm)
     print(f"N = {N:,}, d = {d} (+1): data and mode {setup:.1f} s, centre offset "
-          f"{cv.centre.offset:.2g}", flush=True)
+          f"{cv.center.offset:.2g}", flush=True)
     # designed scales (design.exact_design): c_bar from the bound pass, tr Sigma from Laplace
     trace, trace_sq = float(np.trace(cov)), float(np.trace(cov @ cov))
     designed = {}
@@ -176,7 +176,7 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
         res = summarise(chain, name)
         res["setup_s"] = prep_s
         results.append(res)
-    return {"N": N, "d": d, "setup_s": setup, "offset": cv.centre.offset, "samplers": results,
+    return {"N": N, "d": d, "setup_s": setup, "offset": cv.center.offset, "samplers": results,
             "predicted_E_B_at_2.38": pred2,
             "designs": {k: vars(v[1]) for k, v in designed.items()}}
 

@@ -64,7 +64,7 @@ from .models import (
 from .models import LaplaceApproximation, laplace_approximation
 
 # --- control variates (issue 12) ---
-from .models import ControlVariates, TaylorCentre
+from .models import ControlVariates, TaylorCenter
 
 # --- exact minibatch MH (issue 13) ---
 from ._exact import BoundViolation, ExactMinibatchInfo, ScalableSubsamplingTest, SMHTest, TunaMHTest
@@ -89,7 +89,7 @@ __all__ = [
     "map_estimate",
     "LaplaceApproximation", "laplace_approximation",
     # control variates (issue 12)
-    "ControlVariates", "TaylorCentre",
+    "ControlVariates", "TaylorCenter",
     # exact minibatch MH (issue 13)
     "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
     "TaylorRemainder", "PoissonBatches", "AliasTable",

@@ -59,7 +59,11 @@ class ModelView:
         )
         bound = getattr(model, "loglik_ratio_bound", None)
         self.bound = None if bound is None else (lambda th, th_new: float(bound(th, th_new)))
-        self.range = None if bound is None else (lambda th, th_new: (0.0, self.bound(th, th_new)))
+        rng_fn = getattr(model, "loglik_ratio_range", None)
+        if rng_fn is not None:
+            self.range = lambda th, th_new: tuple(map(float, rng_fn(th, th_new)))
+        else:
+            self.range = None if bound is None else (lambda th, th_new: (0.0, self.bound(th, th_new)))
         self.grad_logprior = getattr(model, "grad_logprior", None)
 
     def chunks(self):

@@ -114,7 +114,7 @@ class TaylorRemainder:
     c : ndarray of shape (N,)
         Per-row constants ``c_i`` (kept for alias sampling and the checks).
     c_sum, c_max : float
-    centre : ndarray of shape (d,)
+    center : ndarray of shape (d,)
     row_ratio, row_prefetch : compiled row kernels of ``delta_i``; read with
         :meth:`decision_data`.
 
@@ -125,7 +125,7 @@ class TaylorRemainder:
     >>> rng = np.random.default_rng(0)
     >>> X = rng.normal(size=(1000, 3)); y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=1000) > 0)
     >>> rem = TaylorRemainder(LogisticRegression(X, y.astype(float)), 2)
-    >>> theta = rem.centre + 0.05; theta_new = theta - [0.0, 0.04, 0.02]
+    >>> theta = rem.center + 0.05; theta_new = theta - [0.0, 0.04, 0.02]
     >>> delta, c = rem.residuals(theta, theta_new, np.arange(1000))
     >>> bool(np.all(np.abs(delta) <= c * rem.phi(theta, theta_new)))
     True
@@ -155,7 +155,7 @@ class TaylorRemainder:
         if self.order >= 1 and cv is None:
             cv = ControlVariates(model, center=center, order=self.order)
         self.model, self.cv, self.N = model, cv, model.N
-        self.centre = np.zeros(model.dim) if cv is None else cv.centre.theta
+        self.center = np.zeros(model.dim) if cv is None else cv.center.theta
         self.m_over_fact = M / math.factorial(self.order)
         glm = glm_kernels(model)
         self.c = np.empty(self.N)
@@ -184,7 +184,7 @@ class TaylorRemainder:
         step = math.sqrt(float(np.dot(theta_new - theta, theta_new - theta)))
         if self.order == 0:
             return step
-        u, v = theta - self.centre, theta_new - self.centre
+        u, v = theta - self.center, theta_new - self.center
         r, r_new = math.sqrt(float(u @ u)), math.sqrt(float(v @ v))
         return step * 0.5 * (r**self.order + r_new**self.order)
 

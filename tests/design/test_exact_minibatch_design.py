@@ -69,7 +69,7 @@ def test_prediction_matches_a_real_smh_chain():
     Sigma = cv.laplace_covariance()
     h = 2.38 / math.sqrt(d)
     test = SMHTest(2)
-    chain = sample(cv, test, RandomWalk(h * h * Sigma), cv.centre.theta, 4000, rng=1)
+    chain = sample(cv, test, RandomWalk(h * h * Sigma), cv.center.theta, 4000, rng=1)
     rem = test.prepare(cv).rem
     pred = exact_expected_batch(h, order=2, N=N, c_mean=rem.c_sum / N, trace=np.trace(Sigma),
                                 trace_sq=np.trace(Sigma @ Sigma))

@@ -148,7 +148,7 @@ def test_bounds_hold_on_every_row_at_random_pairs(model, orders):
         worst = 0.0
         for _ in range(100):
             scale = 10.0 ** rng.uniform(-3, 0.5)
-            theta = rem.centre + scale * rng.normal(size=model.dim)
+            theta = rem.center + scale * rng.normal(size=model.dim)
             theta_new = theta + scale * 10.0 ** rng.uniform(-1, 0.5) * rng.normal(size=model.dim)
             delta, c = rem.residuals(theta, theta_new, idx)
             bound = c * rem.phi(theta, theta_new)
@@ -168,10 +168,10 @@ def test_logistic_residuals_match_an_independent_numpy_computation():
     model = logistic_model(300, 4, 6)
     rem = TaylorRemainder(model, 2)
     rng = np.random.default_rng(1)
-    theta = rem.centre + 0.1 * rng.normal(size=4)
+    theta = rem.center + 0.1 * rng.normal(size=4)
     theta_new = theta + 0.05 * rng.normal(size=4)
     X, s = model.X, 2 * model.y - 1
-    a, a_new, a_hat = X @ theta, X @ theta_new, X @ rem.centre
+    a, a_new, a_hat = X @ theta, X @ theta_new, X @ rem.center
     p = special.expit(-s * a_hat)
     g1, g2 = s * p, -p * (1 - p)
     ref = (special.log_expit(s * a_new) - special.log_expit(s * a) - g1 * (a_new - a)
@@ -186,7 +186,7 @@ def test_a_too_small_bound_is_refused_by_a_running_chain(monkeypatch):
     # a third-derivative bound 20 times too small: rows read soon show residuals above it
     wrong = _glm._REGISTRY[LogisticRegression]._replace(m3=lambda m: 0.05 * m._inv_temp)
     monkeypatch.setitem(_glm._REGISTRY, LogisticRegression, wrong)
-    start = ControlVariates(model).centre.theta + 0.1
+    start = ControlVariates(model).center.theta + 0.1
     with pytest.raises(BoundViolation, match="exceeds its bound"):
         sample(model, SMHTest(order=2), RandomWalk(0.05), start, 2000, rng=0)
     monkeypatch.undo()  # the true bound: the same chain runs
@@ -282,7 +282,7 @@ def closed_form_acceptance(test, model, theta, theta_new):
 
 
 TINY = logistic_model(4, 2, 21)
-TINY_CENTRE = ControlVariates(TINY).centre.theta + np.array([0.05, -0.03])
+TINY_CENTRE = ControlVariates(TINY).center.theta + np.array([0.05, -0.03])
 EXACT_TESTS = [
     SMHTest(1, center=TINY_CENTRE),
     SMHTest(2, center=TINY_CENTRE),
@@ -354,7 +354,7 @@ PROPOSAL = RandomWalk((2.38**2 / 5) * LAPLACE)
 
 @pytest.fixture(scope="module")
 def exact_chain():
-    return sample(LOGISTIC, ExactTest(), PROPOSAL, LOGISTIC_CV.centre.theta, 20_000, rng=1)
+    return sample(LOGISTIC, ExactTest(), PROPOSAL, LOGISTIC_CV.center.theta, 20_000, rng=1)
 
 
 @pytest.mark.slow
@@ -363,7 +363,7 @@ def exact_chain():
 def test_logistic_posterior_matches_exact_mh(test, exact_chain):
     steps = 20_000
     proposal = PROPOSAL if not isinstance(test, TunaMHTest) else RandomWalk(0.3**2 * LAPLACE)
-    chain = sample(LOGISTIC, test, proposal, LOGISTIC_CV.centre.theta, steps, rng=2)
+    chain = sample(LOGISTIC, test, proposal, LOGISTIC_CV.center.theta, steps, rng=2)
     m_ref, s_ref = mcse_band(exact_chain)
     m, s = mcse_band(chain)
     ref, out = exact_chain.samples, chain.samples
@@ -406,16 +406,16 @@ def test_an_asymmetric_proposal_enters_through_the_deterministic_factor():
 
 def test_equal_seeds_give_identical_chains():
     test = ScalableSubsamplingTest(1)
-    a = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.centre.theta, 300, rng=8)
-    b = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.centre.theta, 300, rng=8)
+    a = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=8)
+    b = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=8)
     np.testing.assert_array_equal(a.samples, b.samples)
     np.testing.assert_array_equal(a.stats["n_used"], b.stats["n_used"])
     assert a.stats["n_used"].sum() > 0
 
 
 def test_a_control_variates_model_gives_the_same_chain_as_the_plain_model():
-    plain = sample(LOGISTIC, SMHTest(2), PROPOSAL, LOGISTIC_CV.centre.theta, 300, rng=4)
-    wrapped = sample(LOGISTIC_CV, SMHTest(2), PROPOSAL, LOGISTIC_CV.centre.theta, 300, rng=4)
+    plain = sample(LOGISTIC, SMHTest(2), PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=4)
+    wrapped = sample(LOGISTIC_CV, SMHTest(2), PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=4)
     np.testing.assert_array_equal(plain.samples, wrapped.samples)
     with pytest.raises(ValueError, match="order must match"):
-        sample(LOGISTIC_CV, SMHTest(1), PROPOSAL, LOGISTIC_CV.centre.theta, 3, rng=4)
+        sample(LOGISTIC_CV, SMHTest(1), PROPOSAL, LOGISTIC_CV.center.theta, 3, rng=4)
