@@ -138,6 +138,12 @@ class _PoissonFactorTest(AcceptanceTest):
         if self.center is not None:
             object.__setattr__(self, "center", check_finite_array("center", self.center, ndim=1))
 
+    def __getstate__(self):
+        # The prepared tables belong to one model object in one process: a worker rebuilds them.
+        state = dict(self.__dict__)
+        state["_prepared"] = {}
+        return state
+
     # -- set-up, once per model ------------------------------------------------------------
 
     def check(self, view):

@@ -413,6 +413,18 @@ def test_equal_seeds_give_identical_chains():
     assert a.stats["n_used"].sum() > 0
 
 
+def test_a_prepared_test_pickles_without_its_tables():
+    import pickle
+
+    test = SMHTest(2)
+    test.prepare(LOGISTIC)
+    clone = pickle.loads(pickle.dumps(test))
+    assert clone == test and clone._prepared == {}
+    a = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
+    b = sample(LOGISTIC, clone, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
+    np.testing.assert_array_equal(a.samples, b.samples)
+
+
 def test_a_control_variates_model_gives_the_same_chain_as_the_plain_model():
     plain = sample(LOGISTIC, SMHTest(2), PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=4)
     wrapped = sample(LOGISTIC_CV, SMHTest(2), PROPOSAL, LOGISTIC_CV.center.theta, 300, rng=4)
