@@ -7,7 +7,8 @@ read per step, acceptance rate, min bulk ESS per second and per row read. The pr
 the random walk with the Laplace covariance at the mode scaled by 2.38^2 / d for every
 sampler except TunaMH (whose batch grows with the step; it runs at 0.3^2 / d, with chi = 1e-4
 and with chi = 4 / (C E||Delta||), large enough for its acceptance to approach MH's). Also the
-control-variate wrapper (issue 12) under the Austere and Barker tests with fixed settings.
+control-variate wrapper (issue 12) under the Austere test designed by ``design.optimize`` for
+tolerance 0.01 on 100 trial pairs, and the Austere and Barker tests with fixed settings.
 
 Usage::
 
@@ -30,7 +31,7 @@ from pathlib import Path
 import numpy as np
 
 from _common import write
-from design import exact_design, exact_expected_batch
+from design import TrialChain, exact_design, exact_expected_batch, optimize
 from samplers import (
     AustereTest,
     BarkerTest,
@@ -99,7 +100,21 @@ def summarise(chain, name, seconds_setup=0.0):
     return out
 
 
-def run_case(N, d, steps, exact_steps, rng, folder=None):
+def designed_austere(cv, cov, h, n_pairs, rng):
+    """``AustereTest.from_design(optimize(trial, tolerance=0.01))`` on the control-variate
+    model, the trial from ``n_pairs`` pairs of the Laplace approximation and the walk."""
+    chol = np.linalg.cholesky(cov)
+    dim = cov.shape[0]
+    thetas = cv.center.theta + rng.normal(size=(n_pairs, dim)) @ chol.T
+    news = thetas + h * rng.normal(size=(n_pairs, dim)) @ chol.T
+    t0 = time.perf_counter()
+    des = optimize(TrialChain.from_model(cv, thetas, news), tolerance=0.01)
+    print(f"  designed Austere on CV: m = {des.m}, epsilon = {des.epsilon:g}, predicted data use "
+          f"{des.data_fraction:.3g} of N ({time.perf_counter() - t0:.1f} s for trial and design)", flush=True)
+    return AustereTest.from_design(des, threshold="t"), des
+
+
+def run_case(N, d, steps, exact_steps, rng, folder=None, only=None):
     t0 = time.perf_counter()
     X, y = make_data(N, d, rng, folder)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
@@ -147,6 +162,9 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
                                         trace=trace, trace_sq=trace_sq)
     print(f"  predicted E[B] at h = 2.38/sqrt(d): order 1 {pred2[1]:.3g}, order 2 {pred2[2]:.3g}")
     results = []
+    want = (lambda name: True) if not only else (lambda name: any(o in name for o in only))
+    austere_designed = (designed_austere(cv, cov, 2.38 / np.sqrt(dim), 100, rng)
+                        if want("designed Austere") else (None, None))
     cases = [
         ("exact MH", model, ExactTest(), walk, exact_steps),
         ("SMH-1", cvs[1], SMHTest(1), walk, steps),
@@ -160,11 +178,12 @@ def run_case(N, d, steps, exact_steps, rng, folder=None):
          RandomWalk(designed["SMH-1"][1].h ** 2 * cov), steps),
         ("MH-SS-1, designed h", cvs[1], designed["MH-SS-1"][0],
          RandomWalk(designed["MH-SS-1"][1].h ** 2 * cov), steps),
+        ("CV + designed Austere (tol 0.01)", cv, austere_designed[0], walk, steps // 4),
         ("CV + Austere(m=100, 0.01)", cv, AustereTest(m=100, epsilon=0.01), walk, steps // 4),
         ("CV + Barker(m=100)", cv, BarkerTest(m=100), walk, steps // 4),
     ]
     for name, target, test, proposal, n in cases:
-        if n <= 0:
+        if n <= 0 or test is None or not want(name):
             continue
         if hasattr(test, "prepare"):
             t1 = time.perf_counter()
@@ -191,6 +210,7 @@ def main(argv=None):
     ap.add_argument("--no-memmap", action="store_true", help="skip N = 10^7 (memmap)")
     ap.add_argument("--seed", type=int, default=2024)
     ap.add_argument("--name", default="exact_minibatch", help="results file name")
+    ap.add_argument("--only", nargs="*", help="run only samplers whose name contains one of these")
     args = ap.parse_args(argv)
     ds = args.d or ([10] if args.size == "small" else [10, 30])
     Ns = [int(n) for n in (args.N or ([1e5, 1e6] if args.size == "small" else [1e5, 1e6, 1e7]))]
@@ -211,12 +231,12 @@ def main(argv=None):
                     shutil.rmtree(tmp)
                     continue
                 try:
-                    cases.append(run_case(N, d, steps, min(exact_steps, 20), rng, tmp))
+                    cases.append(run_case(N, d, steps, min(exact_steps, 20), rng, tmp, args.only))
                 finally:
                     shutil.rmtree(tmp, ignore_errors=True)
             else:
                 ex = exact_steps if N <= 10**5 else max(exact_steps // 3, 50)
-                cases.append(run_case(N, d, steps, ex, rng))
+                cases.append(run_case(N, d, steps, ex, rng, only=args.only))
     ratios = {}
     for d in ds:
         by_n = {c["N"]: {s["sampler"]: s for s in c["samplers"]} for c in cases if c["d"] == d}
