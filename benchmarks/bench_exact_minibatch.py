@@ -110,7 +110,8 @@ def designed_austere(cv, cov, h, n_pairs, rng):
     t0 = time.perf_counter()
     des = optimize(TrialChain.from_model(cv, thetas, news), tolerance=0.01)
     print(f"  designed Austere on CV: m = {des.m}, epsilon = {des.epsilon:g}, predicted data use "
-          f"{des.data_fraction:.3g} of N ({time.perf_counter() - t0:.1f} s for trial and design)", flush=True)
+          f"{des.data_fraction:.3g} of N ({time.perf_counter() - t0:.1f} s for trial and design)",
+          flush=True)
     return AustereTest.from_design(des, threshold="t"), des
 
 

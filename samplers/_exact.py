@@ -15,10 +15,12 @@ total over all rows costs O(d^2) (:class:`~samplers.models.remainder.TaylorRemai
    probability ``(lambda c_i / C + phi_i) / (lambda c_i / C + b_i)``: the kept rows are
    independent ``s_i ~ Poisson(lambda c_i / C + phi_i)``, where
 
-       phi_i = gamma max(0, -delta_i) + (1 - gamma) (b_i - max(0, delta_i)),   phi_i' = phi_i + delta_i
+       phi_i = gamma max(0, -delta_i) + (1 - gamma) (b_i - max(0, delta_i)),
+       phi_i' = phi_i + delta_i
 
    (``phi_i'`` is ``phi_i`` of the reverse move, both in [0, b_i]);
-3. accept with probability ``min(1, prod_kept (lambda c_i / C + phi_i') / (lambda c_i / C + phi_i))``.
+3. accept with probability
+   ``min(1, prod_kept (lambda c_i / C + phi_i') / (lambda c_i / C + phi_i))``.
 
 Step 2-3 is Metropolis-Hastings on (theta, s) with ``s`` drawn afresh each step: the ratio
 of the reverse to the forward auxiliary law is ``exp(-sum_i delta_i) prod_i (.)^{s_i}``, and
@@ -46,7 +48,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ._accept import AcceptanceTest, _nonfinite_decision
-from design._lib.checks import check_finite_array, check_int, check_interval
+from design._lib.checks import check_finite_array, check_interval
 from design._lib.jit import jit
 from design._lib.moments import RunningMoments
 from ._poisson import PoissonBatches

@@ -18,7 +18,8 @@ where ``M_{k+1} = sup_t |f_i^(k+1)(t)|``, (1) is the Hermite-Hadamard inequality
 convex ``|t - a_hat|^k``, and Cauchy-Schwarz on each ``|x_i . v| <= ||x_i|| ||v||`` gives
 
     c_i = M_{k+1} ||x_i||^{k+1} / k!,
-    phi_k(theta, theta') = ||theta' - theta|| (||theta - theta_hat||^k + ||theta' - theta_hat||^k) / 2.
+    phi_k(theta, theta') = ||theta' - theta|| (||theta - theta_hat||^k
+                                              + ||theta' - theta_hat||^k) / 2.
 
 Order 0 (no proxy) is the Lipschitz bound ``|l_i| <= M_1 ||x_i|| ||theta' - theta||`` of
 TunaMH. This is the form of Cornish et al. (2019), section 3.2, eq. (13) (there with 1-norms
@@ -180,7 +181,7 @@ class TaylorRemainder:
         return self.cv._data(0.0)
 
     def phi(self, theta, theta_new) -> float:
-        """``phi_k(theta, theta') = ||theta' - theta|| (||theta - c||^k + ||theta' - c||^k) / 2``."""
+        """``phi_k = ||theta' - theta|| (||theta - c||^k + ||theta' - c||^k) / 2``, c the centre."""
         step = math.sqrt(float(np.dot(theta_new - theta, theta_new - theta)))
         if self.order == 0:
             return step

@@ -45,7 +45,8 @@ def test_batch_grows_like_n_to_the_one_minus_order_over_two():
         b = [exact_expected_batch(0.7, order=order, N=N, c_mean=1.0, trace=11 / N)
              for N in (1e5, 1e7)]
         assert math.isclose(b[1] / b[0], 100.0**expo, rel_tol=1e-12)
-        assert exact_design(order=order, N=1e6, d=11, c_mean=1.0, trace=11e-6).growth_exponent == expo
+        des = exact_design(order=order, N=1e6, d=11, c_mean=1.0, trace=11e-6)
+        assert des.growth_exponent == expo
     tuna = [exact_expected_batch(0.3, order=0, N=N, c_mean=1.0, trace=11 / N, chi=1e-3)
             for N in (1e5, 1e7)]
     assert 10 < tuna[1] / tuna[0] < 100  # between sqrt(N) and N
@@ -59,7 +60,8 @@ def test_design_scale_shrinks_when_rows_cost_acceptance():
 
 
 def test_prediction_matches_a_real_smh_chain():
-    from samplers import ControlVariates, GaussianPrior, LogisticRegression, RandomWalk, SMHTest, sample
+    from samplers import (ControlVariates, GaussianPrior, LogisticRegression, RandomWalk,
+                          SMHTest, sample)
 
     rng = np.random.default_rng(3)
     N, d = 50_000, 6

@@ -16,7 +16,6 @@
   within 5 Monte Carlo standard errors (ArviZ's ESS-based MCSE of both chains).
 """
 
-import itertools
 import math
 import warnings
 
