@@ -140,6 +140,10 @@ class TaylorRemainder:
             if self.order != model.order:
                 raise ValueError(f"order must match the ControlVariates model's order "
                                  f"{model.order}, got {self.order}")
+            if center is not None and not np.array_equal(np.asarray(center, float),
+                                                         model.center.theta):
+                raise ValueError("center must be None for a ControlVariates model (its own "
+                                 f"centre {model.center.theta} is used), got {center!r}")
             cv, model = model, model.model
         else:
             cv = None

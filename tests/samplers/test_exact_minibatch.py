@@ -433,3 +433,6 @@ def test_a_control_variates_model_gives_the_same_chain_as_the_plain_model():
     np.testing.assert_array_equal(plain.samples, wrapped.samples)
     with pytest.raises(ValueError, match="order must match"):
         sample(LOGISTIC_CV, SMHTest(1), PROPOSAL, LOGISTIC_CV.center.theta, 3, rng=4)
+    with pytest.raises(ValueError, match="center must be None for a ControlVariates model"):
+        sample(LOGISTIC_CV, SMHTest(2, center=np.zeros(5)), PROPOSAL, LOGISTIC_CV.center.theta,
+               3, rng=4)
