@@ -15,30 +15,41 @@
   probability at a fixed pair;
 * :mod:`design.reference_tables`: the seed papers' published tables, which the notebooks,
   benchmarks and tests compare with.
+
+``import design`` is light: each name is imported from its module on first use (PEP 562),
+so a user of one part does not pay for SciPy, numba or the others.
 """
 
-from . import acceptance, correction
-from ._acceptance_error import AcceptanceError, acceptance_error
-from ._optimize import METHODS, Design, InfeasibleDesignError, optimize
-from ._sequential import THRESHOLDS, SequentialError, sequential_error
-from ._trial import TrialChain
-from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AcceptanceError",
-    "Design",
-    "InfeasibleDesignError",
-    "METHODS",
-    "SequentialError",
-    "THRESHOLDS",
-    "TrialChain",
-    "acceptance",
-    "acceptance_error",
-    "correction",
-    "optimize",
-    "sequential_error",
-    # exact minibatch MH (issue 13)
-    "ExactBatchDesign",
-    "exact_design",
-    "exact_expected_batch",
-]
+from ._lib.lazy import attach
+from ._names import METHODS, THRESHOLDS
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "AcceptanceError": "._acceptance_error",
+        "acceptance_error": "._acceptance_error",
+        "Design": "._optimize",
+        "InfeasibleDesignError": "._optimize",
+        "optimize": "._optimize",
+        "SequentialError": "._sequential",
+        "sequential_error": "._sequential",
+        "TrialChain": "._trial",
+        "METHODS": "._names",
+        "THRESHOLDS": "._names",
+        # exact minibatch MH (issue 13)
+        "ExactBatchDesign": ".exact_minibatch",
+        "exact_design": ".exact_minibatch",
+        "exact_expected_batch": ".exact_minibatch",
+    },
+    submodules=["acceptance", "correction", "exact_minibatch", "reference_tables"],
+)
+
+if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
+    from . import acceptance, correction, reference_tables
+    from ._acceptance_error import AcceptanceError, acceptance_error
+    from ._optimize import Design, InfeasibleDesignError, optimize
+    from ._sequential import SequentialError, sequential_error
+    from ._trial import TrialChain
+    from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch
