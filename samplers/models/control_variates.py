@@ -291,11 +291,14 @@ class ControlVariates(BaseModel):
     ``grad_loglik(theta, idx) -> (len(idx), d)`` per-row gradients; for ``order=2`` also
     ``hess_loglik(theta, idx) -> (len(idx), d, d)`` per-row Hessians; ``grad_logprior`` is
     used when present. Each missing derivative is taken by central differences (of
-    ``loglik`` for gradients, of the gradient for Hessians; steps ``1e-5 (1 + |theta_j|)``),
+    ``loglik`` for gradients, of the gradient for Hessians, steps ``1e-5 (1 + |theta_j|)``;
+    second differences of ``loglik``, steps ``1e-4 (1 + |theta_j|)``, when both are missing),
     which costs 2 d extra evaluations per row: allowed only for N <= 10^6, refused above with
-    a message naming the missing methods. The per-row proxy then reads the row's gradient and
-    Hessian at theta* every step (O(d^2) per row, Python path); a user's model has no
-    residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
+    a message naming the missing methods. (The sum ``H`` at the center, which the Laplace
+    covariance needs at any order, is taken without ``hess_loglik`` by central differences of
+    the summed gradient: 2 d extra passes, once.) The per-row proxy then reads the row's
+    gradient and Hessian at theta* every step (O(d^2) per row, Python path); a user's model
+    has no residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
 
     References
     ----------
