@@ -4,8 +4,10 @@ Logistic regression, d = 10 + intercept, N(0, 10^2) prior, the Laplace-scaled ra
 (``RandomWalk.from_laplace``: 2.38 / sqrt(d) in units of the Laplace covariance at the mode),
 AustereTest(m, epsilon=0.01), at N = 10^5 and 10^6. Each chain starts at the mode, makes a
 short burn-in and then ``--steps`` steps; reported: mean and median rows read per step, the
-fraction of N, the acceptance rate and the time per step. With control variates the chain
-runs on ``ControlVariates(model)`` (second-order Taylor proxy at the mode).
+fraction of N, gradient rows per step, the acceptance rate, the minimum bulk ESS over the
+coordinates and the time per step. With control variates the chain runs on
+``ControlVariates(model)`` (second-order Taylor proxy at the mode), with the random walk and
+with ``Langevin.from_laplace(cv, batch_size=m)`` (MALA with the control-variate gradient).
 
 Second, the cost per row of the two ways a control-variate row kernel can get the proxy's
 weights ``f'(eta*_i), f''(eta*_i)``: recomputed from the row (three dot products, one extra
@@ -25,6 +27,7 @@ import argparse
 import math
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import numba
@@ -37,6 +40,7 @@ from samplers import (  # noqa: E402
     AustereTest,
     ControlVariates,
     GaussianPrior,
+    Langevin,
     LogisticRegression,
     RandomWalk,
     sample,
@@ -53,13 +57,20 @@ def dataset(N, rng):
     return X, y
 
 
-def run_chain(model, cv, test, steps, seed):
-    proposal = RandomWalk.from_laplace(cv)
+def run_chain(model, cv, test, steps, seed, proposal=None):
+    proposal = RandomWalk.from_laplace(cv) if proposal is None else proposal
     start = cv.center.theta
     burn = sample(model, test, proposal, start, max(50, steps // 10), rng=seed)
     chain = sample(model, test, proposal, burn.samples[-1], steps, rng=seed + 1)
     used = chain.stats["n_used"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import arviz as az
+
+        ess = float(az.ess(chain.to_arviz()).theta.values.min())
     return {
+        "min_ess": ess,
+        "grad_rows": float(chain.stats["n_grad"].mean()),
         "mean_rows": float(used.mean()),
         "median_rows": float(np.median(used)),
         "p90_rows": float(np.percentile(used, 90)),
@@ -179,15 +190,18 @@ def main(argv=None):
         t0 = time.perf_counter()
         cv = ControlVariates(model)
         fit_s = time.perf_counter() - t0
-        targets = (("plain", model), ("control variates", cv))
-        for label, target in targets[1:] if args.cv_only else targets:
-            r = run_chain(target, cv, test, args.steps, seed=N % 1000 + 1)
+        mala = Langevin.from_laplace(cv, batch_size=args.m)
+        targets = (("plain", model, None), ("control variates", cv, None),
+                   ("CV + MALA (CV gradient)", cv, mala))
+        for label, target, proposal in targets[1:] if args.cv_only else targets:
+            r = run_chain(target, cv, test, args.steps, seed=N % 1000 + 1, proposal=proposal)
             r.update(N=N, sampler=label, m=args.m, epsilon=0.01, mode_seconds=fit_s,
                      mode_passes=cv.center.n_passes)
             rows.append(r)
-            print(f"N={N:>9,d}  {label:<17s} rows/step mean {r['mean_rows']:>11,.0f}  median "
-                  f"{r['median_rows']:>10,.0f}  ({100 * r['fraction_of_N']:6.2f}% of N)  "
-                  f"accept {r['acceptance']:.2f}  {r['ms_per_step']:8.3f} ms/step")
+            print(f"N={N:>9,d}  {label:<24s} rows/step mean {r['mean_rows']:>10,.0f}  median "
+                  f"{r['median_rows']:>9,.0f}  ({100 * r['fraction_of_N']:6.2f}% of N)  "
+                  f"grad rows {r['grad_rows']:>5,.0f}  accept {r['acceptance']:.2f}  "
+                  f"min ESS {r['min_ess']:6.0f}  {r['ms_per_step']:8.3f} ms/step")
         if args.cv_only:
             continue
         costs = row_costs(model, cv, rng)

@@ -237,7 +237,8 @@ class ControlVariates(BaseModel):
         A built-in :class:`~samplers.LogisticRegression`, :class:`~samplers.LinearRegression`,
         :class:`~samplers.RobustRegression` or :class:`~samplers.GaussianMean` (compiled
         kernels; every row is ``f_i(x_i . theta)`` and its derivatives are recomputed from the
-        row, so nothing of size N is stored), or a user's model (see Notes).
+        row, so nothing of size N is stored), or any other model, built-in (``Gaussian``,
+        ``GaussianMixture``) or a user's, through its per-row derivatives (see Notes).
     center : array of shape (d,) or None
         The expansion point. ``None`` finds the posterior mode: Newton's method with
         backtracking for the built-in models (each iteration one chunked pass with BLAS
@@ -291,11 +292,14 @@ class ControlVariates(BaseModel):
     ``grad_loglik(theta, idx) -> (len(idx), d)`` per-row gradients; for ``order=2`` also
     ``hess_loglik(theta, idx) -> (len(idx), d, d)`` per-row Hessians; ``grad_logprior`` is
     used when present. Each missing derivative is taken by central differences (of
-    ``loglik`` for gradients, of the gradient for Hessians; steps ``1e-5 (1 + |theta_j|)``),
+    ``loglik`` for gradients, of the gradient for Hessians, steps ``1e-5 (1 + |theta_j|)``;
+    second differences of ``loglik``, steps ``1e-4 (1 + |theta_j|)``, when both are missing),
     which costs 2 d extra evaluations per row: allowed only for N <= 10^6, refused above with
-    a message naming the missing methods. The per-row proxy then reads the row's gradient and
-    Hessian at theta* every step (O(d^2) per row, Python path); a user's model has no
-    residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
+    a message naming the missing methods. (``H`` at the center is the sum of the same per-row
+    Hessians, so the rows' mean stays exact; for an order-1 model above 10^6 rows without
+    ``hess_loglik`` it comes from central differences of the summed gradient, 2 d passes.) The per-row proxy then reads the row's
+    gradient and Hessian at theta* every step (O(d^2) per row, Python path); a user's model
+    has no residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
 
     References
     ----------
@@ -331,11 +335,6 @@ class ControlVariates(BaseModel):
         self.order = int(order)
         self._order2 = 1.0 if self.order == 2 else 0.0
         self.N = check_int("model.N", model.N, low=1)
-        if self._glm is None and isinstance(model, BaseModel):
-            raise TypeError(
-                f"ControlVariates has no kernels for the built-in {type(model).__name__}; "
-                "it supports LogisticRegression, LinearRegression, RobustRegression and "
-                "GaussianMean")
         dim = getattr(model, "dim", None)
         if dim is None:
             ref = center if center is not None else start
@@ -347,7 +346,7 @@ class ControlVariates(BaseModel):
         self.temperature = 1.0  # the wrapped model carries its own temperature
         self._inv_temp = 1.0
         self.prior = getattr(model, "prior", None)
-        self._has_user_hess = False
+        self._has_user_hess = self._rowwise_hess = False
         if self._glm is None:
             self._check_user_model()
             # no residual bound: the samplers' view sees none, so ConfidenceTest(range="model")
@@ -386,6 +385,10 @@ class ControlVariates(BaseModel):
         hess = getattr(m, "hess_loglik", None)
         self._has_user_hess = callable(hess)
         self._user_hess = hess if callable(hess) else self._fd_hess
+        # H at the center is the sum of the very per-row Hessians the proxies use (so the rows'
+        # mean is exact to rounding), except for a large order-1 model without hess_loglik
+        # (then central differences of the summed gradient, 2 d passes)
+        self._rowwise_hess = self._has_user_hess or self.N <= FD_MAX_ROWS
 
     def _fd_grad(self, theta, idx):
         """Per-row gradients by central differences of ``model.loglik``."""
@@ -478,7 +481,7 @@ class ControlVariates(BaseModel):
                         return chunk, None, None
                     L += chunk
                     g += self._row_grads_user(theta, idx).sum(axis=0)
-                    if hessian and self._has_user_hess:
+                    if hessian and self._rowwise_hess:
                         Hs = np.asarray(self._user_hess(theta, idx), dtype=float)
                         H += Hs.reshape(stop - start, d, d).sum(axis=0)
                 if bar is not None:
@@ -486,7 +489,7 @@ class ControlVariates(BaseModel):
         finally:
             if bar is not None:
                 bar.close()
-        if hessian and self._glm is None and not self._has_user_hess:
+        if hessian and self._glm is None and not self._rowwise_hess:
             H = self._fd_total_hess(theta, desc)
         return L, g, 0.5 * (H + H.T)
 

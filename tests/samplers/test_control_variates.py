@@ -476,3 +476,19 @@ def test_taylor_constants_are_the_suprema_of_the_derivatives(name, order):
     deriv = np.diff(f, n=order + 1) / h ** (order + 1)
     assert cv.taylor_constant == pytest.approx(np.abs(deriv).max() / model.temperature,
                                                rel=2e-3, abs=1e-5)
+
+
+def test_a_built_in_model_without_glm_kernels_goes_through_its_derivatives():
+    from samplers import Gaussian
+
+    model = Gaussian(np.random.default_rng(4).normal(1.0, 0.5, 3000))
+    cv = ControlVariates(model)  # grad_loglik from the model, per-row Hessians by differences
+    assert cv.center.method == "lbfgs" and cv.center.offset < 1e-3
+    np.testing.assert_allclose(cv.center.theta, [model.x.mean(), np.log(model.x.std())], atol=1e-5)
+    rows = np.arange(model.N)
+    theta = cv.center.theta + [0.01, -0.02]
+    theta_new = theta + [0.005, 0.01]
+    l = model.loglik_ratio(theta, theta_new, rows)
+    r = cv.loglik_ratio(theta, theta_new, rows)
+    assert r.mean() == pytest.approx(l.mean(), rel=1e-10)
+    assert r.std() < 0.05 * l.std()
