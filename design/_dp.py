@@ -264,8 +264,8 @@ _BAND_SERIES_LIMIT = 3.0
 
 
 @jit
-def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
-                      active, surv_mu, err, right, pibar, stages):
+def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, xb, wfb, xi, wfi, coeffs,
+                      use_series, active, surv_mu, err, right, pibar, stages):
     """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting).
 
     With a = mu sqrt(tau_j): wrong-side stops D = exp(-a^2/2) sum_b wfb exp(-a xb) (lower
@@ -273,6 +273,10 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
     sum_k (-a)^k C_k while a * half-width is small (alternating terms lose at most
     exp(3)); survival S = exp(-a^2/2) sum_r c_r a^(2r) (positive terms), truncated where
     (a q)^(2r) / (2r)! is negligible, or summed directly for large a q.
+
+    The data fraction and the stage count get ``dpi`` and ``wst`` times the survival, plus
+    ``lag_pi`` and ``lag_st`` times the stage's stops (the in-transit correction of a merged
+    stage, see ``_sequential``; zero for an exact stage, which leaves the sums bit-identical).
     """
     a_cut = qj + math.sqrt(qj * qj + 80.0)            # exp(a q - a^2/2) < e^-40 beyond
     centre = half = 0.0
@@ -287,6 +291,8 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
         if a > a_cut:                                 # all survivors stop, rightly
             active[k] = False
             right[k] += surv_mu[k]
+            pibar[k] += lag_pi * surv_mu[k]
+            stages[k] += lag_st * surv_mu[k]
             surv_mu[k] = 0.0
             continue
         g = math.exp(-0.5 * a * a)
@@ -318,14 +324,15 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
                                  + math.exp(-a * xi[i] - 0.5 * a * a))
         err[k] += dlow
         right[k] += surv_mu[k] - svk - dlow
+        pibar[k] += dpi * svk + lag_pi * (surv_mu[k] - svk)
+        stages[k] += wst * svk + lag_st * (surv_mu[k] - svk)
         surv_mu[k] = svk
-        pibar[k] += dpi * svk
-        stages[k] += svk
 
 
 @jit
 def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coarsest,
-              int_ratio, band_t, band_w, gl_t, gl_w, n_mom, interior):
+              int_ratio, band_t, band_w, gl_t, gl_w, n_mom, interior, wst, lag_pi, lag_st,
+              stop_tol):
     """Run the dynamic programme over the monitored stages 1..J-1.
 
     Parameters
@@ -346,6 +353,14 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
     interior : bool
         Evaluate f_j on interior nodes (needed for any mu > 0). Without them the driftless
         survival is carried as S_j = S_{j-1} - exits_j and only mu = 0 may be asked for.
+    wst, lag_pi, lag_st : float64[J1]
+        Weight of stage j's survival in the expected number of stages (1 for an exact
+        stage), and the weights of its stops in the data fraction and the stage count (0 for
+        an exact stage; the in-transit correction of a merged stage).
+    stop_tol : float
+        Stop once every drift's survival is below this (0: never). The survivors are then
+        counted as reaching n = N, which changes each output by at most ``stop_tol`` (times
+        the remaining stages for ``stages``).
 
     Returns
     -------
@@ -403,9 +418,16 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
             sv = sv - exits[j]
             coeffs = np.full(1, sv)
         surv[j] = sv
-        _accumulate_stage(mus, math.sqrt(tau[j]), qj, pi[j + 1] - pi[j], xb, wfb, xi, wfi,
-                          coeffs, interior, active, surv_mu, err, right, pibar, stages)
+        _accumulate_stage(mus, math.sqrt(tau[j]), qj, pi[j + 1] - pi[j], wst[j], lag_pi[j],
+                          lag_st[j], xb, wfb, xi, wfi, coeffs, interior, active, surv_mu, err,
+                          right, pibar, stages)
         if j == J1 - 1:
+            break
+        if stop_tol > 0.0 and sv < stop_tol and np.max(surv_mu) < stop_tol:
+            for k in range(n_mu):                     # survivors: as if they read all data
+                pibar[k] += (pi[J1] - pi[j + 1]) * surv_mu[k]
+                stages[k] += np.sum(wst[j + 1:]) * surv_mu[k]
+            surv[j + 1:] = sv
             break
 
         # transition j -> j + 1: kernel sd s, contraction rho

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -154,7 +155,7 @@ class _Evaluator:
 
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
-             epsilon_grid=None, threshold="normal", workers=None) -> Design:
+             epsilon_grid=None, threshold="normal", workers=None, progress=None) -> Design:
     """Minibatch size and per-stage error that use the least data within a tolerance.
 
     Parameters
@@ -177,6 +178,12 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         Threshold of the sequential test (see :func:`sequential_error`).
     workers : int, optional
         Threads for the grid (the compiled kernel releases the GIL); default: CPU count.
+    progress : bool or callable, optional
+        Show a tqdm progress bar over the grid cells (default: only when stderr is a
+        terminal); a callable is called as ``progress(done, total)`` after each cell. Ctrl-C
+        (or any exception a callable raises) stops the search promptly: cells not yet
+        started are cancelled, the running ones (a fraction of a second each) finish, and
+        the exception propagates; nothing is returned or written.
 
     Returns
     -------
@@ -220,14 +227,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     workers = check_int("workers", workers, low=1)
 
     evaluate = _Evaluator(method, N, threshold, trial, int(m_grid[0]), float(epsilon_grid[0]))
-    cells = [(i, k) for i in range(m_grid.size) for k in range(epsilon_grid.size)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:   # small m (slowest) first
-        results = list(pool.map(lambda c: evaluate(int(m_grid[c[0]]), float(epsilon_grid[c[1]])),
-                                cells))
-    error_grid = np.empty((m_grid.size, epsilon_grid.size))
-    data_grid = np.empty_like(error_grid)
-    for (i, k), (err, data) in zip(cells, results):
-        error_grid[i, k], data_grid[i, k] = err, data
+    cells = [(int(m), float(eps)) for m in m_grid for eps in epsilon_grid]  # small m first
+    results = _run_cells(evaluate, cells, workers, progress)
+    shape = (m_grid.size, epsilon_grid.size)
+    error_grid = np.array([r[0] for r in results], dtype=float).reshape(shape)
+    data_grid = np.array([r[1] for r in results], dtype=float).reshape(shape)
     for a in (m_grid, epsilon_grid, error_grid, data_grid):
         a.setflags(write=False)
 
@@ -242,6 +246,56 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         data_fraction=float(data_grid[i, k]), error=float(error_grid[i, k]), method=method,
         tolerance=tolerance, N=N, n_pairs=None if trial is None else trial.n_pairs,
         m_grid=m_grid, epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
+
+
+def _progress_callback(progress, total):
+    """(callback(done, total) or None, close()) for ``optimize``'s ``progress`` argument."""
+    if callable(progress):
+        return progress, lambda: None
+    if progress is None:
+        progress = sys.stderr is not None and sys.stderr.isatty()
+    if not progress:
+        return None, lambda: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc="design grid", unit="cell", leave=False)
+    return (lambda done, _total: bar.update(done - bar.n)), bar.close
+
+
+def _run_cells(evaluate, cells, workers, progress):
+    """``[evaluate(m, eps) for (m, eps) in cells]`` on ``workers`` threads, interruptibly.
+
+    The main thread waits on the futures with a timeout, so a KeyboardInterrupt (or an
+    exception from the progress callback) reaches it at once; the pool is then shut down
+    with the cells not yet started cancelled, so only the running ones (each a fraction of a
+    second) are waited for. ``concurrent.futures``' ``with`` block followed by ``map`` would
+    instead wait for every queued cell.
+    """
+    callback, close = _progress_callback(progress, len(cells))
+    results = [None] * len(cells)
+    try:
+        if workers == 1 or len(cells) == 1:
+            for i, (m, eps) in enumerate(cells):
+                results[i] = evaluate(m, eps)
+                if callback is not None:
+                    callback(i + 1, len(cells))
+            return results
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(cells)))
+        try:
+            pending = {pool.submit(evaluate, m, eps): i for i, (m, eps) in enumerate(cells)}
+            done = 0
+            while pending:
+                finished, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    results[pending.pop(fut)] = fut.result()
+                    done += 1
+                if finished and callback is not None:
+                    callback(done, len(cells))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return results
+    finally:
+        close()
 
 
 def _infeasible(evaluate, tolerance, m_grid, epsilon_grid, error_grid, N, method):

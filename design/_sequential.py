@@ -10,6 +10,7 @@ from scipy import stats
 from samplers._checks import check_finite_array, check_int, check_interval
 
 from . import _dp
+from ._stages import DEFAULT_MERGE, merge_step, plan_stages
 
 __all__ = ["SequentialError", "sequential_error"]
 
@@ -55,6 +56,9 @@ class _Resolution:
 
 
 DEFAULT_RESOLUTION = _Resolution()
+#: Resolution of a merged plan (whose own error is ~1e-7): band order 12 and reach 7 cost half
+#: as much per stage and move E and pi-bar by ~1e-9 (measured against DEFAULT_RESOLUTION).
+MERGED_RESOLUTION = _Resolution(reach=7.0, band_order=12)
 
 
 def check_design_args(m, epsilon, N, threshold):
@@ -80,33 +84,43 @@ def stage_thresholds(n: np.ndarray, epsilon: float, threshold: str) -> np.ndarra
     return stats.t.isf(epsilon, n - 1)
 
 
+#: The programme stops once every survival is below this (the outputs move by less).
+STOP_TOL = 1e-13
+
+
 def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
-           resolution: _Resolution = DEFAULT_RESOLUTION):
+           resolution: _Resolution | None = None, merge=DEFAULT_MERGE, stop_tol=STOP_TOL):
     """Run the compiled dynamic programme for non-negative drifts ``mus`` (float64[k]).
 
     Returns a dict of float64[k] arrays: error, p_early_correct, p_full, data_fraction,
-    expected_stages, plus the driftless per-stage ``exits`` and ``survival``. Arguments are
-    assumed valid (checked by the public callers).
+    expected_stages, plus the driftless per-visited-stage ``exits`` and ``survival`` and the
+    visited ``stages`` (1-based). Arguments are assumed valid (checked by the public callers).
+
+    ``merge`` is the largest step in log information time of a merged stage (grown for
+    very large N / m to keep the stage count near ``_stages.STAGE_BUDGET``; see
+    ``design._stages``: cost O(log(N / m) / merge) instead of O(N / m), error below about
+    0.5 merge^2 in the error and 3 merge^2 in the data fraction); ``merge=0`` and
+    ``stop_tol=0`` run every stage to the end, the exact reference programme. Without a
+    merged stage the plan is the exact one, run at ``DEFAULT_RESOLUTION``; a merged plan
+    runs at ``MERGED_RESOLUTION`` unless ``resolution`` is given.
     """
     mus = np.ascontiguousarray(mus, dtype=np.float64)
-    n = stage_sizes(m, N)
-    if n.size == 1:  # m == N: one exact test on all the data
+    if -(-N // m) == 1:  # m == N: one exact test on all the data
         one, zero = np.ones_like(mus), np.zeros_like(mus)
         return dict(error=zero, p_early_correct=zero.copy(), p_full=one,
                     data_fraction=one.copy(), expected_stages=one.copy(),
-                    exits=np.zeros(0), survival=np.zeros(0))
-    nm = n[:-1].astype(np.float64)
-    tau = nm / (N - nm)
-    q = stage_thresholds(n[:-1], epsilon, threshold).astype(np.float64)
-    pi = n / N
-    r = resolution
+                    exits=np.zeros(0), survival=np.zeros(0), stages=np.zeros(0, np.int64))
+    plan = plan_stages(m, N, lambda n: stage_thresholds(n, epsilon, threshold),
+                       merge_step(N / m, merge))
+    r = resolution or (MERGED_RESOLUTION if plan.merged else DEFAULT_RESOLUTION)
     band_t, band_w = np.polynomial.legendre.leggauss(r.band_order)
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
-        tau, q, pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
+        plan.tau, plan.q, plan.pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
         r.interior_coarsest, r.interior_ratio, band_t, band_w, _GL_T, _GL_W,
-        _N_MOMENTS if interior else 1, bool(interior))
+        _N_MOMENTS if interior else 1, bool(interior), plan.wst, plan.lag_pi, plan.lag_st,
+        float(stop_tol))
     return dict(error=err, p_early_correct=right, p_full=pfull, data_fraction=pibar,
-                expected_stages=stages, exits=exits, survival=surv)
+                expected_stages=stages, exits=exits, survival=surv, stages=plan.stages)
 
 
 @dataclass(frozen=True, eq=False)
