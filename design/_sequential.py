@@ -56,9 +56,11 @@ class _Resolution:
 
 
 DEFAULT_RESOLUTION = _Resolution()
-#: Resolution of a merged plan (whose own error is ~1e-7): band order 12 and reach 7 cost half
-#: as much per stage and move E and pi-bar by ~1e-9 (measured against DEFAULT_RESOLUTION).
-MERGED_RESOLUTION = _Resolution(reach=7.0, band_order=12)
+#: Resolution of a merged plan (whose own error is ~1e-7): band order 12, reach 7 and coarser
+#: interior panels cost half as much per stage and move E and pi-bar by ~1e-9 (measured
+#: against DEFAULT_RESOLUTION).
+MERGED_RESOLUTION = _Resolution(reach=7.0, band_order=12, interior_coarsest=1.0,
+                                interior_ratio=3.0)
 
 
 def check_design_args(m, epsilon, N, threshold):
@@ -118,7 +120,7 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
         plan.tau, plan.q, plan.pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
         r.interior_coarsest, r.interior_ratio, band_t, band_w, _GL_T, _GL_W,
         _N_MOMENTS if interior else 1, bool(interior), plan.wst, plan.lag_pi, plan.lag_st,
-        float(stop_tol))
+        plan.lag3_pi, plan.lag3_st, float(stop_tol))
     return dict(error=err, p_early_correct=right, p_full=pfull, data_fraction=pibar,
                 expected_stages=stages, exits=exits, survival=surv, stages=plan.stages)
 

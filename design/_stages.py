@@ -53,8 +53,10 @@ from samplers._jit import jit
 
 #: Siegmund's constant -zeta(1/2) / sqrt(2 pi): the overshoot shift of a Gaussian walk.
 SIEGMUND_RHO = 0.5825971579390106
-#: In-transit lag of a merged check in units of s_c^2 (measured, see the module docstring).
-LAG = 0.22
+#: In-transit lag of a check with step sd s and drift nu towards the boundary, in units of
+#: log information time: LAG s^2 + LAG_DRIFT nu s^3 (measured, see the module docstring).
+LAG = 0.228
+LAG_DRIFT = 0.3
 #: Largest step of a merged stage in log information time, unless the budget needs more.
 DEFAULT_MERGE = 1e-3
 #: Visited-stage budget: beyond it the merge step grows (slowly, like log(N / m) / budget).
@@ -78,9 +80,10 @@ class StagePlan:
     pi : numpy.ndarray
         Cumulative data weights: the data fraction is pi[0] + sum_c (pi[c + 1] - pi[c]) S_c
         with S_c the survival after visited stage c (for the exact plan, pi = n_j / N).
-    wst, lag_pi, lag_st : numpy.ndarray
+    wst, lag_pi, lag_st, lag3_pi, lag3_st : numpy.ndarray
         Weight of S_c in the expected number of stages, and the in-transit weights of the
-        stops at c in the data fraction and the stage count (zero for the exact plan).
+        stops at c (and of the stops times the drift towards the boundary crossed) in the
+        data fraction and the stage count (zero for the exact plan).
     merged : bool
         Whether any stage was merged.
     """
@@ -92,6 +95,8 @@ class StagePlan:
     wst: np.ndarray
     lag_pi: np.ndarray
     lag_st: np.ndarray
+    lag3_pi: np.ndarray
+    lag3_st: np.ndarray
     merged: bool
 
 
@@ -174,7 +179,8 @@ def plan_stages(m: int, N: int, q_at, merge: float = DEFAULT_MERGE) -> StagePlan
     if j.size == J1:                     # nothing merged: the exact programme
         pi = np.concatenate([nf, [float(N)]]) / N
         zero = np.zeros(J1)
-        return StagePlan(j, tau, q, pi, np.ones(J1), zero, zero.copy(), False)
+        return StagePlan(j, tau, q, pi, np.ones(J1), zero, zero.copy(), zero.copy(),
+                         zero.copy(), False)
 
     # kernel sd of the merged step (from the previous visited stage) and of one real stage
     prev = np.concatenate([[np.nan], tau[:-1]])
@@ -203,8 +209,12 @@ def plan_stages(m: int, N: int, q_at, merge: float = DEFAULT_MERGE) -> StagePlan
     w_pi = dpi + (m / N) * (wst - 1.0)
     pi = np.concatenate([[m / N], m / N + np.cumsum(w_pi)])
 
-    lag = LAG * (s2_c - s2_f)            # units of t each stop of a merged check is early by
+    # units of t each stop of a merged check is early by: LAG (s_c^2 - s_f^2), plus
+    # LAG_DRIFT (s_c^3 - s_f^3) times the drift towards the boundary (added by the kernel)
+    lag = LAG * (s2_c - s2_f)
+    lag3 = LAG_DRIFT * (s2_c ** 1.5 - s2_f ** 1.5)
     frac = nf / N
-    lag_pi = lag * frac * (1.0 - frac)
-    lag_st = lag * nf * (N - nf) / (N * m)
-    return StagePlan(j, tau, q, pi, wst, lag_pi, lag_st, True)
+    per_t_pi = frac * (1.0 - frac)       # data fraction per unit t: dn / dt / N
+    per_t_st = nf * (N - nf) / (N * m)   # stages per unit t
+    return StagePlan(j, tau, q, pi, wst, lag * per_t_pi, lag * per_t_st, lag3 * per_t_pi,
+                     lag3 * per_t_st, True)
