@@ -420,7 +420,16 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         exits[j] = 2.0 * np.sum(wfb)
         if interior:
             sv = 2.0 * np.sum(wfi)
-            coeffs = _taylor_sums(xi, 2.0 * wfi, n_mom, 2)   # even moments on [-q, q]
+            # even moments on [-q, q], as many as the largest active drift's series uses
+            # (c_k depends only on terms up to k, so fewer terms change no value)
+            need = 1
+            sq_j = math.sqrt(tau[j])
+            for k in range(n_mu):
+                if active[k]:
+                    x = mus[k] * sq_j * qj
+                    if x <= _SERIES_LIMIT:
+                        need = max(need, int(0.5 * (x + 8.5 * math.sqrt(x) + 10.0)) + 1)
+            coeffs = _taylor_sums(xi, 2.0 * wfi, min(n_mom, need), 2)
         else:
             sv = sv - exits[j]
             coeffs = np.full(1, sv)

@@ -6,7 +6,8 @@ once per pair reads it n_pairs times. Here every chunk of rows is read once for 
 
 * a model with ``loglik_many(thetas, idx)`` (per-datum log-likelihoods of rows ``idx`` at
   k parameter vectors, shape (len(idx), k); for a linear predictor one BLAS product
-  ``X[idx] @ Theta.T``) gets all 2 n_pairs vectors in one call per chunk;
+  ``X[idx] @ Theta.T``) gets all distinct vectors among the 2 n_pairs in one call per
+  chunk (the cost is then the log-likelihood's transcendental functions, not memory);
 * any other model gets, per chunk, one ``loglik_ratio`` (or two ``loglik``) call per pair:
   still one pass over memory-mapped data, but no BLAS.
 
@@ -28,14 +29,27 @@ import numpy as np
 __all__ = ["pair_moments"]
 
 
-def _chunk_diffs_many(model, thetas, theta_news, idx):
+def distinct_vectors(thetas, theta_news):
+    """(distinct parameter vectors, index of theta_p, index of theta'_p) among all 2 P.
+
+    Consecutive pairs of an MH chain share a state (theta_{p+1} is theta_p or theta'_p), so
+    a trial chain has about P to 1.5 P distinct vectors: the log-likelihoods are computed
+    once per distinct vector.
+    """
     P = thetas.shape[0]
     both = np.concatenate([thetas.reshape(P, -1), theta_news.reshape(P, -1)])
-    ll = np.asarray(model.loglik_many(both, idx), dtype=float)
-    if ll.shape != (idx.size, 2 * P):
-        raise ValueError(f"model.loglik_many must return shape {(idx.size, 2 * P)} for "
-                         f"{idx.size} rows and {2 * P} parameter vectors, got {ll.shape}")
-    return ll[:, P:] - ll[:, :P]
+    uniq, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    return np.ascontiguousarray(uniq), inverse[:P], inverse[P:]
+
+
+def _chunk_diffs_many(model, vectors, old, new, idx):
+    ll = np.asarray(model.loglik_many(vectors, idx), dtype=float)
+    if ll.shape != (idx.size, vectors.shape[0]):
+        raise ValueError(f"model.loglik_many must return shape {(idx.size, vectors.shape[0])} "
+                         f"for {idx.size} rows and {vectors.shape[0]} parameter vectors, "
+                         f"got {ll.shape}")
+    return ll[:, new] - ll[:, old]
 
 
 def _chunk_diffs_generic(model, thetas, theta_news, idx):
@@ -56,9 +70,9 @@ def _chunk_diffs_generic(model, thetas, theta_news, idx):
     return out
 
 
-def _chunk_moments(diffs_fn, model, thetas, theta_news, start, stop):
+def _chunk_moments(diffs_fn, model, args, start, stop):
     idx = np.arange(start, stop)
-    L = diffs_fn(model, thetas, theta_news, idx)
+    L = diffs_fn(model, *args, idx)
     if not np.all(np.isfinite(L)):
         raise ValueError(
             f"model log-likelihood differences must be {idx.size} finite values for an index "
@@ -87,8 +101,10 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     None (a tqdm bar when stderr is a terminal), a bool, or ``callback(done, total)`` called
     in the main thread after each chunk (an exception it raises stops the pass).
     """
-    diffs_fn = (_chunk_diffs_many if callable(getattr(model, "loglik_many", None))
-                else _chunk_diffs_generic)
+    if callable(getattr(model, "loglik_many", None)):
+        diffs_fn, args = _chunk_diffs_many, distinct_vectors(thetas, theta_news)
+    else:
+        diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
     starts = list(range(0, N, chunk))
     total = len(starts)
     callback, close = _progress(progress, total)
@@ -107,7 +123,7 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     try:
         if workers <= 1 or total == 1:
             for k, s in enumerate(starts):
-                merge(_chunk_moments(diffs_fn, model, thetas, theta_news, s, min(s + chunk, N)))
+                merge(_chunk_moments(diffs_fn, model, args, s, min(s + chunk, N)))
                 if callback is not None:
                     callback(k + 1, total)
         else:
@@ -117,8 +133,8 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
                 while merged < total:
                     while nxt < total and len(futures) < 2 * workers:
                         s = starts[nxt]
-                        futures[pool.submit(_chunk_moments, diffs_fn, model, thetas,
-                                            theta_news, s, min(s + chunk, N))] = nxt
+                        futures[pool.submit(_chunk_moments, diffs_fn, model, args, s,
+                                            min(s + chunk, N))] = nxt
                         nxt += 1
                     finished, _ = wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
                     for fut in finished:

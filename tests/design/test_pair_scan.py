@@ -115,3 +115,25 @@ def test_a_bad_loglik_many_is_refused():
     with pytest.raises(ValueError, match="loglik_many must return shape"):
         TrialChain.from_model(Bad(X, np.ones(1000)), np.zeros((2, 2)), np.ones((2, 2)),
                               progress=False)
+
+
+def test_shared_states_of_a_chain_are_evaluated_once():
+    """Pairs of an MH chain share states: loglik_many sees each distinct vector once."""
+    rng = np.random.default_rng(8)
+    X, beta = _data(5000, 3, rng)
+    y = (rng.random(5000) < 0.5).astype(float)
+    seen = []
+
+    class Counting(LogisticRegression):
+        def loglik_many(self, thetas, idx):
+            seen.append(thetas.shape[0])
+            return super().loglik_many(thetas, idx)
+
+    model = Counting(X, y)
+    states = beta + rng.normal(0, 0.02, (6, 3))
+    thetas, news = states[:-1], states[1:]            # every move accepted: 6 distinct
+    tc = TrialChain.from_model(model, thetas, news, chunk=1000, workers=1, progress=False)
+    assert set(seen) == {6}
+    mu, sigma = per_pair_reference(model, thetas, news, 1000)
+    np.testing.assert_allclose(tc.mu, mu, rtol=1e-9, atol=1e-16)
+    np.testing.assert_allclose(tc.sigma, sigma, rtol=1e-9)
