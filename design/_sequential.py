@@ -56,11 +56,12 @@ class _Resolution:
 
 
 DEFAULT_RESOLUTION = _Resolution()
-#: Resolution of a merged plan (whose own error is ~1e-7): band order 12, reach 7 and coarser
-#: interior panels cost half as much per stage and move E and pi-bar by ~1e-9 (measured
-#: against DEFAULT_RESOLUTION).
-MERGED_RESOLUTION = _Resolution(reach=7.0, band_order=12, interior_coarsest=1.0,
-                                interior_ratio=3.0)
+#: Resolution of the fast path for N / m >= FAST_FROM (and of every merged plan, whose own
+#: error is ~1e-7): band order 12, reach 7 and coarser interior panels cost half as much per
+#: stage and move E and pi-bar by ~1e-9 (measured against DEFAULT_RESOLUTION).
+FAST_RESOLUTION = _Resolution(reach=7.0, band_order=12, interior_coarsest=1.0,
+                              interior_ratio=3.0)
+FAST_FROM = 2000
 
 
 def check_design_args(m, epsilon, N, threshold):
@@ -102,9 +103,10 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
     very large N / m to keep the stage count near ``_stages.STAGE_BUDGET``; see
     ``design._stages``: cost O(log(N / m) / merge) instead of O(N / m), error below about
     0.5 merge^2 in the error and 3 merge^2 in the data fraction); ``merge=0`` and
-    ``stop_tol=0`` run every stage to the end, the exact reference programme. Without a
-    merged stage the plan is the exact one, run at ``DEFAULT_RESOLUTION``; a merged plan
-    runs at ``MERGED_RESOLUTION`` unless ``resolution`` is given.
+    ``stop_tol=0`` run every stage to the end at ``DEFAULT_RESOLUTION``: the exact reference
+    programme. Without a merged stage the plan is the exact one; the fast path runs it at
+    ``FAST_RESOLUTION`` from N / m >= ``FAST_FROM`` (and every merged plan), unless
+    ``resolution`` is given.
     """
     mus = np.ascontiguousarray(mus, dtype=np.float64)
     if -(-N // m) == 1:  # m == N: one exact test on all the data
@@ -114,7 +116,10 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
                     exits=np.zeros(0), survival=np.zeros(0), stages=np.zeros(0, np.int64))
     plan = plan_stages(m, N, lambda n: stage_thresholds(n, epsilon, threshold),
                        merge_step(N / m, merge))
-    r = resolution or (MERGED_RESOLUTION if plan.merged else DEFAULT_RESOLUTION)
+    if resolution is None:
+        fast = plan.merged or (N / m >= FAST_FROM and (merge > 0 or stop_tol > 0))
+        resolution = FAST_RESOLUTION if fast else DEFAULT_RESOLUTION
+    r = resolution
     band_t, band_w = np.polynomial.legendre.leggauss(r.band_order)
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
         plan.tau, plan.q, plan.pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,

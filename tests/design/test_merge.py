@@ -63,14 +63,25 @@ def test_the_siegmund_shift_is_what_makes_merging_accurate(exact_runs, monkeypat
     assert err > 100 * MERGE_ERROR_E * 4e-3**2
 
 
+@pytest.mark.parametrize("case", [(200, 0.01, 1_000_000, "t"), (500, 0.001, 1_500_000,
+                                  "normal")], ids=lambda c: "-".join(map(str, c)))
+def test_fast_resolution_agrees_with_exact_dp_without_merging(case):
+    """N / m = 3000-5000: no stage merged, the fast path only uses the lighter resolution."""
+    fast = run_dp(MUS, *case)
+    exact = run_dp(MUS, *case, merge=0, stop_tol=0)
+    assert fast["stages"].size == exact["stages"].size
+    for key in ("error", "data_fraction", "p_full"):
+        np.testing.assert_allclose(fast[key], exact[key], rtol=0, atol=1e-8, err_msg=key)
+
+
 def test_small_N_is_the_exact_programme_bit_for_bit():
     """Without a merged stage the fast path is the reference plan: the same numbers, not
     close ones, apart from drifts retired once their survival is below 1e-13."""
-    args = (np.array([0.0, 0.7, 4.0]), 100, 0.01, 200_000, "t")
+    args = (np.array([0.0, 0.7, 4.0]), 100, 0.01, 150_000, "t")      # N / m < FAST_FROM
     ref = run_dp(*args, merge=0, stop_tol=0)
     no_stop = run_dp(*args, stop_tol=0)
     fast = run_dp(*args)
-    assert fast["stages"].size == 200_000 // 100 - 1
+    assert fast["stages"].size == 150_000 // 100 - 1
     for key in ("error", "data_fraction", "p_full", "expected_stages"):
         np.testing.assert_array_equal(no_stop[key], ref[key])
         np.testing.assert_allclose(fast[key], ref[key], rtol=1e-12, atol=1e-12)
@@ -79,7 +90,7 @@ def test_small_N_is_the_exact_programme_bit_for_bit():
 def test_early_stop_changes_nothing_above_its_tolerance():
     """eps = 0.2 stops almost every path in the first stages; stopping the programme once
     the survival is below 1e-13 changes the outputs by less than that."""
-    args = (np.array([0.0, 2.0]), 200, 0.2, 400_000, "normal")
+    args = (np.array([0.0, 2.0]), 200, 0.2, 300_000, "normal")
     stop = run_dp(*args, merge=0)
     full = run_dp(*args, merge=0, stop_tol=0)
     for key in ("error", "data_fraction", "p_full"):
