@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from samplers._checks import check_finite_array, check_int
+from ._lib.checks import check_finite_array, check_int
 
 from ._pair_scan import pair_moments
 
