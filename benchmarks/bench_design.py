@@ -59,22 +59,12 @@ def case_first_call():
                 mu0_cpu_seconds=c0, mu100_seconds=w100, mu100_cpu_seconds=c100)
 
 
-def _exact_grid(N, m_grid, eps_grid, workers=2):
-    """The engine before issue 15: every stage, no early stop, same thread pool."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    from design._sequential import run_dp
-
-    def cell(c):
-        r = run_dp(np.zeros(1), c[0], c[1], N, "normal", interior=False, merge=0, stop_tol=0)
-        return float(r["error"][0]), float(r["data_fraction"][0])
-
-    cells = [(m, e) for m in m_grid for e in eps_grid]
-    with ThreadPoolExecutor(workers) as pool:
-        out = list(pool.map(cell, cells))
-    shape = (len(m_grid), len(eps_grid))
-    return (np.array([o[0] for o in out]).reshape(shape),
-            np.array([o[1] for o in out]).reshape(shape))
+def _exact_grid(N, m_grid, eps_grid):
+    """The engine before issue 15: every stage, no early stop, the same grid loop."""
+    from design import optimize
+    d = optimize(N, 0.49, method="worst-case", m_grid=m_grid, epsilon_grid=eps_grid,
+                 workers=2, progress=False, exact=True)
+    return d.error_grid, d.data_grid
 
 
 def _warm_up():

@@ -49,7 +49,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln
 
-from samplers._jit import jit
+from ._lib.jit import jit
 
 #: Siegmund's constant -zeta(1/2) / sqrt(2 pi): the overshoot shift of a Gaussian walk.
 SIEGMUND_RHO = 0.5825971579390106

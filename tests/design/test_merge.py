@@ -136,3 +136,14 @@ def test_sequential_error_runs_at_N_1e9_in_bounded_memory():
     total = r.error + r.p_early_correct + r.p_full
     np.testing.assert_allclose(total, 1.0, atol=1e-10)
 
+
+
+def test_public_exact_switch():
+    """sequential_error(exact=True) is the reference programme; the default agrees to 1e-6."""
+    kw = dict(m=100, epsilon=0.02, N=1_000_000)
+    fast = sequential_error([0.0, 1.5], **kw)
+    exact = sequential_error([0.0, 1.5], **kw, exact=True)
+    ref = run_dp(np.array([0.0, 1.5]), 100, 0.02, 1_000_000, "normal", merge=0, stop_tol=0)
+    np.testing.assert_array_equal(exact.error, ref["error"])
+    np.testing.assert_allclose(fast.error, exact.error, rtol=0, atol=1e-6)
+    np.testing.assert_allclose(fast.data_fraction, exact.data_fraction, rtol=0, atol=1e-6)
