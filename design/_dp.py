@@ -285,7 +285,13 @@ def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, lag3_pi, lag3_st, x
     if xb.shape[0] > 0:
         centre = 0.5 * (xb[0] + xb[-1])
         half = 0.5 * (xb[-1] - xb[0])
-    cband = _taylor_sums(xb - centre, wfb, _N_BAND_MOM, 1)
+    need = 1                                          # band terms the active drifts use
+    for k in range(mus.shape[0]):
+        if active[k]:
+            a = mus[k] * sq
+            if a * half <= _BAND_SERIES_LIMIT:
+                need = max(need, min(_N_BAND_MOM, 14 + int(5.0 * a * half)))
+    cband = _taylor_sums(xb - centre, wfb, need, 1)
     for k in range(mus.shape[0]):
         if not active[k]:
             continue
