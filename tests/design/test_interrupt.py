@@ -81,3 +81,13 @@ def test_trial_statistics_pass_stops_on_an_exception_from_progress():
                               progress=progress)
     assert seen[-1] < 200
     assert not [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
+
+
+def test_progress_bar_is_off_without_a_terminal_and_works_when_asked(capsys):
+    """Under pytest stderr is captured (not a terminal): no bar by default; ``progress=True``
+    draws one on stderr and changes no result."""
+    quiet = optimize(20_000, 0.1, method="worst-case", workers=1, **GRID)
+    assert capsys.readouterr().err == ""
+    bar = optimize(20_000, 0.1, method="worst-case", workers=2, progress=True, **GRID)
+    assert "design grid" in capsys.readouterr().err
+    np.testing.assert_array_equal(quiet.error_grid, bar.error_grid)
