@@ -13,7 +13,7 @@ once per pair reads it n_pairs times. Here every chunk of rows is read once for 
 
 Chunks are spread over threads (NumPy's products and ufuncs release the GIL), at most
 2 x workers chunks in flight, and a ``loglik_many`` chunk holds at most ``MAX_ENTRIES``
-rows x vectors, so memory stays bounded (about 0.3 GB at most with 2 workers) at any N. Per-chunk
+rows x vectors, so memory stays bounded (tens of MB with 2 workers) at any N. Per-chunk
 (count, mean, sum of squared deviations) are merged in chunk order with the pairwise update
 of Chan, Golub & LeVeque (1979), so the result does not depend on the thread timing and
 equals the per-pair scan up to rounding. The main thread waits with a timeout, so Ctrl-C
@@ -30,7 +30,7 @@ import numpy as np
 __all__ = ["pair_moments"]
 
 #: Largest rows x parameter-vectors block one ``loglik_many`` call computes.
-MAX_ENTRIES = 1 << 22
+MAX_ENTRIES = 1 << 20
 
 
 def distinct_vectors(thetas, theta_news):
@@ -107,7 +107,7 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     """
     if callable(getattr(model, "loglik_many", None)):
         diffs_fn, args = _chunk_diffs_many, distinct_vectors(thetas, theta_news)
-        # a chunk's (rows x vectors) matrices stay at MAX_ENTRIES (32 MB) each
+        # a chunk's (rows x vectors) matrices stay at MAX_ENTRIES (8 MB) each
         chunk = min(chunk, max(1024, MAX_ENTRIES // args[0].shape[0]))
     else:
         diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
