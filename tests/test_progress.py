@@ -55,7 +55,7 @@ def test_trial_chain_design_grid_and_clt_check_report(capsys):
     validation.clt_check(MODEL, (thetas, thetas + 0.02), batch_size=100, n_sim=1_000,
                          tolerance=0.2, search=False, rng=2, progress=True)
     err = capsys.readouterr().err
-    for desc in ("trial pairs", "design grid", "CLT check"):
+    for desc in ("trial-pair statistics", "design grid", "CLT check"):
         assert desc in err
 
 
