@@ -223,16 +223,15 @@ class AustereTest(AcceptanceTest):
             return self._decide_python(view, batches, theta, theta_new, mu0)
         loop = _seq.austere_loop(view.row_ratio, view.row_prefetch)
         data = view.kernel_data()
-        perm, cursor = batches.kernel_state()
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
+        order = batches.kernel_state()
+        cursor, n, mean, m2, stage = 0, 0, 0.0, 0.0, 0
         while True:
             status, accepted, cursor, n, mean, m2, stage = loop(
-                data, theta, theta_new, rng, perm, cursor, self.m, mu0,
+                data, theta, theta_new, rng, order, cursor, self.m, mu0,
                 self._table(N, stage + 1), n, mean, m2, stage,
             )
             if status != _seq.MORE_THRESHOLDS:
                 break
-        batches.set_cursor(cursor)
         if status == _seq.NONFINITE:
             return _nonfinite_decision(mean, theta_new), AustereInfo(cursor, stage)
         return bool(accepted), AustereInfo(n, stage)
@@ -379,12 +378,10 @@ class ConfidenceTest(AcceptanceTest):
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
-        perm, _ = batches.kernel_state()
         status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
-            view.kernel_data(), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
-            self.gamma, _BOUNDS.index(self.bound), self.batch_size,
+            view.kernel_data(), theta, theta_new, rng, batches.kernel_state(), psi, C, self.delta,
+            self.p, self.gamma, _BOUNDS.index(self.bound), self.batch_size,
         )
-        batches.set_cursor(cursor)
         if status == _seq.NONFINITE:
             accepted = _nonfinite_decision(mean, theta_new)
         return bool(accepted), ConfidenceInfo(cursor, look, scanned)
@@ -586,13 +583,11 @@ class BarkerTest(AcceptanceTest):
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(rng, view, batches, theta, theta_new, log_const)
-        perm, _ = batches.kernel_state()
         loop = _seq.barker_loop(view.row_ratio, view.row_prefetch)
         status, accepted, n, stage, mean, s2, eps, eta = loop(
-            view.kernel_data(), theta, theta_new, rng, perm, self.m, log_const,
+            view.kernel_data(), theta, theta_new, rng, batches.kernel_state(), self.m, log_const,
             *self._settings(), *self._draw_args,
         )
-        batches.set_cursor(n)
         if status == _seq.NONFINITE:
             return _nonfinite_decision(mean, theta_new), BarkerInfo(n, stage, *(math.nan,) * 3)
         return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)
