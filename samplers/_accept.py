@@ -91,8 +91,9 @@ class ExactInfo(NamedTuple):
 class ExactTest(AcceptanceTest):
     """Full-data Metropolis-Hastings: the baseline every approximate test is compared with.
 
-    Reads all N rows in chunks each step (O(N)); records the mean and population sd of the
-    l_i, which is what a trial chain for :func:`design.optimize` needs.
+    Reads all N rows in chunks each step (O(N), on every core for a built-in model);
+    records the mean and population sd of the l_i, which is what a trial chain for
+    :func:`design.optimize` needs.
 
     Examples
     --------
@@ -106,11 +107,10 @@ class ExactTest(AcceptanceTest):
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         log_u = -rng.standard_exponential()
-        mom = RunningMoments()
-        for idx in view.chunks():
-            if not mom.add(view.ratio(theta, theta_new, idx)):
-                accepted = _nonfinite_decision(mom.mean, theta_new)
-                return accepted, ExactInfo(view.N, 1, mom.mean, math.nan)
+        finite, mom = view.full_ratio_moments(theta, theta_new)
+        if not finite:
+            accepted = _nonfinite_decision(mom.mean, theta_new)
+            return accepted, ExactInfo(view.N, 1, mom.mean, math.nan)
         accepted = log_u < mom.mean * view.N + log_const
         return accepted, ExactInfo(view.N, 1, mom.mean, mom.population_sd())
 

@@ -20,15 +20,22 @@ equal code gives equal keys across processes, and changed code still misses.
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 
 import numba
 from numba.core.serialize import dumps
 from numba.extending import intrinsic as numba_intrinsic
 
-__all__ = ["intrinsic", "jit", "row_jit"]
+__all__ = ["PASS_THREADS", "intrinsic", "jit", "row_jit"]
 
 OPTIONS = dict(cache=True, error_model="numpy", nogil=True)
+
+#: Threads a full-data pass runs its compiled chunk kernels on (:mod:`design._lib.passes`):
+#: every core. The kernels release the GIL (``nogil=True``), so plain Python threads run them
+#: in parallel; numba's ``parallel=True`` is not used because its OpenMP threading layer
+#: aborts a process forked after a parallel region (``sample_chains``' default process pool).
+PASS_THREADS = os.cpu_count() or 1
 
 _NAMESPACE = uuid.UUID("5b0c3a8e-2f4d-4c1e-9a57-6d2f1e0b7c93")
 
