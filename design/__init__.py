@@ -5,24 +5,29 @@
 * :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
   a :class:`TrialChain` (Eq. 6);
 * :func:`optimize` -- the (m, epsilon) that uses the least data within a tolerance, by the
-  average (Eq. 7) or worst-case (Eq. 8) design, returned as a :class:`Design`.
+  average (Eq. 7) or worst-case (Eq. 8) design (:data:`METHODS`), returned as a
+  :class:`Design`; :data:`THRESHOLDS` names the sequential test's threshold laws.
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
-  probability at a fixed pair.
+  probability at a fixed pair;
+* :mod:`design.reference_tables`: the seed papers' published tables, which the notebooks,
+  benchmarks and tests compare with.
 """
 
 from . import acceptance, correction
 from ._acceptance_error import AcceptanceError, acceptance_error
-from ._optimize import Design, InfeasibleDesignError, optimize
-from ._sequential import SequentialError, sequential_error
+from ._optimize import METHODS, Design, InfeasibleDesignError, optimize
+from ._sequential import THRESHOLDS, SequentialError, sequential_error
 from ._trial import TrialChain
 
 __all__ = [
     "AcceptanceError",
     "Design",
     "InfeasibleDesignError",
+    "METHODS",
     "SequentialError",
+    "THRESHOLDS",
     "TrialChain",
     "acceptance",
     "acceptance_error",

@@ -15,7 +15,9 @@ The pieces:
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
-  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`.
+  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`;
+* :func:`laplace_approximation`, the Gaussian approximation of a logistic-regression
+  posterior: a chain's starting point and the random walk's shape.
 """
 
 from . import datasets, priors
@@ -59,6 +61,7 @@ from .models import (
     StudentTBound,
     map_estimate,
 )
+from .models import LaplaceApproximation, laplace_approximation
 
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
@@ -76,4 +79,5 @@ __all__ = [
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
+    "LaplaceApproximation", "laplace_approximation",
 ]

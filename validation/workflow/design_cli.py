@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from design._optimize import METHODS, InfeasibleDesignError, optimize
-from design._sequential import THRESHOLDS
-from design._trial import TrialChain
+from design import METHODS, THRESHOLDS, InfeasibleDesignError, TrialChain, optimize
 
 __all__ = ["add_design_parser", "run_design"]
 
