@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -34,9 +35,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
-from design._lib.jit import PASS_THREADS  # noqa: E402
 from samplers._view import FULL_CHUNK, ModelView, check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
+
+
+#: Threads of the library's full passes (design._lib.jit.PASS_THREADS: every core).
+PASS_THREADS = os.cpu_count() or 1
 
 
 @numba.njit(cache=True)
