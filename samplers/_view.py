@@ -12,7 +12,13 @@ from design._lib.moments import RunningMoments, merge_moments
 from design._lib.passes import n_chunks, run_chunks
 
 from .models._base import BaseModel
-from .models._kernels import chunk_grad_sums, chunk_loglik_sums, chunk_ratio_moments
+from .models._kernels import (
+    chunk_grad_sums,
+    chunk_loglik_sums,
+    chunk_loglik_sums_eta,
+    chunk_ratio_moments,
+    chunk_ratio_moments_eta,
+)
 
 __all__ = ["ModelView", "check_model"]
 
@@ -55,6 +61,12 @@ class ModelView:
         #: Per-row log-likelihood and gradient kernels of a built-in model (full passes).
         self.row_loglik = self.row_grad = None
         if isinstance(model, BaseModel):
+            self._loglik_chunks = (
+                chunk_loglik_sums(model._row_loglik) if model._row_eta is None
+                else chunk_loglik_sums_eta(model._row_eta, model._eta_loglik))
+            self._ratio_chunks = (
+                chunk_ratio_moments(model._row_ratio) if model._row_eta is None
+                else chunk_ratio_moments_eta(model._row_eta, model._eta_ratio))
             self.row_loglik = model._row_loglik
             self.row_grad = model._row_grad
             self.row_ratio = model._row_ratio
@@ -101,7 +113,7 @@ class ModelView:
             return True, mom
         count = n_chunks(self.N, FULL_CHUNK)
         means, m2s = np.empty(count), np.empty(count)
-        run_chunks(chunk_ratio_moments(self.row_ratio), count, self.kernel_data(), theta,
+        run_chunks(self._ratio_chunks, count, self.kernel_data(), theta,
                    theta_new, self.N, FULL_CHUNK, means, m2s, threads=threads)
         ok, mom.n, mom.mean, mom.m2 = _merge_chunks(self.N, FULL_CHUNK, means, m2s)
         return bool(ok), mom
@@ -113,7 +125,7 @@ class ModelView:
             raise TypeError(f"full_loglik needs a built-in model, got {type(self.model).__name__}")
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty(count)
-        run_chunks(chunk_loglik_sums(self.row_loglik), count, self.kernel_data(), theta,
+        run_chunks(self._loglik_chunks, count, self.kernel_data(), theta,
                    self.N, FULL_CHUNK, sums, threads=threads)
         total = 0.0
         for value in sums:

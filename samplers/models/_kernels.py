@@ -135,3 +135,49 @@ def chunk_grad_sums(row_grad):
                     acc[j] += g[j]
 
     return kernel
+
+
+@cache
+def chunk_loglik_sums_eta(row_eta, eta_loglik):
+    """:func:`chunk_loglik_sums` for a model whose log-likelihood goes through a linear
+    predictor: the predictors of a chunk first, then ``eta_loglik`` mapped over them (a
+    straight loop the compiler vectorises), then the sum in row order (the same value)."""
+    @jit
+    def kernel(data, theta, N, chunk, sums, c0, c1):
+        eta = np.empty(chunk)
+        values = np.empty(chunk)
+        for c in range(c0, c1):
+            start = c * chunk
+            k = min(chunk, N - start)
+            for t in range(k):
+                eta[t] = row_eta(data, start + t, theta)
+            for t in range(k):
+                values[t] = eta_loglik(data, eta[t])
+            total = 0.0
+            for t in range(k):
+                total += values[t]
+            sums[c] = total
+
+    return kernel
+
+
+@cache
+def chunk_ratio_moments_eta(row_eta, eta_ratio):
+    """:func:`chunk_ratio_moments` through the linear predictors (see
+    :func:`chunk_loglik_sums_eta`); the same l_i, so the same moments."""
+    @jit
+    def kernel(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
+        eta = np.empty(chunk)
+        eta_new = np.empty(chunk)
+        values = np.empty(chunk)
+        for c in range(c0, c1):
+            start = c * chunk
+            k = min(chunk, N - start)
+            for t in range(k):
+                eta[t] = row_eta(data, start + t, theta)
+                eta_new[t] = row_eta(data, start + t, theta_new)
+            for t in range(k):
+                values[t] = eta_ratio(data, eta[t], eta_new[t])
+            means[c], m2s[c] = batch_moments(values[:k])
+
+    return kernel
