@@ -52,8 +52,8 @@ class Order(structref.StructRefProxy):
 
     Fields (read them in compiled code): ``n_total`` (N), ``taken`` (rows handed out since
     the last :func:`restart_order`), ``entries`` (displaced positions in the table), ``bits``
-    (log2 of the table's slots), ``keys``/``vals`` (the table: position -> row, ``-1`` marks
-    an empty slot) and ``dense`` (a full permutation once the order has been densified,
+    (log2 of the table's slots), ``table`` (slot s holds a position at ``2 s`` and the row
+    there at ``2 s + 1``, one cache line for both; position ``-1`` marks an empty slot) and ``dense`` (a full permutation once the order has been densified,
     otherwise empty).
     """
 
@@ -63,7 +63,7 @@ structref.define_attributes(OrderType)
 
 _ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
                     ("entries", types.int64), ("bits", types.int64),
-                    ("keys", types.int64[::1]), ("vals", types.int64[::1]),
+                    ("table", types.int64[::1]),
                     ("dense", types.int64[::1])])
 
 
@@ -82,8 +82,7 @@ def new_order(n_total):
     order.taken = 0
     order.entries = 0
     order.bits = _MIN_BITS
-    order.keys = np.full(_MIN_SLOTS, _EMPTY, dtype=np.int64)
-    order.vals = np.empty(_MIN_SLOTS, dtype=np.int64)
+    order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
     order.dense = np.empty(0, dtype=np.int64)
     return order
 
@@ -103,7 +102,7 @@ def rows_taken(order):
 @jit
 def _table_bytes(order):
     """Bytes held by the order's arrays (for tests and benchmarks)."""
-    return 8 * (order.keys.shape[0] + order.vals.shape[0] + order.dense.shape[0])
+    return 8 * (order.table.shape[0] + order.dense.shape[0])
 
 
 @jit
@@ -113,11 +112,11 @@ def _hash(key, bits):
 
 
 @jit
-def _slot(keys, bits, key):
+def _slot(table, bits, key):
     """The slot holding ``key``, or the empty slot where it would go (linear probing)."""
-    mask = keys.shape[0] - 1
+    mask = (1 << bits) - 1
     s = _hash(key, bits)
-    while keys[s] != key and keys[s] != _EMPTY:
+    while table[2 * s] != key and table[2 * s] != _EMPTY:
         s = (s + 1) & mask
     return s
 
@@ -125,29 +124,27 @@ def _slot(keys, bits, key):
 @jit
 def _grow(order, bits):
     """Rehash the table into ``2**bits`` slots."""
-    keys = np.full(1 << bits, _EMPTY, dtype=np.int64)
-    vals = np.empty(1 << bits, dtype=np.int64)
-    old_keys, old_vals = order.keys, order.vals
-    for s in range(old_keys.shape[0]):
-        key = old_keys[s]
+    table = np.full(2 << bits, _EMPTY, dtype=np.int64)
+    old = order.table
+    for s in range(0, old.shape[0], 2):
+        key = old[s]
         if key != _EMPTY:
-            t = _slot(keys, bits, key)
-            keys[t] = key
-            vals[t] = old_vals[s]
-    order.keys, order.vals, order.bits = keys, vals, bits
+            t = _slot(table, bits, key)
+            table[2 * t] = key
+            table[2 * t + 1] = old[s + 1]
+    order.table, order.bits = table, bits
 
 
 @jit
 def _densify(order):
     """Replace the table by the full permutation it stands for (O(N), done once per order)."""
     dense = np.arange(order.n_total, dtype=np.int64)
-    keys, vals = order.keys, order.vals
-    for s in range(keys.shape[0]):
-        if keys[s] != _EMPTY:
-            dense[keys[s]] = vals[s]
+    table = order.table
+    for s in range(0, table.shape[0], 2):
+        if table[s] != _EMPTY:
+            dense[table[s]] = table[s + 1]
     order.dense = dense
-    order.keys = np.full(_MIN_SLOTS, _EMPTY, dtype=np.int64)
-    order.vals = np.empty(_MIN_SLOTS, dtype=np.int64)
+    order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
     order.bits = _MIN_BITS
     order.entries = 0
 
@@ -202,26 +199,37 @@ def _dense_shuffle(perm, start, u, out):
 
 @jit
 def _sparse_shuffle(order, u, out):
-    """The same steps on the hash table: position p holds ``vals[slot]`` if displaced, else p.
+    """The same steps on the hash table: position p holds the row stored with it if displaced,
+    else p.
 
     Position i is never read again once its row is handed out, so only position j is
     written (the row position i held); the table gains at most one entry per row.
     """
     n_total, start, bits = order.n_total, order.taken, order.bits
-    keys, vals = order.keys, order.vals
+    table = order.table
     entries = order.entries
-    for t in range(u.shape[0]):
+    k = u.shape[0]
+    # The slots a step reads are known from u: ask for those PREFETCH_DISTANCE steps ahead
+    # (a table larger than the cache makes every probe a miss otherwise).
+    for t in range(min(k, PREFETCH_DISTANCE)):
+        prefetch_item(table, 2 * _hash(_target(start, t, u[t], n_total), bits), 0)
+        prefetch_item(table, 2 * _hash(start + t, bits), 0)
+    for t in range(k):
+        ahead = t + PREFETCH_DISTANCE
+        if ahead < k:
+            prefetch_item(table, 2 * _hash(_target(start, ahead, u[ahead], n_total), bits), 0)
+            prefetch_item(table, 2 * _hash(start + ahead, bits), 0)
         i = start + t
         j = _target(start, t, u[t], n_total)
-        sj = _slot(keys, bits, j)
-        row_j = vals[sj] if keys[sj] == j else j
+        sj = _slot(table, bits, j)
+        row_j = table[2 * sj + 1] if table[2 * sj] == j else j
         if j != i:
-            si = _slot(keys, bits, i)
-            row_i = vals[si] if keys[si] == i else i
-            if keys[sj] != j:
-                keys[sj] = j
+            si = _slot(table, bits, i)
+            row_i = table[2 * si + 1] if table[2 * si] == i else i
+            if table[2 * sj] != j:
+                table[2 * sj] = j
                 entries += 1
-            vals[sj] = row_i
+            table[2 * sj + 1] = row_i
         out[t] = row_j
     order.entries = entries
 
@@ -263,11 +271,10 @@ def restart_order(order):
     if order.dense.shape[0] > 0:
         order.dense = np.empty(0, dtype=np.int64)
     elif order.bits > bits + 2:
-        order.keys = np.full(1 << bits, _EMPTY, dtype=np.int64)
-        order.vals = np.empty(1 << bits, dtype=np.int64)
+        order.table = np.full(2 << bits, _EMPTY, dtype=np.int64)
         order.bits = bits
     elif order.entries > 0:
-        order.keys[:] = _EMPTY
+        order.table[:] = _EMPTY
     order.entries = 0
     order.taken = 0
 
