@@ -10,9 +10,11 @@ hash table (linear probing, Fibonacci hashing) maps displaced positions to the r
 ("sparse Fisher-Yates"). Drawing ``n`` rows costs O(n) time and O(n) memory whatever N is,
 and ``IndexSampler(10**9)`` allocates a few kilobytes.
 
-When an order has drawn so many rows that the table would outgrow a dense permutation (more
-than about N/8 rows), it is converted to one (O(N), paid for by the rows already drawn) and
-the shuffle goes on in place; :func:`restart_order` releases it. The rows drawn do not depend on
+When an order has drawn many rows (from N/64 to N/32 of them), it is converted to a dense
+int32 permutation (4 bytes a row, O(N) time paid for by the rows already drawn) and the
+shuffle goes on in place; :func:`restart_order` releases it. So an order's memory is at most
+64 bytes per row drawn while sparse, at most 256 bytes per row drawn once dense, and never
+more than about 4.5 N bytes (while converting); N >= 2**31 stays sparse. The rows drawn do not depend on
 the representation: both consume one uniform per row, ``j = i + floor(u (N - i))``, exactly
 as the persistent partial Fisher-Yates used before, so the first order of a sampler gives the
 same rows as that code did.
@@ -33,6 +35,12 @@ __all__ = ["IndexSampler", "Order", "draw_rows", "new_order", "restart_order", "
 
 #: Smallest hash table (slots; a power of two).
 _MIN_SLOTS = 1024
+#: An order goes dense (an int32 permutation, 4 bytes a row) when its table would need more
+#: than N / _DENSE_FRACTION slots (16 bytes each): the table stays below N / 2 bytes, the
+#: peak while converting below 4.5 N bytes, and the order has read at least N / 64 rows.
+_DENSE_FRACTION = 32
+#: Orders of this many rows or more stay sparse (their rows do not fit an int32).
+_DENSE_MAX = 2**31
 #: Empty slot marker (positions are >= 0).
 _EMPTY = -1
 #: Fibonacci hashing multiplier, 2**64 / golden ratio (Knuth, TAOCP vol. 3, 6.4).
@@ -53,7 +61,8 @@ class Order(structref.StructRefProxy):
     Fields (read them in compiled code): ``n_total`` (N), ``taken`` (rows handed out since
     the last :func:`restart_order`), ``entries`` (displaced positions in the table), ``bits``
     (log2 of the table's slots), ``table`` (slot s holds a position at ``2 s`` and the row
-    there at ``2 s + 1``, one cache line for both; position ``-1`` marks an empty slot) and ``dense`` (a full permutation once the order has been densified,
+    there at ``2 s + 1``, one cache line for both; position ``-1`` marks an empty slot) and
+    ``dense`` (an int32 permutation of all N rows once the order has been densified,
     otherwise empty).
     """
 
@@ -64,7 +73,7 @@ structref.define_attributes(OrderType)
 _ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
                     ("entries", types.int64), ("bits", types.int64),
                     ("table", types.int64[::1]),
-                    ("dense", types.int64[::1])])
+                    ("dense", types.int32[::1])])
 
 
 def _log2(slots):
@@ -83,7 +92,7 @@ def new_order(n_total):
     order.entries = 0
     order.bits = _MIN_BITS
     order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
-    order.dense = np.empty(0, dtype=np.int64)
+    order.dense = np.empty(0, dtype=np.int32)
     return order
 
 
@@ -102,7 +111,7 @@ def rows_taken(order):
 @jit
 def _table_bytes(order):
     """Bytes held by the order's arrays (for tests and benchmarks)."""
-    return 8 * (order.table.shape[0] + order.dense.shape[0])
+    return 8 * order.table.shape[0] + 4 * order.dense.shape[0]
 
 
 @jit
@@ -138,7 +147,7 @@ def _grow(order, bits):
 @jit
 def _densify(order):
     """Replace the table by the full permutation it stands for (O(N), done once per order)."""
-    dense = np.arange(order.n_total, dtype=np.int64)
+    dense = np.arange(order.n_total, dtype=np.int32)
     table = order.table
     for s in range(0, table.shape[0], 2):
         if table[s] != _EMPTY:
@@ -151,8 +160,8 @@ def _densify(order):
 
 @jit
 def _reserve(order, k):
-    """Make room for ``k`` more rows: keep the table at most half full, or go dense when the
-    table would need more slots than N / 2 (16 bytes a slot against 8 bytes a row)."""
+    """Make room for ``k`` more rows: keep the table at most half full, or go dense when it
+    would need more than N / _DENSE_FRACTION slots."""
     if order.dense.shape[0] > 0:
         return
     need = 2 * (order.entries + k)
@@ -161,7 +170,7 @@ def _reserve(order, k):
         bits += 1
     if bits == order.bits:
         return
-    if (1 << bits) > order.n_total // 2:
+    if order.n_total < _DENSE_MAX and (1 << bits) > order.n_total // _DENSE_FRACTION:
         _densify(order)
     else:
         _grow(order, bits)
@@ -269,7 +278,7 @@ def restart_order(order):
     while (1 << bits) < 2 * order.entries:
         bits += 1
     if order.dense.shape[0] > 0:
-        order.dense = np.empty(0, dtype=np.int64)
+        order.dense = np.empty(0, dtype=np.int32)
     elif order.bits > bits + 2:
         order.table = np.full(2 << bits, _EMPTY, dtype=np.int64)
         order.bits = bits

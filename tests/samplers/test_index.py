@@ -130,7 +130,7 @@ def test_memory_does_not_grow_with_N():
     finally:
         tracemalloc.stop()
     assert grown < 1_000_000                                    # NumPy's own allocations
-    assert _table_bytes(s._order) <= 16 * 4 * 5000               # 16 bytes a slot, <= 1/4 full
+    assert _table_bytes(s._order) <= 16 * 4 * 5000               # 16 bytes a slot, >= 1/4 full
     assert elapsed < 30                                         # not O(N) (a generous bound)
     s.restart()
     s.take(10)
@@ -144,7 +144,7 @@ def test_exhausting_an_order_densifies_then_restart_releases_it():
     got = s.take(N)
     assert sorted(got.tolist()) == list(range(N)) and s.remaining == 0
     assert s.take(5).shape == (0,)
-    assert _table_bytes(s._order) >= 8 * N                      # dense permutation
+    assert 4 * N <= _table_bytes(s._order) <= 4 * N + 16 * N // 32  # dense int32 permutation
     s.restart()
     assert _table_bytes(s._order) <= 16 * _MIN_SLOTS
     assert s.take(3).dtype == np.intp
