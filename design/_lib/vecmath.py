@@ -111,7 +111,7 @@ def log_sigmoid(z):
     """``log(1 / (1 + exp(-z)))`` without overflow (3 ulp for ``|z| < 708``), branch-free.
 
     >>> from scipy.special import log_expit
-    >>> abs(log_sigmoid(-3.0) - log_expit(-3.0)) < 1e-15
+    >>> bool(abs(log_sigmoid(-3.0) - log_expit(-3.0)) < 1e-15)
     True
     """
     low = 0.0 if z >= 0.0 else z           # NaN stays NaN
