@@ -13,8 +13,9 @@ and ``IndexSampler(10**9)`` allocates a few kilobytes.
 When an order has drawn many rows (from N/64 to N/32 of them), it is converted to a dense
 int32 permutation (4 bytes a row, O(N) time paid for by the rows already drawn) and the
 shuffle goes on in place; :func:`restart_order` releases it. So an order's memory is at most
-64 bytes per row drawn while sparse, at most 256 bytes per row drawn once dense, and never
-more than about 4.5 N bytes (while converting); N >= 2**31 stays sparse. The rows drawn do not depend on
+64 bytes per row drawn while sparse (the table is at most N bytes), at most 256 bytes per
+row drawn once dense, and never more than 5 N bytes (while converting); N >= 2**31 stays
+sparse. The rows drawn do not depend on
 the representation: both consume one uniform per row, ``j = i + floor(u (N - i))``, exactly
 as the persistent partial Fisher-Yates used before, so the first order of a sampler gives the
 same rows as that code did.
@@ -36,9 +37,9 @@ __all__ = ["IndexSampler", "Order", "draw_rows", "new_order", "restart_order", "
 #: Smallest hash table (slots; a power of two).
 _MIN_SLOTS = 1024
 #: An order goes dense (an int32 permutation, 4 bytes a row) when its table would need more
-#: than N / _DENSE_FRACTION slots (16 bytes each): the table stays below N / 2 bytes, the
-#: peak while converting below 4.5 N bytes, and the order has read at least N / 64 rows.
-_DENSE_FRACTION = 32
+#: than N / _DENSE_FRACTION slots (16 bytes each): the table stays below N bytes, the peak
+#: while converting below 5 N bytes, and the order has read at least N / 64 rows.
+_DENSE_FRACTION = 16
 #: Orders of this many rows or more stay sparse (their rows do not fit an int32).
 _DENSE_MAX = 2**31
 #: Empty slot marker (positions are >= 0).
