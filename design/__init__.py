@@ -13,25 +13,36 @@
   probability at a fixed pair;
 * :mod:`design.reference_tables`: the seed papers' published tables, which the notebooks,
   benchmarks and tests compare with.
+
+``import design`` is light: each name is imported from its module on first use (PEP 562),
+so a user of one part does not pay for SciPy, numba or the others.
 """
 
-from . import acceptance, correction
-from ._acceptance_error import AcceptanceError, acceptance_error
-from ._optimize import METHODS, Design, InfeasibleDesignError, optimize
-from ._sequential import THRESHOLDS, SequentialError, sequential_error
-from ._trial import TrialChain
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "AcceptanceError",
-    "Design",
-    "InfeasibleDesignError",
-    "METHODS",
-    "SequentialError",
-    "THRESHOLDS",
-    "TrialChain",
-    "acceptance",
-    "acceptance_error",
-    "correction",
-    "optimize",
-    "sequential_error",
-]
+from ._lib.lazy import attach
+from ._names import METHODS, THRESHOLDS
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "AcceptanceError": "._acceptance_error",
+        "acceptance_error": "._acceptance_error",
+        "Design": "._optimize",
+        "InfeasibleDesignError": "._optimize",
+        "optimize": "._optimize",
+        "SequentialError": "._sequential",
+        "sequential_error": "._sequential",
+        "TrialChain": "._trial",
+        "METHODS": "._names",
+        "THRESHOLDS": "._names",
+    },
+    submodules=["acceptance", "correction", "reference_tables"],
+)
+
+if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
+    from . import acceptance, correction, reference_tables
+    from ._acceptance_error import AcceptanceError, acceptance_error
+    from ._optimize import Design, InfeasibleDesignError, optimize
+    from ._sequential import SequentialError, sequential_error
+    from ._trial import TrialChain

@@ -11,6 +11,7 @@ import numpy as np
 from ._lib.checks import check_int, check_interval
 
 from ._acceptance_error import PairIntegrals, mu_table_edge
+from ._names import METHODS
 from ._sequential import THRESHOLDS, run_dp
 from ._trial import TrialChain
 
@@ -19,7 +20,6 @@ __all__ = ["Design", "InfeasibleDesignError", "optimize",
 
 DEFAULT_M_GRID = (50, 75, 100, 150, 200, 300, 400, 500, 750, 1000)
 DEFAULT_EPSILON_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
-METHODS = ("average", "worst-case")
 _MAX_HALVINGS = 20   # how far below the grid the infeasible-design search goes in epsilon
 
 

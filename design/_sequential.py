@@ -10,10 +10,9 @@ from scipy import stats
 from ._lib.checks import check_finite_array, check_int, check_interval
 
 from . import _dp
+from ._names import THRESHOLDS
 
 __all__ = ["SequentialError", "sequential_error"]
-
-THRESHOLDS = ("normal", "t")
 
 _GL_T, _GL_W = np.polynomial.legendre.leggauss(_dp.GL_ORDER)
 

@@ -430,7 +430,7 @@ class BarkerInfo(NamedTuple):
 
 
 def _correction_module():
-    # On first use: design imports samplers' helpers, and importing it takes about a second.
+    # On first use: only the Barker test needs a correction table.
     from design import correction
 
     return correction

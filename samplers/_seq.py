@@ -261,7 +261,7 @@ def barker_draw_kernel():
     the table (one uniform; a skew family, rows of ``density``/``cdf``, takes a second
     uniform first to pick the row at the batch's ``eta``).
     """
-    from design._kernels import ppf_kernel, skew_ppf_kernel
+    from design.correction import ppf_kernel, skew_ppf_kernel
 
     @jit
     def draw(rng, status, n, N, mean, m2, m3, log_const, s2, sigma, fpc, skewed,

@@ -129,3 +129,45 @@ def test_notebooks_and_benchmarks_use_public_api(path):
     assert not bad, f"{path.name} imports private modules: {bad}"
     if path.name not in READS_TEST_ORACLES:
         assert '"tests"' not in source, f"{path.name} puts the test suite on its path"
+
+
+def modules_loaded_by(*argv: str) -> set[str]:
+    """The modules a fresh interpreter has loaded after ``python -c CODE`` (``argv = ("-c",
+    CODE)``) or ``python -m MODULE ARGS...`` (``argv = (MODULE, *ARGS)``)."""
+    if argv[0] == "-c":
+        code = argv[1]
+    else:
+        code = (f"import runpy, sys\nsys.argv = {list(argv)!r}\ntry:\n"
+                f"    runpy.run_module({argv[0]!r}, run_name='__main__', alter_sys=True)\n"
+                f"except SystemExit:\n    pass")
+    code += "\nimport sys\nprint('\\n'.join(sys.modules), file=sys.stderr)"
+    run = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr
+    return set(run.stderr.split())
+
+
+HEAVY = ("samplers", "validation._", "numba", "scipy", "design._correction_build")
+#: What SciPy's numerical subpackages are (numba itself loads the bare ``scipy`` package).
+SCIPY_NUMERICS = ("scipy.optimize", "scipy.stats", "scipy.signal", "scipy.sparse",
+                  "scipy.interpolate", "scipy.linalg", "scipy.special")
+
+
+@pytest.mark.parametrize("argv, allowed", [
+    (("-c", "import design"), ()),
+    (("-c", "import design.reference_tables"), ()),
+    (("-c", "import design.correction"), ("numba", "scipy")),   # the run-time table
+    (("-c", "import samplers"), ("samplers", "numba", "scipy")),
+    (("validation.workflow.cli", "--help"), ()),
+    (("validation.workflow.cli", "design", "--help"), ()),
+    (("validation.workflow.cli", "correction", "build", "--help"), ()),
+], ids=lambda v: " ".join(v) if isinstance(v, tuple) and v else None)
+def test_imports_stay_light(argv, allowed):
+    """``import design`` loads no sampler (Firefly included), SciPy or numba; the run-time
+    correction table loads no SciPy numerics and no table builder; ``austerity --help``
+    loads nothing numerical. Speed itself is measured, not asserted (docs/architecture.md)."""
+    loaded = modules_loaded_by(*argv)
+    heavy = sorted(m for m in loaded if m.startswith(HEAVY) and not m.startswith(allowed))
+    if "samplers" not in allowed:
+        heavy += sorted(m for m in loaded if m.startswith(SCIPY_NUMERICS) and m not in heavy)
+    assert not heavy, f"{' '.join(argv)} loaded {heavy[:10]}{' ...' if len(heavy) > 10 else ''}"

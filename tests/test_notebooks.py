@@ -55,3 +55,17 @@ def test_runs_at_small_size(path, tmp_path, monkeypatch):
     assert results["size"] == "small" and results["rows"]
     for figure in results["figures"]:
         assert (tmp_path / figure["file"]).is_file()
+
+
+def test_notebook_helper_doctests(monkeypatch):
+    """``notebooks/_notebook.py`` lives outside the packages, so the suite's doctest
+    collection does not see it: run its examples here."""
+    import doctest
+    import sys
+
+    spec = importlib.util.spec_from_file_location("_notebook", NOTEBOOKS / "_notebook.py")
+    module = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "_notebook", module)   # dataclasses look it up
+    spec.loader.exec_module(module)
+    result = doctest.testmod(module)
+    assert result.attempted > 0 and result.failed == 0

@@ -13,26 +13,37 @@
   discretised one-parameter posterior, for the sequential, confidence and Barker tests;
 * :func:`loglik_ratios`, :func:`proposal_pairs` -- the N l_i of a pair (an O(N) pass) and
   pairs as a trial chain proposes them.
+
+Names are imported from their modules on first use (PEP 562), so ``import validation`` (and
+the command line in :mod:`validation.workflow`, which sits on top of it) starts quickly.
 """
 
-from ._bounds import delta_max, stationary_bound, subsampling_bound
-from ._clt import CLTCheck, clt_check
-from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
-from ._ratios import loglik_ratios, proposal_pairs
-from ._sequential import SequentialCheck, sequential_check
+from typing import TYPE_CHECKING
 
-__all__ = [
-    "CLTCheck",
-    "FixedBatchBarker",
-    "GridChain",
-    "SequentialCheck",
-    "StationaryCheck",
-    "clt_check",
-    "delta_max",
-    "loglik_ratios",
-    "proposal_pairs",
-    "sequential_check",
-    "stationary_bound",
-    "stationary_check",
-    "subsampling_bound",
-]
+from design._lib.lazy import attach
+
+__getattr__, __dir__, __all__ = attach(
+    __name__,
+    {
+        "delta_max": "._bounds",
+        "stationary_bound": "._bounds",
+        "subsampling_bound": "._bounds",
+        "CLTCheck": "._clt",
+        "clt_check": "._clt",
+        "FixedBatchBarker": "._grid",
+        "GridChain": "._grid",
+        "StationaryCheck": "._grid",
+        "stationary_check": "._grid",
+        "loglik_ratios": "._ratios",
+        "proposal_pairs": "._ratios",
+        "SequentialCheck": "._sequential",
+        "sequential_check": "._sequential",
+    },
+)
+
+if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
+    from ._bounds import delta_max, stationary_bound, subsampling_bound
+    from ._clt import CLTCheck, clt_check
+    from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
+    from ._ratios import loglik_ratios, proposal_pairs
+    from ._sequential import SequentialCheck, sequential_check

@@ -15,6 +15,13 @@ loops (seconds for the Barker test) and appended another entry to the cache file
 :func:`jit` (and :func:`intrinsic`) gives each dispatcher a uuid derived from what it compiles (module, qualified
 name, bytecode and the pickled closure cells, whose dispatchers are pinned the same way):
 equal code gives equal keys across processes, and changed code still misses.
+
+That hook, ``_set_uuid``, is private to numba (as is ``numba.core.serialize.dumps``), so
+``pyproject.toml`` bounds numba's version and this module checks for it at every use: if a
+numba release removes or changes it, the kernels fall back to numba's plain caching (correct
+results, but the factory-built loops recompile in each new process) and one
+:class:`NumbaCacheWarning` says so. ``tests/samplers/test_jit.py`` is the canary: a second
+process must compile nothing.
 """
 
 from __future__ import annotations
@@ -22,12 +29,17 @@ from __future__ import annotations
 import hashlib
 import os
 import uuid
+import warnings
 
 import numba
-from numba.core.serialize import dumps
 from numba.extending import intrinsic as numba_intrinsic
 
-__all__ = ["PASS_THREADS", "intrinsic", "jit", "row_jit"]
+try:  # private: pickles closure cells the way numba's cache does
+    from numba.core.serialize import dumps
+except ImportError:  # pragma: no cover - depends on the installed numba
+    dumps = None
+
+__all__ = ["PASS_THREADS", "NumbaCacheWarning", "intrinsic", "jit", "row_jit"]
 
 OPTIONS = dict(cache=True, error_model="numpy", nogil=True)
 
@@ -50,7 +62,7 @@ def jit(func=None, **options):
     if func is None:
         return lambda f: jit(f, **options)
     dispatcher = numba.njit(func, **{**OPTIONS, **options})
-    dispatcher._set_uuid(stable_uuid(func))
+    _pin_uuid(dispatcher, func)
     return dispatcher
 
 
@@ -64,8 +76,44 @@ def intrinsic(func):
     """``numba.extending.intrinsic`` with a uuid stable across processes (a compiled
     function that calls an intrinsic pickles it, uuid included, into its cache key)."""
     wrapped = numba_intrinsic(func)
-    wrapped._set_uuid(stable_uuid(func))
+    _pin_uuid(wrapped, func)
     return wrapped
+
+
+class NumbaCacheWarning(UserWarning):
+    """The installed numba no longer offers the private hook that pins dispatcher uuids."""
+
+
+#: Set once the fallback has been announced (one warning per process).
+_warned = False
+
+
+def _pin_uuid(compiled, func) -> None:
+    """Give ``compiled`` (a dispatcher or an intrinsic) the uuid :func:`stable_uuid` derives
+    from ``func``, through numba's private ``_set_uuid``; without it, keep numba's random
+    uuid (plain caching) and warn once."""
+    hook = getattr(compiled, "_set_uuid", None)
+    if hook is None or dumps is None:
+        missing = ("numba.core.serialize.dumps" if dumps is None
+                   else f"{type(compiled).__name__}._set_uuid")
+        _fall_back(f"numba {numba.__version__} has no {missing}")
+        return
+    try:
+        hook(stable_uuid(func))
+    except Exception as exc:  # a changed private hook: any failure means "cannot pin"
+        _fall_back(f"numba {numba.__version__}'s {type(compiled).__name__}._set_uuid "
+                   f"failed ({type(exc).__name__}: {exc})")
+
+
+def _fall_back(reason: str) -> None:
+    global _warned
+    if not _warned:
+        _warned = True
+        warnings.warn(
+            f"{reason}: austerity's compiled loops fall back to numba's plain caching; results "
+            f"are unchanged, but loops built by factories recompile in every new process "
+            f"(seconds). austerity is tested with numba>=0.59,<0.69.",
+            NumbaCacheWarning, stacklevel=4)   # the module that defines the kernel
 
 
 def stable_uuid(func) -> str:

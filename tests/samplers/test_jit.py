@@ -49,3 +49,47 @@ def test_uuid_follows_the_code_and_the_closure():
     assert make(2.0)._uuid != make(3.0)._uuid
     assert make(2.0)(np.float64(1.5)) == 3.0
     assert stable_uuid(make(2.0).py_func) == make(2.0)._uuid
+
+
+def test_without_numbas_private_hook_caching_falls_back_with_one_warning(monkeypatch):
+    """A numba release without ``_set_uuid`` (private) must still compile correct kernels:
+    plain caching, and one NumbaCacheWarning saying what is lost."""
+    import warnings
+
+    import pytest
+    from numba.core.dispatcher import _MemoMixin
+    from numba.core.extending import _Intrinsic
+
+    import design._lib.jit as jit_module
+
+    monkeypatch.delattr(_MemoMixin, "_set_uuid")
+    monkeypatch.delattr(_Intrinsic, "_set_uuid")
+    monkeypatch.setattr(jit_module, "_warned", False)
+
+    def scale(x):
+        return 3.0 * x
+
+    with pytest.warns(jit_module.NumbaCacheWarning, match=r"has no \w*Dispatcher\._set_uuid.*plain"):
+        f = jit(scale)
+    assert f(np.float64(2.0)) == 6.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")              # the second kernel: no second warning
+        g = jit(lambda x: x + 1.0)
+        jit_module.intrinsic(lambda typingctx, x: None)
+    assert g(np.float64(1.0)) == 2.0
+
+
+def test_a_hook_that_changed_behaviour_also_falls_back(monkeypatch):
+    import pytest
+    from numba.core.dispatcher import _MemoMixin
+
+    import design._lib.jit as jit_module
+
+    def changed(self, u, extra):   # a new signature in some future numba
+        raise AssertionError("unreachable")
+
+    monkeypatch.setattr(_MemoMixin, "_set_uuid", changed)
+    monkeypatch.setattr(jit_module, "_warned", False)
+    with pytest.warns(jit_module.NumbaCacheWarning, match="failed .TypeError"):
+        f = jit(lambda x: 2.0 * x)
+    assert f(np.float64(4.0)) == 8.0

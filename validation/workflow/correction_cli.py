@@ -11,8 +11,6 @@ import argparse
 import sys
 import time
 
-from design import correction
-
 
 def add_correction_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``correction`` command (with ``build`` and ``info``) to ``subparsers``.
@@ -51,6 +49,8 @@ def run_correction(args, *, stdout=None, stderr=None) -> int:
     """Run a parsed ``correction`` command; return the exit status (0 ok, 1 error)."""
     stdout = sys.stdout if stdout is None else stdout
     stderr = sys.stderr if stderr is None else stderr
+    from design import correction      # here, not at the top: --help needs no numba
+
     try:
         if args.correction_command == "build":
             start = time.perf_counter()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from design import METHODS, THRESHOLDS, InfeasibleDesignError, TrialChain, optimize
+from design import METHODS, THRESHOLDS  # names only: --help imports no numerical module
 
 __all__ = ["add_design_parser", "run_design"]
 
@@ -49,6 +49,8 @@ def run_design(args) -> int:
 
     0 on success, 1 if no grid point meets the tolerance, 2 for bad arguments or files.
     """
+    from design import InfeasibleDesignError, TrialChain, optimize
+
     try:
         if (args.trial is None) == (args.N is None):
             raise ValueError("give exactly one of --trial FILE and --N N")
