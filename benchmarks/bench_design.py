@@ -1,34 +1,40 @@
-"""Speed of the design engine, one run each (timings on a shared machine are noisy).
+"""Speed and memory of the design engine, one run each (timings on a shared machine are noisy).
 
 Each figure is the wall time and the process CPU time (summed over threads); on a loaded
-machine the CPU time is the steadier measure of the work done.
+machine the CPU time is the steadier measure of the work done. Each case runs in its own
+process, so its peak RSS is its own.
 
 * compile or cache load of the kernel (first call);
 * ``sequential_error`` at N = 10^6, m = 50, eps = 0.001 (20,000 stages): mu_std = 0 alone
   and 100 values of mu_std;
-* the full default grid (10 m x 9 eps) of the worst-case design at N = 10^6, with 1 and 2
-  threads;
-* the average design on a 100-pair trial chain, default grids: a logistic regression with
-  N = 10^5 (pairs from exact random-walk MH) and one with N = 10^6 (pairs around the mode).
+* the full default grid (10 m x 9 eps) of the worst-case design at N = 10^6, 10^7 and 10^9
+  (2 threads), and at N = 10^6 the same grid through the exact programme (every stage, no
+  early stop: the engine before issue 15) with the largest difference of the two grids;
+  at N = 10^7 four cells against the exact programme;
+* the average design on a 100-pair trial chain of a logistic regression with N = 10^6
+  (pairs around the mode, d = 5): the trial-pair statistics in one pass (BLAS through
+  ``LogisticRegression.loglik_many``) beside the former one-pass-per-pair scan, then the
+  default grid.
 
-Writes ``benchmarks/results/bench_design.json``. Run: ``python benchmarks/bench_design.py``
+Writes ``benchmarks/results/bench_design.json``.
+Run: ``python benchmarks/bench_design.py [--quick]`` (``--quick``: N = 10^6 cases only).
 """
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))             # this checkout's packages, not an installed copy
 from _common import write  # noqa: E402
-from _design_refs import reference  # noqa: E402
-
-from design import TrialChain, optimize, sequential_error  # noqa: E402
-
-lp = reference("logistic_pairs")
+WORST_TOLERANCE = 0.15   # feasible on the default grid at every N benchmarked
 
 
 def timed(f, *args, **kwargs):
@@ -38,46 +44,131 @@ def timed(f, *args, **kwargs):
     return out, time.perf_counter() - t, time.process_time() - c
 
 
-def main():
-    res = {}
-    _, wall, cpu = timed(sequential_error, 0.0, m=10, epsilon=0.1, N=100)
-    res["first_call"] = dict(seconds=wall, cpu_seconds=cpu)
-    print(f"first call (compile or cache load): {wall:.2f} s")
+def peak_rss_mb():
+    import resource
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
+
+def case_first_call():
+    from design import sequential_error
+    _, wall, cpu = timed(sequential_error, 0.0, m=10, epsilon=0.1, N=100)
     _, w0, c0 = timed(sequential_error, 0.0, m=50, epsilon=0.001, N=1_000_000)
     _, w100, c100 = timed(sequential_error, np.geomspace(1e-3, 300, 100), m=50,
                           epsilon=0.001, N=1_000_000)
-    res["sequential_error_N1e6_m50"] = dict(mu0_seconds=w0, mu0_cpu_seconds=c0,
-                                            mu100_seconds=w100, mu100_cpu_seconds=c100)
-    print(f"sequential_error, N = 1e6, m = 50, eps = 0.001 (20,000 stages): mu = 0 "
-          f"{w0:.2f} s (CPU {c0:.2f} s), 100 mu values {w100:.2f} s (CPU {c100:.2f} s)")
+    return dict(first_call_seconds=wall, first_call_cpu_seconds=cpu, mu0_seconds=w0,
+                mu0_cpu_seconds=c0, mu100_seconds=w100, mu100_cpu_seconds=c100)
 
-    for workers in (2, 1):
-        d, wall, cpu = timed(optimize, 1_000_000, 0.05, method="worst-case", workers=workers)
-        res[f"worst_case_default_grid_N1e6_workers{workers}"] = dict(
-            seconds=wall, cpu_seconds=cpu, cells=d.error_grid.size,
-            design=[d.m, d.epsilon, d.error, d.data_fraction])
-        print(f"worst-case design, N = 1e6, default grid ({d.error_grid.size} cells), "
-              f"{workers} thread(s): {wall:.2f} s (CPU {cpu:.2f} s) -> m = {d.m}, "
-              f"eps = {d.epsilon:g}")
 
-    for N, source in [(100_000, "mh"), (1_000_000, "laplace")]:
-        model = lp.LogisticModel(*lp.make_data(N, 5, rng=1))
-        if source == "mh":
-            thetas, news = lp.mh_pairs(model, 100, rng=2, burn_in=100)
-        else:
-            thetas, news = lp.laplace_pairs(model, 100, rng=2)
-        trial, t_trial, _ = timed(TrialChain.from_model, model, thetas, news)
-        d, wall, cpu = timed(optimize, trial, 0.05, workers=2)
-        res[f"average_default_grid_N{N:.0e}"] = dict(
-            seconds=wall, cpu_seconds=cpu, trial_chain_seconds=t_trial, pairs=source,
-            design=[d.m, d.epsilon, d.error, d.data_fraction])
-        print(f"average design, 100 pairs ({source}), N = {N:.0e}, default grid, 2 threads: "
-              f"{wall:.2f} s (CPU {cpu:.2f} s; trial chain scan {t_trial:.2f} s) -> "
-              f"m = {d.m}, eps = {d.epsilon:g}")
+def _exact_grid(N, m_grid, eps_grid):
+    """The engine before issue 15: every stage, no early stop, the same grid loop."""
+    from design import optimize
+    d = optimize(N, 0.49, method="worst-case", m_grid=m_grid, epsilon_grid=eps_grid,
+                 workers=2, progress=False, exact=True)
+    return d.error_grid, d.data_grid
 
+
+def _warm_up():
+    """Compile (or load from numba's cache) the exact and the merged programmes."""
+    from design import sequential_error
+    sequential_error([0.0, 1.0], m=10, epsilon=0.1, N=100)
+    sequential_error([0.0, 1.0], m=2, epsilon=0.1, N=100_000)
+
+
+def case_worst(N):
+    from design import optimize
+    _warm_up()
+    d, wall, cpu = timed(optimize, N, WORST_TOLERANCE, method="worst-case", workers=2,
+                         progress=False)
+    res = dict(seconds=wall, cpu_seconds=cpu, cells=int(d.error_grid.size),
+               design=[d.m, d.epsilon, d.error, d.data_fraction])
+    if N == 10**6:
+        (E, P), w, c = timed(_exact_grid, N, d.m_grid.tolist(), d.epsilon_grid.tolist())
+        res.update(exact_seconds=w, exact_cpu_seconds=c,
+                   max_abs_diff_error=float(np.max(np.abs(E - d.error_grid))),
+                   max_abs_diff_data=float(np.max(np.abs(P - d.data_grid))))
+    elif N == 10**7:
+        m_sub, e_sub = [100, 500], [0.001, 0.05]
+        (E, P), w, c = timed(_exact_grid, N, m_sub, e_sub)
+        im = [list(d.m_grid).index(m) for m in m_sub]
+        ie = [list(d.epsilon_grid).index(e) for e in e_sub]
+        sub = np.ix_(im, ie)
+        res.update(exact_cells=4, exact_seconds=w, exact_cpu_seconds=c,
+                   max_abs_diff_error=float(np.max(np.abs(E - d.error_grid[sub]))),
+                   max_abs_diff_data=float(np.max(np.abs(P - d.data_grid[sub]))))
+    res["peak_rss_mb"] = peak_rss_mb()
+    return res
+
+
+def _per_pair_scan(model, thetas, news, chunk=65_536):
+    """The former TrialChain.from_model: one pass over the data per pair."""
+    mus = []
+    for theta, new in zip(thetas, news):
+        n, mean, m2 = 0, 0.0, 0.0
+        for start in range(0, model.N, chunk):
+            idx = np.arange(start, min(start + chunk, model.N))
+            l = model.loglik_ratio(theta, new, idx)
+            cm = l.mean()
+            nb, delta = l.size, cm - mean
+            mean, m2 = mean + delta * nb / (n + nb), m2 + np.sum((l - cm) ** 2) + (
+                delta * delta * n * nb / (n + nb))
+            n += nb
+        mus.append(mean)
+    return np.array(mus)
+
+
+def case_average():
+    from _design_refs import reference
+
+    from design import TrialChain, optimize
+    from samplers.models import LogisticRegression
+
+    lp = reference("logistic_pairs")
+    N = 1_000_000
+    X, y = lp.make_data(N, 5, rng=1)
+    thetas, news = lp.laplace_pairs(lp.LogisticModel(X, y), 100, rng=2)
+    model = LogisticRegression(X, y)          # flat prior: c0 differs, mu and sigma do not
+    _warm_up()
+    trial, t_trial, c_trial = timed(TrialChain.from_model, model, thetas, news,
+                                    progress=False)
+    mu_old, t_old, c_old = timed(_per_pair_scan, model, thetas, news)
+    d, wall, cpu = timed(optimize, trial, 0.05, workers=2, progress=False)
+    return dict(trial_chain_seconds=t_trial, trial_chain_cpu_seconds=c_trial,
+                per_pair_scan_seconds=t_old, per_pair_scan_cpu_seconds=c_old,
+                max_abs_diff_mu=float(np.max(np.abs(mu_old - trial.mu))),
+                grid_seconds=wall, grid_cpu_seconds=cpu,
+                total_seconds=t_trial + wall, design=[d.m, d.epsilon, d.error, d.data_fraction],
+                peak_rss_mb=peak_rss_mb())
+
+
+CASES = {"first_call": case_first_call, "average_N1e6": case_average,
+         **{f"worst_case_N1e{k}": (lambda k=k: case_worst(10**k)) for k in (6, 7, 9)}}
+
+
+def run_case(name):
+    """Run one case in a fresh process; return its dict."""
+    out = subprocess.run([sys.executable, __file__, "--case", name], cwd=ROOT, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def main(quick=False):
+    import os
+    res = {"load_average_at_start": os.getloadavg()}
+    names = ["first_call", "worst_case_N1e6", "average_N1e6"]
+    if not quick:
+        names[2:2] = ["worst_case_N1e7", "worst_case_N1e9"]
+    for name in names:
+        r = run_case(name)
+        res[name] = r
+        print(f"{name}: " + ", ".join(
+            f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}" for k, v in r.items()),
+            flush=True)
+    res["load_average_at_end"] = os.getloadavg()
     write("bench_design", res)
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--case":
+        print(json.dumps(CASES[sys.argv[2]]()))
+    else:
+        main(quick="--quick" in sys.argv)

@@ -9,6 +9,8 @@
   :class:`Design`; :data:`THRESHOLDS` names the sequential test's threshold laws.
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
+* :mod:`design.exact_minibatch`: expected batch and proposal scale of the exact minibatch
+  tests (SMH, TunaMH, MH-SS);
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
   probability at a fixed pair;
 * :mod:`design.reference_tables`: the seed papers' published tables, which the notebooks,
@@ -36,8 +38,12 @@ __getattr__, __dir__, __all__ = attach(
         "TrialChain": "._trial",
         "METHODS": "._names",
         "THRESHOLDS": "._names",
+        # exact minibatch MH (issue 13)
+        "ExactBatchDesign": ".exact_minibatch",
+        "exact_design": ".exact_minibatch",
+        "exact_expected_batch": ".exact_minibatch",
     },
-    submodules=["acceptance", "correction", "reference_tables"],
+    submodules=["acceptance", "correction", "exact_minibatch", "reference_tables"],
 )
 
 if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
@@ -46,3 +52,4 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._optimize import Design, InfeasibleDesignError, optimize
     from ._sequential import SequentialError, sequential_error
     from ._trial import TrialChain
+    from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch

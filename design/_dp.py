@@ -264,8 +264,8 @@ _BAND_SERIES_LIMIT = 3.0
 
 
 @jit
-def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
-                      active, surv_mu, err, right, pibar, stages):
+def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, lag3_pi, lag3_st, xb, wfb, xi,
+                      wfi, coeffs, use_series, active, surv_mu, err, right, pibar, stages):
     """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting).
 
     With a = mu sqrt(tau_j): wrong-side stops D = exp(-a^2/2) sum_b wfb exp(-a xb) (lower
@@ -273,13 +273,25 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
     sum_k (-a)^k C_k while a * half-width is small (alternating terms lose at most
     exp(3)); survival S = exp(-a^2/2) sum_r c_r a^(2r) (positive terms), truncated where
     (a q)^(2r) / (2r)! is negligible, or summed directly for large a q.
+
+    The data fraction and the stage count get ``dpi`` and ``wst`` times the survival, plus
+    ``lag_pi`` and ``lag_st`` times the stage's stops and ``lag3_pi``, ``lag3_st`` times the
+    stops weighted by the drift towards the boundary crossed, a - q / 2 above and
+    -a - q / 2 below (the in-transit correction of a merged stage, see ``_stages``; zero for
+    an exact stage, which leaves the sums bit-identical).
     """
     a_cut = qj + math.sqrt(qj * qj + 80.0)            # exp(a q - a^2/2) < e^-40 beyond
     centre = half = 0.0
     if xb.shape[0] > 0:
         centre = 0.5 * (xb[0] + xb[-1])
         half = 0.5 * (xb[-1] - xb[0])
-    cband = _taylor_sums(xb - centre, wfb, _N_BAND_MOM, 1)
+    need = 1                                          # band terms the active drifts use
+    for k in range(mus.shape[0]):
+        if active[k]:
+            a = mus[k] * sq
+            if a * half <= _BAND_SERIES_LIMIT:
+                need = max(need, min(_N_BAND_MOM, 14 + int(5.0 * a * half)))
+    cband = _taylor_sums(xb - centre, wfb, need, 1)
     for k in range(mus.shape[0]):
         if not active[k]:
             continue
@@ -287,6 +299,9 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
         if a > a_cut:                                 # all survivors stop, rightly
             active[k] = False
             right[k] += surv_mu[k]
+            nu = a - 0.5 * qj
+            pibar[k] += (lag_pi + lag3_pi * nu) * surv_mu[k]
+            stages[k] += (lag_st + lag3_st * nu) * surv_mu[k]
             surv_mu[k] = 0.0
             continue
         g = math.exp(-0.5 * a * a)
@@ -318,14 +333,17 @@ def _accumulate_stage(mus, sq, qj, dpi, xb, wfb, xi, wfi, coeffs, use_series,
                                  + math.exp(-a * xi[i] - 0.5 * a * a))
         err[k] += dlow
         right[k] += surv_mu[k] - svk - dlow
+        stops = surv_mu[k] - svk
+        drift = (a - 0.5 * qj) * (stops - dlow) - (a + 0.5 * qj) * dlow
+        pibar[k] += dpi * svk + lag_pi * stops + lag3_pi * drift
+        stages[k] += wst * svk + lag_st * stops + lag3_st * drift
         surv_mu[k] = svk
-        pibar[k] += dpi * svk
-        stages[k] += svk
 
 
 @jit
 def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coarsest,
-              int_ratio, band_t, band_w, gl_t, gl_w, n_mom, interior):
+              int_ratio, band_t, band_w, gl_t, gl_w, n_mom, interior, wst, lag_pi, lag_st,
+              lag3_pi, lag3_st, stop_tol):
     """Run the dynamic programme over the monitored stages 1..J-1.
 
     Parameters
@@ -346,6 +364,16 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
     interior : bool
         Evaluate f_j on interior nodes (needed for any mu > 0). Without them the driftless
         survival is carried as S_j = S_{j-1} - exits_j and only mu = 0 may be asked for.
+    wst, lag_pi, lag_st, lag3_pi, lag3_st : float64[J1]
+        Weight of stage j's survival in the expected number of stages (1 for an exact
+        stage), and the weights of its stops (and of its stops times the drift towards the
+        boundary) in the data fraction and the stage count (0 for an exact stage; the
+        in-transit correction of a merged stage).
+    stop_tol : float
+        Retire a drift once its survival is below this, and stop once every drift and the
+        driftless survival are (0: never). The survivors are then counted as reaching n = N,
+        which changes each output by at most ``stop_tol`` (times the remaining stages for
+        ``stages``).
 
     Returns
     -------
@@ -398,14 +426,37 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         exits[j] = 2.0 * np.sum(wfb)
         if interior:
             sv = 2.0 * np.sum(wfi)
-            coeffs = _taylor_sums(xi, 2.0 * wfi, n_mom, 2)   # even moments on [-q, q]
+            # even moments on [-q, q], as many as the largest active drift's series uses
+            # (c_k depends only on terms up to k, so fewer terms change no value)
+            need = 1
+            sq_j = math.sqrt(tau[j])
+            for k in range(n_mu):
+                if active[k]:
+                    x = mus[k] * sq_j * qj
+                    if x <= _SERIES_LIMIT:
+                        need = max(need, int(0.5 * (x + 8.5 * math.sqrt(x) + 10.0)) + 1)
+            coeffs = _taylor_sums(xi, 2.0 * wfi, min(n_mom, need), 2)
         else:
             sv = sv - exits[j]
             coeffs = np.full(1, sv)
         surv[j] = sv
-        _accumulate_stage(mus, math.sqrt(tau[j]), qj, pi[j + 1] - pi[j], xb, wfb, xi, wfi,
-                          coeffs, interior, active, surv_mu, err, right, pibar, stages)
+        _accumulate_stage(mus, math.sqrt(tau[j]), qj, pi[j + 1] - pi[j], wst[j], lag_pi[j],
+                          lag_st[j], lag3_pi[j], lag3_st[j], xb, wfb, xi, wfi, coeffs, interior,
+                          active, surv_mu, err, right, pibar, stages)
         if j == J1 - 1:
+            break
+        if stop_tol > 0.0:                            # retire drifts that have all stopped
+            for k in range(n_mu):
+                if active[k] and surv_mu[k] < stop_tol:
+                    active[k] = False
+                    pibar[k] += (pi[J1] - pi[j + 1]) * surv_mu[k]
+                    stages[k] += np.sum(wst[j + 1:]) * surv_mu[k]
+        if stop_tol > 0.0 and sv < stop_tol and np.max(surv_mu) < stop_tol:
+            for k in range(n_mu):                     # survivors: as if they read all data
+                if active[k]:
+                    pibar[k] += (pi[J1] - pi[j + 1]) * surv_mu[k]
+                    stages[k] += np.sum(wst[j + 1:]) * surv_mu[k]
+            surv[j + 1:] = sv
             break
 
         # transition j -> j + 1: kernel sd s, contraction rho

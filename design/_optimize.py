@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from concurrent.futures import ThreadPoolExecutor
+import sys
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 
 import numpy as np
@@ -139,22 +140,26 @@ def _grid(name, values, check):
 class _Evaluator:
     """Error and data fraction of a design (m, epsilon), for one method."""
 
-    def __init__(self, method, N, threshold, trial, m_min, eps_min):
+    def __init__(self, method, N, threshold, trial, m_min, eps_min, exact=False):
         self.method, self.N, self.threshold = method, N, threshold
+        self.dp_options = dict(merge=0.0, stop_tol=0.0) if exact else {}
         if method == "average":
             self.integrals = PairIntegrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
 
     def __call__(self, m, eps):
         if self.method == "worst-case":
-            r = run_dp(np.zeros(1), m, eps, self.N, self.threshold, interior=False)
+            r = run_dp(np.zeros(1), m, eps, self.N, self.threshold, interior=False,
+                       **self.dp_options)
             return float(r["error"][0]), float(r["data_fraction"][0])
-        table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold)
+        table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold,
+                       **self.dp_options)
         delta, data = self.integrals.evaluate(table, m, self.N)
         return float(np.mean(np.abs(delta))), float(np.mean(data))
 
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
-             epsilon_grid=None, threshold="normal", workers=None) -> Design:
+             epsilon_grid=None, threshold="normal", workers=None, progress=None,
+             exact=False) -> Design:
     """Minibatch size and per-stage error that use the least data within a tolerance.
 
     Parameters
@@ -177,6 +182,17 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         Threshold of the sequential test (see :func:`sequential_error`).
     workers : int, optional
         Threads for the grid (the compiled kernel releases the GIL); default: CPU count.
+    progress : bool or callable, optional
+        Show a tqdm progress bar over the grid cells (default: only when stderr is a
+        terminal); a callable is called as ``progress(done, total)`` after each cell. Ctrl-C
+        (or any exception a callable raises) stops the search promptly: cells not yet
+        started are cancelled, the running ones (a fraction of a second each) finish, and
+        the exception propagates; nothing is returned or written.
+    exact : bool
+        Run every stage of the dynamic programme (the reference; cost grows like N / m per
+        grid cell). By default stages are merged where N / m is large, which keeps the cost
+        nearly independent of N and E, pi-bar within 1e-6 of the exact values up to
+        N / m = 1.5e5 (see :func:`sequential_error`).
 
     Returns
     -------
@@ -219,15 +235,13 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         workers = os.cpu_count() or 1
     workers = check_int("workers", workers, low=1)
 
-    evaluate = _Evaluator(method, N, threshold, trial, int(m_grid[0]), float(epsilon_grid[0]))
-    cells = [(i, k) for i in range(m_grid.size) for k in range(epsilon_grid.size)]
-    with ThreadPoolExecutor(max_workers=workers) as pool:   # small m (slowest) first
-        results = list(pool.map(lambda c: evaluate(int(m_grid[c[0]]), float(epsilon_grid[c[1]])),
-                                cells))
-    error_grid = np.empty((m_grid.size, epsilon_grid.size))
-    data_grid = np.empty_like(error_grid)
-    for (i, k), (err, data) in zip(cells, results):
-        error_grid[i, k], data_grid[i, k] = err, data
+    evaluate = _Evaluator(method, N, threshold, trial, int(m_grid[0]), float(epsilon_grid[0]),
+                          exact=bool(exact))
+    cells = [(int(m), float(eps)) for m in m_grid for eps in epsilon_grid]  # small m first
+    results = _run_cells(evaluate, cells, workers, progress)
+    shape = (m_grid.size, epsilon_grid.size)
+    error_grid = np.array([r[0] for r in results], dtype=float).reshape(shape)
+    data_grid = np.array([r[1] for r in results], dtype=float).reshape(shape)
     for a in (m_grid, epsilon_grid, error_grid, data_grid):
         a.setflags(write=False)
 
@@ -242,6 +256,56 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         data_fraction=float(data_grid[i, k]), error=float(error_grid[i, k]), method=method,
         tolerance=tolerance, N=N, n_pairs=None if trial is None else trial.n_pairs,
         m_grid=m_grid, epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
+
+
+def _progress_callback(progress, total):
+    """(callback(done, total) or None, close()) for ``optimize``'s ``progress`` argument."""
+    if callable(progress):
+        return progress, lambda: None
+    if progress is None:
+        progress = sys.stderr is not None and sys.stderr.isatty()
+    if not progress:
+        return None, lambda: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc="design grid", unit="cell", leave=False)
+    return (lambda done, _total: bar.update(done - bar.n)), bar.close
+
+
+def _run_cells(evaluate, cells, workers, progress):
+    """``[evaluate(m, eps) for (m, eps) in cells]`` on ``workers`` threads, interruptibly.
+
+    The main thread waits on the futures with a timeout, so a KeyboardInterrupt (or an
+    exception from the progress callback) reaches it at once; the pool is then shut down
+    with the cells not yet started cancelled, so only the running ones (each a fraction of a
+    second) are waited for. ``concurrent.futures``' ``with`` block followed by ``map`` would
+    instead wait for every queued cell.
+    """
+    callback, close = _progress_callback(progress, len(cells))
+    results = [None] * len(cells)
+    try:
+        if workers == 1 or len(cells) == 1:
+            for i, (m, eps) in enumerate(cells):
+                results[i] = evaluate(m, eps)
+                if callback is not None:
+                    callback(i + 1, len(cells))
+            return results
+        pool = ThreadPoolExecutor(max_workers=min(workers, len(cells)))
+        try:
+            pending = {pool.submit(evaluate, m, eps): i for i, (m, eps) in enumerate(cells)}
+            done = 0
+            while pending:
+                finished, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    results[pending.pop(fut)] = fut.result()
+                    done += 1
+                if finished and callback is not None:
+                    callback(done, len(cells))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+        return results
+    finally:
+        close()
 
 
 def _infeasible(evaluate, tolerance, m_grid, epsilon_grid, error_grid, N, method):

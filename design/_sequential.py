@@ -11,6 +11,7 @@ from ._lib.checks import check_finite_array, check_int, check_interval
 
 from . import _dp
 from ._names import THRESHOLDS
+from ._stages import DEFAULT_MERGE, merge_step, plan_stages
 
 __all__ = ["SequentialError", "sequential_error"]
 
@@ -54,6 +55,12 @@ class _Resolution:
 
 
 DEFAULT_RESOLUTION = _Resolution()
+#: Resolution of the fast path for N / m >= FAST_FROM (and of every merged plan, whose own
+#: error is ~1e-7): band order 12, reach 7 and coarser interior panels cost half as much per
+#: stage and move E and pi-bar by ~1e-9 (measured against DEFAULT_RESOLUTION).
+FAST_RESOLUTION = _Resolution(reach=7.0, band_order=12, interior_coarsest=1.0,
+                              interior_ratio=3.0)
+FAST_FROM = 2000
 
 
 def check_design_args(m, epsilon, N, threshold):
@@ -79,33 +86,47 @@ def stage_thresholds(n: np.ndarray, epsilon: float, threshold: str) -> np.ndarra
     return stats.t.isf(epsilon, n - 1)
 
 
+#: The programme stops once every survival is below this (the outputs move by less).
+STOP_TOL = 1e-13
+
+
 def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
-           resolution: _Resolution = DEFAULT_RESOLUTION):
+           resolution: _Resolution | None = None, merge=DEFAULT_MERGE, stop_tol=STOP_TOL):
     """Run the compiled dynamic programme for non-negative drifts ``mus`` (float64[k]).
 
     Returns a dict of float64[k] arrays: error, p_early_correct, p_full, data_fraction,
-    expected_stages, plus the driftless per-stage ``exits`` and ``survival``. Arguments are
-    assumed valid (checked by the public callers).
+    expected_stages, plus the driftless per-visited-stage ``exits`` and ``survival`` and the
+    visited ``stages`` (1-based). Arguments are assumed valid (checked by the public callers).
+
+    ``merge`` is the largest step in log information time of a merged stage (grown for
+    very large N / m to keep the stage count near ``_stages.STAGE_BUDGET``; see
+    ``design._stages``: cost O(log(N / m) / merge) instead of O(N / m), error below about
+    0.5 merge^2 in the error and 3 merge^2 in the data fraction); ``merge=0`` and
+    ``stop_tol=0`` run every stage to the end at ``DEFAULT_RESOLUTION``: the exact reference
+    programme. Without a merged stage the plan is the exact one; the fast path runs it at
+    ``FAST_RESOLUTION`` from N / m >= ``FAST_FROM`` (and every merged plan), unless
+    ``resolution`` is given.
     """
     mus = np.ascontiguousarray(mus, dtype=np.float64)
-    n = stage_sizes(m, N)
-    if n.size == 1:  # m == N: one exact test on all the data
+    if -(-N // m) == 1:  # m == N: one exact test on all the data
         one, zero = np.ones_like(mus), np.zeros_like(mus)
         return dict(error=zero, p_early_correct=zero.copy(), p_full=one,
                     data_fraction=one.copy(), expected_stages=one.copy(),
-                    exits=np.zeros(0), survival=np.zeros(0))
-    nm = n[:-1].astype(np.float64)
-    tau = nm / (N - nm)
-    q = stage_thresholds(n[:-1], epsilon, threshold).astype(np.float64)
-    pi = n / N
+                    exits=np.zeros(0), survival=np.zeros(0), stages=np.zeros(0, np.int64))
+    plan = plan_stages(m, N, lambda n: stage_thresholds(n, epsilon, threshold),
+                       merge_step(N / m, merge))
+    if resolution is None:
+        fast = plan.merged or (N / m >= FAST_FROM and (merge > 0 or stop_tol > 0))
+        resolution = FAST_RESOLUTION if fast else DEFAULT_RESOLUTION
     r = resolution
     band_t, band_w = np.polynomial.legendre.leggauss(r.band_order)
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
-        tau, q, pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
+        plan.tau, plan.q, plan.pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
         r.interior_coarsest, r.interior_ratio, band_t, band_w, _GL_T, _GL_W,
-        _N_MOMENTS if interior else 1, bool(interior))
+        _N_MOMENTS if interior else 1, bool(interior), plan.wst, plan.lag_pi, plan.lag_st,
+        plan.lag3_pi, plan.lag3_st, float(stop_tol))
     return dict(error=err, p_early_correct=right, p_full=pfull, data_fraction=pibar,
-                expected_stages=stages, exits=exits, survival=surv)
+                expected_stages=stages, exits=exits, survival=surv, stages=plan.stages)
 
 
 @dataclass(frozen=True, eq=False)
@@ -152,7 +173,8 @@ class SequentialError:
                 f"error={self.error!r}, data_fraction={self.data_fraction!r})")
 
 
-def sequential_error(mu_std, *, m, epsilon, N, threshold="normal") -> SequentialError:
+def sequential_error(mu_std, *, m, epsilon, N, threshold="normal",
+                     exact=False) -> SequentialError:
     """Error and expected data use of the sequential t-test, by dynamic programming.
 
     Parameters
@@ -168,6 +190,12 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal") -> Sequential
     threshold : {"normal", "t"}
         Stop when |z| > Phi^-1(1 - epsilon) (the paper's analysis), or use the Student-t
         critical value with n_j - 1 degrees of freedom.
+    exact : bool
+        Visit every one of the J - 1 monitored stages (the reference programme, cost O(N / m)).
+        By default, where N / m > 8000, stages whose step in log information time is below
+        about 1e-3 are merged (see Notes): the cost grows only like log(N / m) and E, pi-bar
+        stay within 1e-6 of the exact values up to N / m = 1.5e5, within 0.5 delta^2 and
+        3 delta^2 beyond (delta, the merge step, grows slowly to 2.6e-3 at N / m = 10^9).
 
     Returns
     -------
@@ -194,6 +222,16 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal") -> Sequential
     mu_std^2 tau_j / 2). The error is below about 1e-10 (checked against a dense Nystrom
     reference and by refinement in the test suite). E and pi-bar are even in mu_std.
 
+    In log information time t = log tau the statistic is an Ornstein-Uhlenbeck process and
+    the stage steps are about N m / (n (N - n)), i.e. 4 m / N in the middle: for large N / m
+    most stages barely move it. The default plan merges consecutive stages into steps of
+    delta in t and checks the test only there, with thresholds lowered by Siegmund's
+    discreteness correction rho (s_c - s_f) (rho = 0.5826, s_c and s_f the sds of the
+    merged and of a one-stage step), so that both walks have the same continuous-monitoring
+    equivalent, plus a correction of the data fraction for the mass in transit at a merged
+    check (``design._stages``); the errors are second order in delta (measured and tested
+    against the exact programme).
+
     The statistic is modelled as Gaussian. With ``threshold="t"`` the Student-t critical
     values are applied to that Gaussian statistic; the real t statistic has heavier tails,
     so compared with a simulation of the real test using Student-t thresholds, the
@@ -218,7 +256,8 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal") -> Sequential
     mu = check_finite_array("mu_std", mu_std)
     scalar = mu.ndim == 0
     uniq, inverse = np.unique(np.abs(mu).ravel(), return_inverse=True)
-    res = run_dp(uniq, m, epsilon, N, threshold, interior=True)
+    res = run_dp(uniq, m, epsilon, N, threshold, interior=True,
+                 **(dict(merge=0.0, stop_tol=0.0) if exact else {}))
 
     def shaped(key):
         out = res[key][inverse].reshape(mu.shape)

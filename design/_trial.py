@@ -11,6 +11,8 @@ import numpy as np
 
 from ._lib.checks import check_finite_array, check_int
 
+from ._pair_scan import pair_moments
+
 __all__ = ["TrialChain"]
 
 _FORMAT = "austerity.TrialChain"
@@ -20,13 +22,6 @@ _VERSION = 1
 def _readonly(a):
     a.setflags(write=False)
     return a
-
-
-def _combine(n_a, mean_a, m2_a, n_b, mean_b, m2_b):
-    """Chan et al.'s pairwise update of (count, mean, sum of squared deviations)."""
-    n = n_a + n_b
-    delta = mean_b - mean_a
-    return n, mean_a + delta * n_b / n, m2_a + m2_b + delta * delta * n_a * n_b / n
 
 
 @dataclass(frozen=True, eq=False)
@@ -118,7 +113,8 @@ class TrialChain:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_model(cls, model, thetas, theta_news, log_q_ratios=None, *, chunk=65_536):
+    def from_model(cls, model, thetas, theta_news, log_q_ratios=None, *, chunk=65_536,
+                   workers=None, progress=None):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
         Parameters
@@ -127,7 +123,9 @@ class TrialChain:
             ``model.N`` (int), ``model.loglik(theta, idx)`` (per-datum log-likelihoods,
             temperature applied, for an integer index array ``idx``) and
             ``model.logprior(theta)``; a fused ``model.loglik_ratio(theta, theta_new, idx)``
-            is used when present.
+            is used when present, and ``model.loglik_many(thetas, idx)`` (log-likelihoods of
+            rows ``idx`` at k parameter vectors, shape (len(idx), k): for a linear predictor
+            one BLAS product ``X[idx] @ thetas.T``) is preferred when present.
         thetas, theta_news : array_like, shape (n_pairs, ...)
             Current and proposed parameters of each pair.
         log_q_ratios : array_like, shape (n_pairs,), optional
@@ -135,6 +133,12 @@ class TrialChain:
             proposal) when omitted.
         chunk : int
             Number of data points per call to the model.
+        workers : int, optional
+            Threads over chunks (NumPy releases the GIL); default: CPU count.
+        progress : bool or callable, optional
+            tqdm bar over the chunks (default: when stderr is a terminal), or
+            ``callback(done, total)``; Ctrl-C or an exception from the callback stops the
+            pass promptly.
 
         Returns
         -------
@@ -142,8 +146,10 @@ class TrialChain:
 
         Notes
         -----
-        The mean and variance of l_i are accumulated chunk by chunk with the pairwise update
-        of Chan, Golub & LeVeque (1979), which does not lose precision when |mu| << sigma.
+        All pairs are summarised in one pass over the data: each chunk of rows is read once
+        for every pair (``design._pair_scan``). The mean and variance of l_i are
+        accumulated chunk by chunk with the pairwise update of Chan, Golub & LeVeque (1979),
+        in chunk order, which does not lose precision when |mu| << sigma.
 
         Examples
         --------
@@ -175,37 +181,14 @@ class TrialChain:
             lqr = check_finite_array("log_q_ratios", log_q_ratios, ndim=1)
             if lqr.size != n_pairs:
                 raise ValueError(f"log_q_ratios must have length {n_pairs}, got {lqr.size}")
-        fused = getattr(model, "loglik_ratio", None)
-
-        def diffs(theta, theta_new, idx):
-            if fused is not None:
-                out = fused(theta, theta_new, idx)
-            else:
-                out = np.asarray(model.loglik(theta_new, idx), dtype=float) - np.asarray(
-                    model.loglik(theta, idx), dtype=float)
-            out = np.asarray(out, dtype=float)
-            if out.shape != idx.shape or not np.all(np.isfinite(out)):
-                raise ValueError(
-                    f"model log-likelihood differences must be {idx.size} finite values for "
-                    f"an index chunk of size {idx.size}, got shape {out.shape}"
-                    + ("" if out.shape != idx.shape else " with non-finite values"))
-            return out
-
-        mu = np.empty(n_pairs)
-        sigma = np.empty(n_pairs)
+        if workers is None:
+            workers = os.cpu_count() or 1
+        workers = check_int("workers", workers, low=1)
+        mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
+                                 workers=workers, progress=progress)
         c0 = np.empty(n_pairs)
         for p in range(n_pairs):
-            theta, theta_new = thetas[p], theta_news[p]
-            n_acc, mean, m2 = 0, 0.0, 0.0
-            for start in range(0, N, chunk):
-                idx = np.arange(start, min(start + chunk, N))
-                l = diffs(theta, theta_new, idx)
-                cm = l.mean()
-                n_acc, mean, m2 = _combine(n_acc, mean, m2, l.size, cm,
-                                           float(np.sum((l - cm) ** 2)))
-            mu[p] = mean
-            sigma[p] = np.sqrt(m2 / N)
-            dprior = float(model.logprior(theta_new)) - float(model.logprior(theta))
+            dprior = float(model.logprior(theta_news[p])) - float(model.logprior(thetas[p]))
             if not np.isfinite(dprior):
                 raise ValueError(f"model.logprior is not finite for pair {p}")
             c0[p] = -(dprior + lqr[p]) / N

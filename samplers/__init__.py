@@ -7,7 +7,11 @@ The pieces:
   (:mod:`samplers.datasets`);
 * accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
   :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017);
-* proposals: :class:`RandomWalk`, :class:`Langevin`;
+* proposals: :class:`RandomWalk`, :class:`Langevin` (both preconditioned by a Laplace
+  covariance through ``from_laplace``);
+* control variates: :class:`ControlVariates`, a model wrapper whose rows are Taylor
+  residuals at the mode plus the proxy's mean, so every test above reads about one minibatch
+  per step (Bardenet et al. 2017, section 7);
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
@@ -63,6 +67,14 @@ from .models import (
 )
 from .models import LaplaceApproximation, laplace_approximation
 
+# --- control variates (issue 12) ---
+from .models import ControlVariates, TaylorCenter
+
+# --- exact minibatch MH (issue 13) ---
+from ._exact import BoundViolation, ExactMinibatchInfo, ScalableSubsamplingTest, SMHTest, TunaMHTest
+from ._poisson import AliasTable, PoissonBatches
+from .models.remainder import TaylorRemainder
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
@@ -80,4 +92,9 @@ __all__ = [
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
     "LaplaceApproximation", "laplace_approximation",
+    # control variates (issue 12)
+    "ControlVariates", "TaylorCenter",
+    # exact minibatch MH (issue 13)
+    "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
+    "TaylorRemainder", "PoissonBatches", "AliasTable",
 ]

@@ -14,6 +14,9 @@ from ._laplace import LaplaceApproximation, laplace_approximation
 from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
+# Control variates (issue 12).
+from .control_variates import ControlVariates, TaylorCenter
+
 __all__ = [
     "Model",
     "BaseModel",
@@ -32,4 +35,7 @@ __all__ = [
     "map_estimate",
     "LaplaceApproximation",
     "laplace_approximation",
+    # control variates
+    "ControlVariates",
+    "TaylorCenter",
 ]

@@ -126,5 +126,41 @@ class LogisticRegression(BaseModel):
     def _kernel_data(self):
         return (self.X, self.y, self._plus_minus, self._inv_temp)
 
+    def loglik_many(self, thetas, idx):
+        """Per-datum log-likelihoods of rows ``idx`` at k parameter vectors, shape (len(idx), k).
+
+        One BLAS product ``X[idx] @ thetas.T`` for all k vectors (used by
+        ``design.TrialChain.from_model`` to summarise every trial pair in one data pass);
+        equal to ``loglik`` column by column up to rounding.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> X = np.array([[1.0, 0.5], [1.0, -2.0]]); y = np.array([1.0, 0.0])
+        >>> model = LogisticRegression(X, y)
+        >>> thetas = np.array([[0.0, 0.0], [0.3, 1.0]])
+        >>> np.allclose(model.loglik_many(thetas, np.arange(2))[:, 1],
+        ...             model.loglik(thetas[1], np.arange(2)))
+        True
+        """
+        thetas = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
+        if thetas.ndim != 2 or thetas.shape[1] != self.dim:
+            raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
+        idx = np.asarray(idx)
+        a = np.asarray(self.X[idx], dtype=np.float64) @ thetas.T
+        y = np.asarray(self.y[idx], dtype=np.float64)
+        a *= (y if self._plus_minus else 2.0 * y - 1.0)[:, None]
+        # log sigmoid(a) = min(a, 0) - log1p(exp(-|a|)), in place (a third faster than
+        # scipy's log_expit, which the cost of this pass is: two transcendentals per entry)
+        t = np.abs(a)
+        np.negative(t, out=t)
+        np.exp(t, out=t)
+        np.log1p(t, out=t)
+        np.minimum(a, 0.0, out=a)
+        a -= t
+        if self._inv_temp != 1.0:
+            a *= self._inv_temp
+        return a
+
     def _loglik_ratio_bound(self, theta, theta_new):
         return float(np.linalg.norm(theta_new - theta)) * self._max_row_norm * self._inv_temp

@@ -36,11 +36,13 @@ def test_matches_dense_nystrom_reference(case, dense_dp):
 @pytest.mark.parametrize("threshold", ["normal", "t"])
 def test_converged_under_refinement_at_large_N(threshold):
     """The kernel narrows to ~2 sqrt(m/N) = 0.03 here; refining every discretisation
-    parameter by 1.6 changes nothing above 1e-8 (the issue asks for 1e-6)."""
+    parameter of the exact programme by 1.6 changes nothing above 1e-8 (the issue asks for
+    1e-6). (The fast path, at a lighter resolution from N / m = 2000, is checked against
+    the exact programme in test_merge.py.)"""
     mus = np.array([0.0, 0.2, 1.0, 5.0, 40.0])
     args = (mus, 50, 0.005, 200_000, threshold)
-    base = run_dp(*args)
-    fine = run_dp(*args, resolution=DEFAULT_RESOLUTION.refined(1.6))
+    base = run_dp(*args, merge=0, stop_tol=0)
+    fine = run_dp(*args, resolution=DEFAULT_RESOLUTION.refined(1.6), merge=0, stop_tol=0)
     for key in ("error", "data_fraction", "p_full", "p_early_correct"):
         np.testing.assert_allclose(base[key], fine[key], rtol=0, atol=1e-8, err_msg=key)
     np.testing.assert_allclose(base["expected_stages"], fine["expected_stages"], rtol=1e-9)
@@ -49,8 +51,8 @@ def test_converged_under_refinement_at_large_N(threshold):
 def test_fast_driftless_path_matches_full_path():
     """Worst-case designs skip the interior quadrature; mu = 0 must be unchanged."""
     for m, eps, N, thr in [(50, 0.001, 100_000, "normal"), (300, 0.1, 50_000, "t")]:
-        full = run_dp(np.zeros(1), m, eps, N, thr, interior=True)
-        fast = run_dp(np.zeros(1), m, eps, N, thr, interior=False)
+        full = run_dp(np.zeros(1), m, eps, N, thr, interior=True, merge=0, stop_tol=0)
+        fast = run_dp(np.zeros(1), m, eps, N, thr, interior=False, merge=0, stop_tol=0)
         for key in ("error", "data_fraction", "p_full", "expected_stages"):
             assert fast[key][0] == pytest.approx(full[key][0], rel=1e-9, abs=1e-11), key
 
@@ -62,7 +64,7 @@ def test_mass_is_conserved(case):
     stage by stage, and at mu = 0 the right-side stops (survival differences) equal the
     wrong-side stops (band) by symmetry."""
     m, eps, N, thr = case
-    r = run_dp(np.zeros(1), m, eps, N, thr, interior=True)
+    r = run_dp(np.zeros(1), m, eps, N, thr, interior=True, merge=0, stop_tol=0)
     surv_before = np.concatenate([[1.0], r["survival"][:-1]])
     np.testing.assert_allclose(surv_before - r["survival"], r["exits"], rtol=0, atol=1e-11)
     assert r["p_early_correct"][0] == pytest.approx(r["error"][0], abs=1e-10)

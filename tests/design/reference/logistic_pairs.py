@@ -31,6 +31,10 @@ class LogisticModel:
         Xi, si = self.X[idx], self.s[idx]
         return log_expit(si * (Xi @ theta_new)) - log_expit(si * (Xi @ theta))
 
+    def loglik_many(self, thetas, idx):
+        """Log-likelihoods of rows ``idx`` at k parameter vectors: one product X[idx] @ T'."""
+        return log_expit(self.s[idx][:, None] * (self.X[idx] @ np.asarray(thetas).T))
+
     def logprior(self, theta):
         return float(-0.5 * np.sum(theta**2) / self.prior_sd**2)
 

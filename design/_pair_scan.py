@@ -1,0 +1,157 @@
+"""One chunked pass over the data for the statistics of every trial pair (private).
+
+``TrialChain.from_model`` needs, for each pair (theta_p, theta'_p), the mean and population
+sd of l_i = log p(x_i | theta'_p) - log p(x_i | theta_p) over all N rows. Scanning the data
+once per pair reads it n_pairs times. Here every chunk of rows is read once for all pairs:
+
+* a model with ``loglik_many(thetas, idx)`` (per-datum log-likelihoods of rows ``idx`` at
+  k parameter vectors, shape (len(idx), k); for a linear predictor one BLAS product
+  ``X[idx] @ Theta.T``) gets all distinct vectors among the 2 n_pairs in one call per
+  chunk (the cost is then the log-likelihood's transcendental functions, not memory);
+* any other model gets, per chunk, one ``loglik_ratio`` (or two ``loglik``) call per pair:
+  still one pass over memory-mapped data, but no BLAS.
+
+Chunks are spread over threads (NumPy's products and ufuncs release the GIL), at most
+2 x workers chunks in flight, and a ``loglik_many`` chunk holds at most ``MAX_ENTRIES``
+rows x vectors, so memory stays bounded (tens of MB with 2 workers) at any N. Per-chunk
+(count, mean, sum of squared deviations) are merged in chunk order with the pairwise update
+of Chan, Golub & LeVeque (1979), so the result does not depend on the thread timing and
+equals the per-pair scan up to rounding. The main thread waits with a timeout, so Ctrl-C
+stops the pass at once (queued chunks are cancelled).
+"""
+
+from __future__ import annotations
+
+import sys
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+
+import numpy as np
+
+__all__ = ["pair_moments"]
+
+#: Largest rows x parameter-vectors block one ``loglik_many`` call computes.
+MAX_ENTRIES = 1 << 20
+
+
+def distinct_vectors(thetas, theta_news):
+    """(distinct parameter vectors, index of theta_p, index of theta'_p) among all 2 P.
+
+    Consecutive pairs of an MH chain share a state (theta_{p+1} is theta_p or theta'_p), so
+    a trial chain has about P to 1.5 P distinct vectors: the log-likelihoods are computed
+    once per distinct vector.
+    """
+    P = thetas.shape[0]
+    both = np.concatenate([thetas.reshape(P, -1), theta_news.reshape(P, -1)])
+    uniq, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    return np.ascontiguousarray(uniq), inverse[:P], inverse[P:]
+
+
+def _chunk_diffs_many(model, vectors, old, new, idx):
+    ll = np.asarray(model.loglik_many(vectors, idx), dtype=float)
+    if ll.shape != (idx.size, vectors.shape[0]):
+        raise ValueError(f"model.loglik_many must return shape {(idx.size, vectors.shape[0])} "
+                         f"for {idx.size} rows and {vectors.shape[0]} parameter vectors, "
+                         f"got {ll.shape}")
+    return ll[:, new] - ll[:, old]
+
+
+def _chunk_diffs_generic(model, thetas, theta_news, idx):
+    fused = getattr(model, "loglik_ratio", None)
+    out = np.empty((idx.size, thetas.shape[0]))
+    for p in range(thetas.shape[0]):
+        if fused is not None:
+            col = fused(thetas[p], theta_news[p], idx)
+        else:
+            col = (np.asarray(model.loglik(theta_news[p], idx), dtype=float)
+                   - np.asarray(model.loglik(thetas[p], idx), dtype=float))
+        col = np.asarray(col, dtype=float)
+        if col.shape != idx.shape:
+            raise ValueError(
+                f"model log-likelihood differences must be {idx.size} finite values for an "
+                f"index chunk of size {idx.size}, got shape {col.shape}")
+        out[:, p] = col
+    return out
+
+
+def _chunk_moments(diffs_fn, model, args, start, stop):
+    idx = np.arange(start, stop)
+    L = diffs_fn(model, *args, idx)
+    if not np.all(np.isfinite(L)):
+        raise ValueError(
+            f"model log-likelihood differences must be {idx.size} finite values for an index "
+            f"chunk of size {idx.size}, got shape {L.shape} with non-finite values")
+    mean = L.mean(axis=0)
+    return idx.size, mean, np.sum((L - mean) ** 2, axis=0)
+
+
+def _progress(progress, total):
+    if callable(progress):
+        return progress, lambda: None
+    if progress is None:
+        progress = sys.stderr is not None and sys.stderr.isatty()
+    if not progress:
+        return None, lambda: None
+    from tqdm.auto import tqdm
+
+    bar = tqdm(total=total, desc="trial-pair statistics", unit="chunk", leave=False)
+    return (lambda done, _total: bar.update(done - bar.n)), bar.close
+
+
+def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=None):
+    """(mu, sigma) of l_i over all N rows for every pair, in one chunked pass.
+
+    ``thetas`` and ``theta_news`` are float arrays of shape (n_pairs, ...); ``progress`` is
+    None (a tqdm bar when stderr is a terminal), a bool, or ``callback(done, total)`` called
+    in the main thread after each chunk (an exception it raises stops the pass).
+    """
+    if callable(getattr(model, "loglik_many", None)):
+        diffs_fn, args = _chunk_diffs_many, distinct_vectors(thetas, theta_news)
+        # a chunk's (rows x vectors) matrices stay at MAX_ENTRIES (8 MB) each
+        chunk = min(chunk, max(1024, MAX_ENTRIES // args[0].shape[0]))
+    else:
+        diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
+    starts = list(range(0, N, chunk))
+    total = len(starts)
+    callback, close = _progress(progress, total)
+    P = thetas.shape[0]
+    n_acc, mean, m2 = 0, np.zeros(P), np.zeros(P)
+
+    def merge(res):
+        nonlocal n_acc, mean, m2
+        n_b, mean_b, m2_b = res
+        n = n_acc + n_b
+        delta = mean_b - mean
+        mean = mean + delta * (n_b / n)
+        m2 = m2 + m2_b + delta * delta * (n_acc * n_b / n)
+        n_acc = n
+
+    try:
+        if workers <= 1 or total == 1:
+            for k, s in enumerate(starts):
+                merge(_chunk_moments(diffs_fn, model, args, s, min(s + chunk, N)))
+                if callback is not None:
+                    callback(k + 1, total)
+        else:
+            pool = ThreadPoolExecutor(max_workers=workers)
+            try:
+                futures, done_res, nxt, merged = {}, {}, 0, 0
+                while merged < total:
+                    while nxt < total and len(futures) < 2 * workers:
+                        s = starts[nxt]
+                        futures[pool.submit(_chunk_moments, diffs_fn, model, args, s,
+                                            min(s + chunk, N))] = nxt
+                        nxt += 1
+                    finished, _ = wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
+                    for fut in finished:
+                        done_res[futures.pop(fut)] = fut.result()
+                    while merged in done_res:              # merge in chunk order
+                        merge(done_res.pop(merged))
+                        merged += 1
+                    if finished and callback is not None:
+                        callback(merged, total)
+            finally:
+                pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        close()
+    return mean, np.sqrt(m2 / N)

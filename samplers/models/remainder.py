@@ -1,0 +1,226 @@
+"""Per-row bounds on the Taylor remainder of a row's log-likelihood ratio: a model capability.
+
+The built-in models whose row log-likelihood depends on theta through one linear predictor,
+``l_i(theta) = f_i(a_i)`` with ``a_i = x_i . theta`` (:mod:`samplers.models._glm`: logistic,
+linear and Student-t regression, the Gaussian mean with ``x_i = 1``) have, at a centre
+``theta_hat``, the order-k Taylor proxy of :class:`~samplers.ControlVariates` and the
+residual change of row i between theta and theta'
+
+    delta_i = [f_i(a_i') - f_i(a_i)] - [proxy_i(theta') - proxy_i(theta)] = R_k(a_i') - R_k(a_i),
+
+``R_k`` the scalar Taylor remainder, ``R_k'(t) = f^(k+1)(xi) (t - a_hat)^k / k!``. So
+
+    |delta_i| <= M_{k+1}/k! |int_{a}^{a'} |t - a_hat|^k dt|
+              <= M_{k+1}/k! |a' - a| (|a - a_hat|^k + |a' - a_hat|^k) / 2          (1)
+              <= c_i phi_k(theta, theta'),
+
+where ``M_{k+1} = sup_t |f_i^(k+1)(t)|``, (1) is the Hermite-Hadamard inequality for the
+convex ``|t - a_hat|^k``, and Cauchy-Schwarz on each ``|x_i . v| <= ||x_i|| ||v||`` gives
+
+    c_i = M_{k+1} ||x_i||^{k+1} / k!,
+    phi_k(theta, theta') = ||theta' - theta|| (||theta - theta_hat||^k
+                                              + ||theta' - theta_hat||^k) / 2.
+
+Order 0 (no proxy) is the Lipschitz bound ``|l_i| <= M_1 ||x_i|| ||theta' - theta||`` of
+TunaMH. This is the form of Cornish et al. (2019), section 3.2, eq. (13) (there with 1-norms
+and each remainder bounded on its own, ``phi = (||theta - theta_hat||_1^{k+1} + ||theta' -
+theta_hat||_1^{k+1}) / (k+1)!``); ours keeps the factor ``||theta' - theta||``, small for
+local proposals. The constants (tempered by 1/K; ``M_2``, ``M_3`` from ``_glm``):
+
+=================  =========================  ================  ======================
+model              M_1                        M_2               M_3
+=================  =========================  ================  ======================
+logistic           1                          1/4               1/(6 sqrt 3) ~ 0.0962
+Student-t          (df+1)/(2 s sqrt df)       (df+1)/(df s^2)   see ``_glm._robust_m3``
+linear, Gaussian   unbounded (refused)        1/sigma^2         0 (the proxy is exact)
+=================  =========================  ================  ======================
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+
+from design._lib.checks import check_int
+from design._lib.jit import jit
+from design._lib.prefetch import prefetch_ahead
+from ._glm import glm_kernels
+from .control_variates import ControlVariates, _cv_kernels
+from .logistic import LogisticRegression
+from .robust import RobustRegression
+
+__all__ = ["TaylorRemainder", "has_remainder_bounds"]
+
+#: Rows per chunk of the one-off pass over the data (memmaps are read in chunks).
+CHUNK = 1 << 16
+
+#: sup_t |f_i'(t)| of the models whose rows are Lipschitz in the linear predictor (order 0).
+_M1 = {
+    LogisticRegression: lambda m: m._inv_temp,
+    RobustRegression: lambda m: (m.df + 1.0) / (2.0 * m.scale * math.sqrt(m.df)) * m._inv_temp,
+}
+
+
+def has_remainder_bounds(model) -> bool:
+    """Whether ``model`` (or the model a :class:`ControlVariates` wraps) has per-row bounds."""
+    inner = model.model if isinstance(model, ControlVariates) else model
+    return glm_kernels(inner) is not None
+
+
+def derivative_bound(model, j: int) -> float:
+    """``M_j = sup |f_i^(j)|`` over rows and predictors (tempered); inf when unbounded."""
+    glm = glm_kernels(model)
+    if j == 1:
+        m1 = _M1.get(type(model))
+        return math.inf if m1 is None else float(m1(model))
+    return float((glm.m2 if j == 2 else glm.m3)(model))
+
+
+@cache
+def _ratio_loop(row_ratio, row_prefetch):
+    """``delta[t] = row_ratio(data, idx[t], theta, theta_new)`` and ``c[t] = c_all[idx[t]]``."""
+
+    @jit
+    def kernel(data, idx, theta, theta_new, c_all, delta, c):
+        for t in range(idx.shape[0]):
+            prefetch_ahead(row_prefetch, data, idx, t)
+            delta[t] = row_ratio(data, idx[t], theta, theta_new)
+            c[t] = c_all[idx[t]]
+
+    return kernel
+
+
+class TaylorRemainder:
+    """Per-row bounds ``|delta_i| <= c_i phi_k(theta, theta')`` on the residual changes of the
+    order-k Taylor proxy at a centre, and the row kernel of the residuals.
+
+    Built on :class:`~samplers.ControlVariates` (the centre, the sums ``g``, ``H`` and the
+    compiled residual row kernel) plus one chunked pass for ``c_i`` (memmaps work). See the
+    module docstring for the maths.
+
+    Parameters
+    ----------
+    model : LogisticRegression, LinearRegression, RobustRegression, GaussianMean or ControlVariates
+        A wrapped :class:`ControlVariates` gives its centre and order (``order`` must match).
+    order : {0, 1, 2}
+        Taylor order; 0 is no proxy (TunaMH's Lipschitz bound; logistic and Student-t only).
+    center : array of shape (d,), optional
+        Expansion point; default the posterior mode (ignored at order 0).
+
+    Attributes
+    ----------
+    model : the plain model; ``cv`` the :class:`ControlVariates` (None at order 0).
+    c : ndarray of shape (N,)
+        Per-row constants ``c_i`` (kept for alias sampling and the checks).
+    c_sum, c_max : float
+    center : ndarray of shape (d,)
+    row_ratio, row_prefetch : compiled row kernels of ``delta_i``; read with
+        :meth:`decision_data`.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = rng.normal(size=(1000, 3)); y = (X @ [1.0, -1.0, 0.5] + rng.logistic(size=1000) > 0)
+    >>> rem = TaylorRemainder(LogisticRegression(X, y.astype(float)), 2)
+    >>> theta = rem.center + 0.05; theta_new = theta - [0.0, 0.04, 0.02]
+    >>> delta, c = rem.residuals(theta, theta_new, np.arange(1000))
+    >>> bool(np.all(np.abs(delta) <= c * rem.phi(theta, theta_new)))
+    True
+    """
+
+    def __init__(self, model, order: int = 2, center=None):
+        if isinstance(order, bool):
+            raise TypeError(f"order must be an integer, got {order!r}")
+        self.order = check_int("order", order, low=0, high=2)
+        if isinstance(model, ControlVariates):
+            if self.order != model.order:
+                raise ValueError(f"order must match the ControlVariates model's order "
+                                 f"{model.order}, got {self.order}")
+            if center is not None and not np.array_equal(np.asarray(center, float),
+                                                         model.center.theta):
+                raise ValueError("center must be None for a ControlVariates model (its own "
+                                 f"centre {model.center.theta} is used), got {center!r}")
+            cv, model = model, model.model
+        else:
+            cv = None
+        if glm_kernels(model) is None:
+            raise TypeError(
+                f"{type(model).__name__} has no per-row Taylor remainder bounds; built-in: "
+                "LogisticRegression, LinearRegression, RobustRegression, GaussianMean")
+        M = derivative_bound(model, self.order + 1)
+        if not math.isfinite(M):
+            raise ValueError(
+                f"order={self.order} needs a bounded derivative {self.order + 1} of the row "
+                f"log-likelihood in the linear predictor; {type(model).__name__} has none "
+                f"(use order={self.order + 1})")
+        if self.order >= 1 and cv is None:
+            cv = ControlVariates(model, center=center, order=self.order)
+        self.model, self.cv, self.N = model, cv, model.N
+        self.center = np.zeros(model.dim) if cv is None else cv.center.theta
+        self.m_over_fact = M / math.factorial(self.order)
+        glm = glm_kernels(model)
+        self.c = np.empty(self.N)
+        for start in range(0, self.N, CHUNK):
+            stop = min(start + CHUNK, self.N)
+            Xb = glm.design(model, start, stop)
+            norms = np.sqrt(np.einsum("ij,ij->i", Xb, Xb))
+            self.c[start:stop] = self.m_over_fact * norms ** (self.order + 1)
+        self.c_sum = float(self.c.sum())
+        self.c_max = float(self.c.max())
+        if cv is None:
+            self.row_ratio, self.row_prefetch = model._row_ratio, model._row_prefetch
+        else:
+            kernels = _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter,
+                                  type(model)._row_prefetch)
+            self.row_ratio, self.row_prefetch = kernels[0], kernels[3]
+
+    def decision_data(self):
+        """The data tuple :attr:`row_ratio` reads (the residual without the shift P/N)."""
+        if self.cv is None:
+            return self.model._kernel_data()
+        return self.cv._data(0.0)
+
+    def phi(self, theta, theta_new) -> float:
+        """``phi_k = ||theta' - theta|| (||theta - c||^k + ||theta' - c||^k) / 2``, c the centre."""
+        step = math.sqrt(float(np.dot(theta_new - theta, theta_new - theta)))
+        if self.order == 0:
+            return step
+        u, v = theta - self.center, theta_new - self.center
+        r, r_new = math.sqrt(float(u @ u)), math.sqrt(float(v @ v))
+        return step * 0.5 * (r**self.order + r_new**self.order)
+
+    def proxy(self, theta, theta_new) -> float:
+        """``P = sum_i proxy_i(theta') - proxy_i(theta)`` over all N rows, in O(d^2)."""
+        return 0.0 if self.cv is None else self.cv.proxy_total(theta, theta_new)
+
+    def tightness(self, pairs, idx) -> float:
+        """SMH's acceptance loss per expected row, ``kappa``, over the pairs ``(theta,
+        theta_new)`` with the rows ``idx`` standing for all N (scaled by N / len(idx)):
+
+            kappa = sum_pairs [sum_i max(0, -delta_i) - max(0, -sum_i delta_i)] / sum_pairs C phi.
+
+        SMH's Poisson factor ``prod_i min(1, e^{delta_i})`` loses ``sum_i max(0, -delta_i)``
+        in log acceptance, of which ``max(0, -sum_i delta_i)`` is MH's own rejection of the
+        residual part of the ratio; the excess per unit of ``E[B] = C phi`` is what
+        :func:`design.exact_design` takes as ``kappa``."""
+        scale = self.N / len(idx)
+        lost = bound = 0.0
+        for theta, theta_new in pairs:
+            delta, c = self.residuals(theta, theta_new, idx)
+            lost += scale * float(np.maximum(-delta, 0.0).sum())
+            lost -= max(0.0, -scale * float(delta.sum()))
+            bound += self.c_sum * self.phi(np.asarray(theta, float), np.asarray(theta_new, float))
+        return max(lost, 0.0) / bound if bound > 0 else 0.0
+
+    def residuals(self, theta, theta_new, idx) -> tuple[np.ndarray, np.ndarray]:
+        """``(delta_i, c_i)`` for rows ``idx`` (compiled; an O(len(idx)) read)."""
+        idx = np.asarray(idx, dtype=np.intp)
+        delta, c = np.empty(idx.shape[0]), np.empty(idx.shape[0])
+        _ratio_loop(self.row_ratio, self.row_prefetch)(
+            self.decision_data(), idx, np.asarray(theta, float), np.asarray(theta_new, float),
+            self.c, delta, c)
+        return delta, c

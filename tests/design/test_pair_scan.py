@@ -1,0 +1,139 @@
+"""Trial-pair statistics in one chunked pass equal the per-pair passes (to rounding)."""
+
+import numpy as np
+import pytest
+
+from design import TrialChain
+from samplers.models import LogisticRegression
+
+
+def per_pair_reference(model, thetas, theta_news, chunk):
+    """The former algorithm: one pass over the data per pair, Chan et al.'s update."""
+    mus, sigmas = [], []
+    for theta, theta_new in zip(thetas, theta_news):
+        n, mean, m2 = 0, 0.0, 0.0
+        for start in range(0, model.N, chunk):
+            idx = np.arange(start, min(start + chunk, model.N))
+            l = np.asarray(model.loglik(theta_new, idx)) - np.asarray(model.loglik(theta, idx))
+            cm = l.mean()
+            nb, delta = l.size, cm - mean
+            mean, m2 = mean + delta * nb / (n + nb), m2 + np.sum((l - cm) ** 2) + (
+                delta * delta * n * nb / (n + nb))
+            n += nb
+        mus.append(mean)
+        sigmas.append(np.sqrt(m2 / model.N))
+    return np.array(mus), np.array(sigmas)
+
+
+class UserLinearModel:
+    """A user's model (no loglik_many): Poisson regression with log link, by hand."""
+
+    def __init__(self, X, y):
+        self.X, self.y, self.N = X, y, X.shape[0]
+
+    def loglik(self, theta, idx):
+        eta = self.X[idx] @ theta
+        return self.y[idx] * eta - np.exp(eta)
+
+    def logprior(self, theta):
+        return -0.5 * float(theta @ theta)
+
+
+def _data(N, d, rng):
+    X = np.column_stack([np.ones(N), rng.standard_normal((N, d - 1))])
+    beta = rng.normal(0, 0.5, d)
+    return X, beta
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+@pytest.mark.parametrize("chunk", [4096, 7001])
+def test_logistic_one_pass_equals_per_pair_passes(workers, chunk):
+    rng = np.random.default_rng(3)
+    X, beta = _data(30_000, 5, rng)
+    y = (rng.random(30_000) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+    model = LogisticRegression(X, y, temperature=1.5)
+    thetas = beta + rng.normal(0, 0.02, (12, 5))
+    news = thetas + rng.normal(0, 0.01, (12, 5))
+    tc = TrialChain.from_model(model, thetas, news, chunk=chunk, workers=workers,
+                               progress=False)
+    mu, sigma = per_pair_reference(model, thetas, news, chunk)
+    np.testing.assert_allclose(tc.mu, mu, rtol=1e-9, atol=1e-16)
+    np.testing.assert_allclose(tc.sigma, sigma, rtol=1e-9)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_user_model_one_pass_equals_per_pair_passes(workers):
+    rng = np.random.default_rng(4)
+    X, beta = _data(20_000, 3, rng)
+    y = rng.poisson(np.exp(X @ beta)).astype(float)
+    model = UserLinearModel(X, y)
+    thetas = beta + rng.normal(0, 0.01, (7, 3))
+    news = thetas + rng.normal(0, 0.005, (7, 3))
+    tc = TrialChain.from_model(model, thetas, news, chunk=3000, workers=workers,
+                               progress=False)
+    mu, sigma = per_pair_reference(model, thetas, news, 3000)
+    np.testing.assert_allclose(tc.mu, mu, rtol=1e-9, atol=1e-16)
+    np.testing.assert_allclose(tc.sigma, sigma, rtol=1e-9)
+
+
+def test_result_does_not_depend_on_the_number_of_threads():
+    """Chunks are merged in chunk order, so threads change nothing, not even rounding."""
+    rng = np.random.default_rng(5)
+    X, beta = _data(50_000, 4, rng)
+    y = (rng.random(50_000) < 0.5).astype(float)
+    model = LogisticRegression(X, y)
+    thetas = beta + rng.normal(0, 0.02, (5, 4))
+    news = thetas + rng.normal(0, 0.01, (5, 4))
+    one = TrialChain.from_model(model, thetas, news, chunk=2048, workers=1, progress=False)
+    two = TrialChain.from_model(model, thetas, news, chunk=2048, workers=2, progress=False)
+    np.testing.assert_array_equal(one.mu, two.mu)
+    np.testing.assert_array_equal(one.sigma, two.sigma)
+
+
+def test_loglik_many_matches_loglik_and_checks_shapes():
+    rng = np.random.default_rng(6)
+    X, beta = _data(500, 3, rng)
+    y = np.where(rng.random(500) < 0.5, -1.0, 1.0)
+    model = LogisticRegression(X.astype(np.float32), y)
+    thetas = rng.normal(size=(4, 3))
+    idx = rng.permutation(500)[:77]
+    many = model.loglik_many(thetas, idx)
+    for k in range(4):
+        np.testing.assert_allclose(many[:, k], model.loglik(thetas[k], idx), rtol=1e-12,
+                                   atol=1e-12)
+    with pytest.raises(ValueError, match="thetas must have shape"):
+        model.loglik_many(np.zeros((2, 4)), idx)
+
+
+def test_a_bad_loglik_many_is_refused():
+    class Bad(UserLinearModel):
+        def loglik_many(self, thetas, idx):
+            return np.zeros((idx.size, 1))
+
+    rng = np.random.default_rng(7)
+    X, beta = _data(1000, 2, rng)
+    with pytest.raises(ValueError, match="loglik_many must return shape"):
+        TrialChain.from_model(Bad(X, np.ones(1000)), np.zeros((2, 2)), np.ones((2, 2)),
+                              progress=False)
+
+
+def test_shared_states_of_a_chain_are_evaluated_once():
+    """Pairs of an MH chain share states: loglik_many sees each distinct vector once."""
+    rng = np.random.default_rng(8)
+    X, beta = _data(5000, 3, rng)
+    y = (rng.random(5000) < 0.5).astype(float)
+    seen = []
+
+    class Counting(LogisticRegression):
+        def loglik_many(self, thetas, idx):
+            seen.append(thetas.shape[0])
+            return super().loglik_many(thetas, idx)
+
+    model = Counting(X, y)
+    states = beta + rng.normal(0, 0.02, (6, 3))
+    thetas, news = states[:-1], states[1:]            # every move accepted: 6 distinct
+    tc = TrialChain.from_model(model, thetas, news, chunk=1000, workers=1, progress=False)
+    assert set(seen) == {6}
+    mu, sigma = per_pair_reference(model, thetas, news, 1000)
+    np.testing.assert_allclose(tc.mu, mu, rtol=1e-9, atol=1e-16)
+    np.testing.assert_allclose(tc.sigma, sigma, rtol=1e-9)
