@@ -1,12 +1,20 @@
-"""Throughput of l_i for logistic regression (d = 50) on random rows, against a plain loop.
+"""Throughput of logistic regression: random rows (d = 50), and full passes over all N rows.
 
-The reference is what a user would write: one numba loop over the same random rows computing
-l_i = log sigmoid(s x.theta') - log sigmoid(s x.theta). Measured for the public
+Random rows: the reference is what a user would write, one numba loop over the same random
+rows computing l_i = log sigmoid(s x.theta') - log sigmoid(s x.theta). Measured for the public
 ``model.loglik_ratio`` (argument checks included), the unchecked batch kernel the samplers
 use, and the rows an AustereTest decision reads (one compiled call per decision, rows drawn
 without replacement inside). Target: ratio >= 0.5.
 
+Full passes (issue 15): ns per row and GB/s of X read for ``sum_i log sigmoid(s_i x_i.theta)``
+over all N rows (float64, d in {11, 51}, N in {10^6, 10^7}): ours on one thread and on every
+core (``ModelView.full_loglik``), the exact test's l_i pass (two dot products a row), the
+chunked batch-kernel route the passes used before, NumPy ``X @ theta`` + ``log_expit``, JAX's
+jitted log density (``pip install .[bench]``; skipped, saying so, when JAX is missing) and
+the streaming floor ``X.sum()``. Target: at or below JAX, both cores used.
+
 Run:  python benchmarks/bench_throughput.py [--rows 1000000] [--batch 500]
+                                            [--full-rows 1000000 10000000] [--dims 11 51]
 Writes benchmarks/results/throughput.json.
 """
 
@@ -14,19 +22,25 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 import time
 from pathlib import Path
 
 import numba
 import numpy as np
+from scipy.special import log_expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
-from samplers._view import check_model  # noqa: E402
+from samplers._view import FULL_CHUNK, ModelView, check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
+
+
+#: Threads of the library's full passes (design._lib.jit.PASS_THREADS: every core).
+PASS_THREADS = os.cpu_count() or 1
 
 
 @numba.njit(cache=True)
@@ -52,11 +66,90 @@ def rate(fn, n_rows, repeat):
     return n_rows / best
 
 
+def best_time(fn, repeat):
+    """Best wall time of ``repeat`` calls after one warm-up call."""
+    fn()
+    best = math.inf
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def jax_log_density():
+    """JAX's jitted log density of logistic regression, or None (with the reason) if JAX is
+    not installed."""
+    try:
+        import jax
+    except ImportError:
+        return None, "jax not installed (pip install .[bench])"
+    jax.config.update("jax_enable_x64", True)
+    import jax.numpy as jnp
+
+    @jax.jit
+    def log_density(theta, X, s):
+        return jnp.sum(jax.nn.log_sigmoid(s * (X @ theta)))
+
+    return (log_density, jax.device_put), f"jax {jax.__version__}"
+
+
+def full_passes(sizes, dims, repeat):
+    """ns/row and GB/s of a full logistic log-likelihood pass, ours beside the peers."""
+    jax_fns, jax_note = jax_log_density()
+    print(f"\nfull logistic pass over all N rows (float64; {PASS_THREADS} threads = every core; "
+          f"{jax_note})")
+    print(f"  {'N':>11s} {'d':>3s}  {'route':44s} {'ns/row':>8s} {'GB/s':>6s}  value")
+    table = []
+    for N in sizes:
+        for d in dims:
+            rng = np.random.default_rng(1)
+            X = rng.standard_normal((N, d))
+            y = (rng.random(N) < 0.5).astype(float)
+            s = 2.0 * y - 1.0
+            theta = rng.normal(0, 0.3, d)
+            theta_new = theta + 1e-3
+            view = ModelView(LogisticRegression(X, y), d)
+            gb = (X.nbytes + y.nbytes) / 1e9
+            routes = {
+                "ours, 1 thread (full_loglik)": lambda: view.full_loglik(theta, threads=1),
+                f"ours, {PASS_THREADS} threads (full_loglik)": lambda: view.full_loglik(theta),
+                "ours, exact-test l_i pass, 1 thread": lambda: view.full_ratio_moments(
+                    theta, theta_new, threads=1)[1].mean,
+                f"ours, exact-test l_i pass, {PASS_THREADS} threads": lambda: view.full_ratio_moments(
+                    theta, theta_new)[1].mean,
+                "before: chunked batch kernel, 1 thread": lambda: sum(
+                    float(view.model._loglik(theta, idx).sum()) for idx in view.chunks()),
+                "numpy X @ theta + log_expit": lambda: float(log_expit(s * (X @ theta)).sum()),
+            }
+            if jax_fns is not None:
+                log_density, put = jax_fns
+                Xj, sj, thj = put(X), put(s), put(theta)
+                routes["jax.jit log density"] = lambda: float(log_density(thj, Xj, sj))
+            routes["streaming floor X.sum()"] = lambda: float(X.sum())
+            for name, fn in routes.items():
+                t = best_time(fn, repeat)
+                read = X.nbytes / 1e9 if name.startswith("streaming") else gb
+                row = {"N": N, "d": d, "route": name, "ns_per_row": t / N * 1e9,
+                       "GB_per_s": read / t, "value": fn()}
+                table.append(row)
+                print(f"  {N:11,d} {d:3d}  {name:44s} {row['ns_per_row']:8.2f} "
+                      f"{row['GB_per_s']:6.2f}  {row['value']:.6g}")
+            del X, y, view, routes
+            if jax_fns is not None:
+                del Xj, sj, thj
+    return table, jax_note
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
     parser.add_argument("--batch", type=int, default=500)
     parser.add_argument("--batches", type=int, default=400)
+    parser.add_argument("--full-rows", type=int, nargs="*", default=[1_000_000, 10_000_000],
+                        help="N of the full-pass table (none: skip it)")
+    parser.add_argument("--dims", type=int, nargs="+", default=[11, 51])
+    parser.add_argument("--repeat", type=int, default=3)
     args = parser.parse_args(argv)
 
     rng = np.random.default_rng(0)
@@ -102,9 +195,12 @@ def main(argv=None):
     print(f"logistic regression, d = 50, N = {args.rows:,}, random rows in batches of {args.batch}")
     for name, r in results.items():
         print(f"  {name:32s} {r / 1e6:8.2f} M rows/s   ratio {r / base:5.2f}")
-    write("throughput", {"settings": vars(args),
+    full, jax_note = full_passes(args.full_rows, args.dims, args.repeat)
+    write("throughput", {"settings": {**vars(args), "pass_threads": PASS_THREADS,
+                                      "full_chunk": FULL_CHUNK, "jax": jax_note},
                          "rows_per_second": results,
-                         "ratio_to_plain_loop": {k: v / base for k, v in results.items()}})
+                         "ratio_to_plain_loop": {k: v / base for k, v in results.items()},
+                         "full_pass": full})
 
 
 if __name__ == "__main__":

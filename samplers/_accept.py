@@ -102,8 +102,9 @@ class ExactInfo(NamedTuple):
 class ExactTest(AcceptanceTest):
     """Full-data Metropolis-Hastings: the baseline every approximate test is compared with.
 
-    Reads all N rows in chunks each step (O(N)); records the mean and population sd of the
-    l_i, which is what a trial chain for :func:`design.optimize` needs.
+    Reads all N rows in chunks each step (O(N), on every core for a built-in model);
+    records the mean and population sd of the l_i, which is what a trial chain for
+    :func:`design.optimize` needs.
 
     Examples
     --------
@@ -117,11 +118,10 @@ class ExactTest(AcceptanceTest):
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         log_u = -rng.standard_exponential()
-        mom = RunningMoments()
-        for idx in view.chunks():
-            if not mom.add(view.ratio(theta, theta_new, idx)):
-                accepted = _nonfinite_decision(mom.mean, theta_new)
-                return accepted, ExactInfo(view.N, 1, mom.mean, math.nan)
+        finite, mom = view.full_ratio_moments(theta, theta_new)
+        if not finite:
+            accepted = _nonfinite_decision(mom.mean, theta_new)
+            return accepted, ExactInfo(view.N, 1, mom.mean, math.nan)
         accepted = log_u < mom.mean * view.N + log_const
         return accepted, ExactInfo(view.N, 1, mom.mean, mom.population_sd())
 
@@ -244,16 +244,15 @@ class AustereTest(AcceptanceTest):
             return self._decide_python(view, batches, theta, theta_new, mu0)
         loop = _seq.austere_loop(view.row_ratio, view.row_prefetch)
         data = view.decision_data(theta, theta_new)
-        perm, cursor = batches.kernel_state()
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
+        order = batches.kernel_state()
+        cursor, n, mean, m2, stage = 0, 0, 0.0, 0.0, 0
         while True:
             status, accepted, cursor, n, mean, m2, stage = loop(
-                data, theta, theta_new, rng, perm, cursor, self.m, mu0,
+                data, theta, theta_new, rng, order, cursor, self.m, mu0,
                 self._table(N, stage + 1), n, mean, m2, stage,
             )
             if status != _seq.MORE_THRESHOLDS:
                 break
-        batches.set_cursor(cursor)
         if status == _seq.NONFINITE:
             return _nonfinite_decision(mean, theta_new), AustereInfo(cursor, stage)
         return bool(accepted), AustereInfo(n, stage)
@@ -407,12 +406,10 @@ class ConfidenceTest(AcceptanceTest):
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
-        perm, _ = batches.kernel_state()
         status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
-            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C,
-            self.delta, self.p, self.gamma, _BOUNDS.index(self.bound), self.batch_size,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, batches.kernel_state(),
+            psi, C, self.delta, self.p, self.gamma, _BOUNDS.index(self.bound), self.batch_size,
         )
-        batches.set_cursor(cursor)
         if status == _seq.NONFINITE:
             accepted = _nonfinite_decision(mean, theta_new)
         return bool(accepted), ConfidenceInfo(cursor, look, scanned)
@@ -614,13 +611,12 @@ class BarkerTest(AcceptanceTest):
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(rng, view, batches, theta, theta_new, log_const)
-        perm, _ = batches.kernel_state()
         loop = _seq.barker_loop(view.row_ratio, view.row_prefetch)
         status, accepted, n, stage, mean, s2, eps, eta = loop(
-            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, self.m, log_const,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, batches.kernel_state(),
+            self.m, log_const,
             *self._settings(), *self._draw_args,
         )
-        batches.set_cursor(n)
         if status == _seq.NONFINITE:
             return _nonfinite_decision(mean, theta_new), BarkerInfo(n, stage, *(math.nan,) * 3)
         return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)

@@ -1,7 +1,7 @@
 """Compiled loops of the sequential tests, generic in the model's per-row ``l_i`` kernel.
 
 One call runs a whole accept/reject decision: it draws rows exactly as
-:meth:`IndexSampler.take` would (same Generator, same uniforms, same swaps), computes their
+:meth:`IndexSampler.take` would (same Generator, same uniforms, same shuffle steps), computes their
 l_i with the model's row kernel, and applies the same stopping rule with the same shared
 arithmetic as the Python reference path in :mod:`samplers._accept`. The two paths give
 bit-identical chains; the compiled one avoids a Python round trip per stage.
@@ -72,8 +72,8 @@ def batch_of_ratios(row_ratio, row_prefetch):
     ratios = batch_ratio(row_ratio, row_prefetch)
 
     @jit
-    def fill(data, theta, theta_new, rng, perm, cursor, u, rows, out):
-        draw_rows(rng, perm, cursor, u, rows)
+    def fill(data, theta, theta_new, rng, order, u, rows, out):
+        draw_rows(rng, order, u, rows)
         ratios(data, rows, theta, theta_new, out)
 
     return fill
@@ -85,8 +85,8 @@ def austere_loop(row_ratio, row_prefetch):
     fill = batch_of_ratios(row_ratio, row_prefetch)
 
     @jit
-    def loop(data, theta, theta_new, rng, perm, cursor, m, mu0, crit, n, mean, m2, stage):
-        N = perm.shape[0]
+    def loop(data, theta, theta_new, rng, order, cursor, m, mu0, crit, n, mean, m2, stage):
+        N = order.n_total
         u = np.empty(m)
         rows = np.empty(m, dtype=np.intp)
         buf = np.empty(m)
@@ -95,7 +95,7 @@ def austere_loop(row_ratio, row_prefetch):
                 return MORE_THRESHOLDS, False, cursor, n, mean, m2, stage
             stage += 1
             k = min(m, N - cursor)
-            fill(data, theta, theta_new, rng, perm, cursor, u[:k], rows[:k], buf[:k])
+            fill(data, theta, theta_new, rng, order, u[:k], rows[:k], buf[:k])
             cursor += k
             b_mean, b_m2 = batch_moments(buf[:k])
             if not (math.isfinite(b_mean) and math.isfinite(b_m2)):
@@ -114,8 +114,8 @@ def confidence_loop(row_ratio, row_prefetch):
     fill = batch_of_ratios(row_ratio, row_prefetch)
 
     @jit
-    def loop(data, theta, theta_new, rng, perm, psi, C, delta, p, gamma, code, b0):
-        N = perm.shape[0]
+    def loop(data, theta, theta_new, rng, order, psi, C, delta, p, gamma, code, b0):
+        N = order.n_total
         n, mean, m2 = 0, 0.0, 0.0
         cursor = 0
         b = min(b0, N)
@@ -124,7 +124,7 @@ def confidence_loop(row_ratio, row_prefetch):
             look += 1
             k = b - n
             buf = np.empty(k)
-            fill(data, theta, theta_new, rng, perm, cursor, np.empty(k), np.empty(k, np.intp), buf)
+            fill(data, theta, theta_new, rng, order, np.empty(k), np.empty(k, np.intp), buf)
             cursor += k
             b_mean, b_m2 = batch_moments(buf)
             if not (math.isfinite(b_mean) and math.isfinite(b_m2)):
@@ -291,9 +291,9 @@ def barker_loop(row_ratio, row_prefetch):
     barker_draw = barker_draw_kernel()
 
     @jit
-    def loop(data, theta, theta_new, rng, perm, m, log_const, sigma, delta, check_eps, fpc,
+    def loop(data, theta, theta_new, rng, order, m, log_const, sigma, delta, check_eps, fpc,
              skewed, x0, h, skew_step, density, cdf):
-        N = perm.shape[0]
+        N = order.n_total
         u = np.empty(m)
         rows = np.empty(m, dtype=np.intp)
         values = np.empty(m)
@@ -307,7 +307,7 @@ def barker_loop(row_ratio, row_prefetch):
                 grown = np.empty(min(2 * values.shape[0], N))
                 grown[:n] = values[:n]
                 values = grown
-            fill(data, theta, theta_new, rng, perm, n, u[:k], rows[:k], values[n:n + k])
+            fill(data, theta, theta_new, rng, order, u[:k], rows[:k], values[n:n + k])
             b_mean, b_m2, b_m3 = batch_moments3(values[n:n + k])
             if not (math.isfinite(b_mean) and math.isfinite(b_m2)):
                 return NONFINITE, False, n + k, stage, b_mean, math.nan, math.nan, math.nan

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import math
 import numbers
 
 import numpy as np
 
+from design._lib.jit import jit
+from design._lib.moments import RunningMoments, merge_moments
+from design._lib.passes import n_chunks, run_chunks
+
 from .models._base import BaseModel
+from .models._kernels import (
+    chunk_grad_sums,
+    chunk_loglik_sums,
+    chunk_loglik_sums_eta,
+    chunk_ratio_moments,
+    chunk_ratio_moments_eta,
+)
 
 __all__ = ["ModelView", "check_model"]
 
@@ -14,6 +26,21 @@ __all__ = ["ModelView", "check_model"]
 PROBE_ROWS = 1024
 #: Rows per chunk in full-data passes (exact test, full gradients, full-data range).
 FULL_CHUNK = 1 << 16
+
+
+@jit
+def _merge_chunks(N, chunk, means, m2s):
+    """Merge per-chunk (mean, M2) in chunk order, as ``RunningMoments.add`` chunk by chunk.
+
+    Returns ``(ok, n, mean, m2)``; at the first chunk whose mean or M2 is not finite,
+    ``ok`` is False, ``n`` the rows merged before it and ``mean`` that chunk's mean.
+    """
+    n, mean, m2 = 0, 0.0, 0.0
+    for c in range(means.shape[0]):
+        if not (math.isfinite(means[c]) and math.isfinite(m2s[c])):
+            return False, n, means[c], m2
+        n, mean, m2 = merge_moments(n, mean, m2, min(chunk, N - c * chunk), means[c], m2s[c])
+    return True, n, mean, m2
 
 
 class ModelView:
@@ -31,7 +58,17 @@ class ModelView:
         #: Per-row l_i and prefetch kernels and their data tuple, for compiled test loops
         #: (built-in models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = self.decision_data = None
+        #: Per-row log-likelihood and gradient kernels of a built-in model (full passes).
+        self.row_loglik = self.row_grad = None
         if isinstance(model, BaseModel):
+            self._loglik_chunks = (
+                chunk_loglik_sums(model._row_loglik) if model._row_eta is None
+                else chunk_loglik_sums_eta(model._row_eta, model._eta_loglik))
+            self._ratio_chunks = (
+                chunk_ratio_moments(model._row_ratio) if model._row_eta is None
+                else chunk_ratio_moments_eta(model._row_eta, model._eta_ratio))
+            self.row_loglik = model._row_loglik
+            self.row_grad = model._row_grad
             self.row_ratio = model._row_ratio
             self.row_prefetch = model._row_prefetch
             self.kernel_data = model._kernel_data
@@ -71,11 +108,54 @@ class ModelView:
         for start in range(0, self.N, FULL_CHUNK):
             yield np.arange(start, min(start + FULL_CHUNK, self.N), dtype=np.intp)
 
-    def full_grad(self, theta) -> np.ndarray:
-        """Gradient of the log posterior over all N rows (an O(N) pass)."""
+    def full_ratio_moments(self, theta, theta_new, *, threads=None) -> tuple[bool, RunningMoments]:
+        """Count, mean and M2 of the l_i over all N rows (an O(N) pass on every core).
+
+        Chunk by chunk as :meth:`RunningMoments.add` would merge them, so the result does not
+        depend on ``threads``; ``(False, moments)`` at the first chunk that is not finite,
+        with ``moments.mean`` that chunk's mean.
+        """
+        mom = RunningMoments()
+        if self.row_ratio is None:
+            for idx in self.chunks():
+                if not mom.add(self.ratio(theta, theta_new, idx)):
+                    return False, mom
+            return True, mom
+        count = n_chunks(self.N, FULL_CHUNK)
+        means, m2s = np.empty(count), np.empty(count)
+        run_chunks(self._ratio_chunks, count, self.decision_data(theta, theta_new), theta,
+                   theta_new, self.N, FULL_CHUNK, means, m2s, threads=threads)
+        ok, mom.n, mom.mean, mom.m2 = _merge_chunks(self.N, FULL_CHUNK, means, m2s)
+        return bool(ok), mom
+
+    def full_loglik(self, theta, *, threads=None) -> float:
+        """Log-likelihood (tempered) of all N rows at ``theta`` (an O(N) pass on every core);
+        built-in models only. Chunk sums are added in chunk order, whatever ``threads``."""
+        if self.row_loglik is None:
+            raise TypeError(f"full_loglik needs a built-in model, got {type(self.model).__name__}")
+        count = n_chunks(self.N, FULL_CHUNK)
+        sums = np.empty(count)
+        run_chunks(self._loglik_chunks, count, self.kernel_data(), theta,
+                   self.N, FULL_CHUNK, sums, threads=threads)
+        total = 0.0
+        for value in sums:
+            total += value
+        return total
+
+    def full_grad(self, theta, *, threads=None) -> np.ndarray:
+        """Gradient of the log posterior over all N rows (an O(N) pass, on every core for a
+        built-in model; chunk sums added in chunk order, so independent of ``threads``)."""
         total = np.asarray(self.grad_logprior(theta), dtype=float).copy()
-        for idx in self.chunks():
-            total += self.grad(theta, idx).sum(axis=0)
+        if self.row_grad is None:
+            for idx in self.chunks():
+                total += self.grad(theta, idx).sum(axis=0)
+            return total
+        count = n_chunks(self.N, FULL_CHUNK)
+        sums = np.empty((count, self.dim))
+        run_chunks(chunk_grad_sums(self.row_grad), count, self.kernel_data(), theta,
+                   self.N, FULL_CHUNK, sums, threads=threads)
+        for row in sums:
+            total += row
         return total
 
 

@@ -11,6 +11,7 @@ from scipy import special, stats
 
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from design._lib.progress import progress_bar
+from design._lib.rows import new_order
 
 from ._kernels import minibatch_statistics
 from ._ratios import CHUNK, Population, loglik_ratios
@@ -238,9 +239,9 @@ class CLTCheck:
         return fig
 
 
-def _simulate(l, mu, b, n, rng, perm):
+def _simulate(l, mu, b, n, rng, order):
     means, tstats = np.empty(n), np.empty(n)
-    minibatch_statistics(l, mu, perm, b, rng, means, tstats)
+    minibatch_statistics(l, mu, order, b, rng, means, tstats)
     return means, tstats
 
 
@@ -252,11 +253,11 @@ def _passes(l, b, tolerance, n_sim, rng):
     fails without more rounds.
     """
     mu = float(np.mean(l))
-    perm = np.arange(l.shape[0])
+    order = new_order(l.shape[0])
     tstats = np.empty(0)
     n = min(_SEARCH_FIRST, n_sim)
     while True:
-        tstats = np.concatenate([tstats, _simulate(l, mu, b, n - tstats.size, rng, perm)[1]])
+        tstats = np.concatenate([tstats, _simulate(l, mu, b, n - tstats.size, rng, order)[1]])
         dist = ks_distance(tstats, b - 1)
         if n == n_sim:
             return dist <= tolerance
@@ -325,7 +326,7 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     Notes
     -----
     Minibatches are drawn without replacement from the real l_i, O(b) per minibatch (a
-    partial Fisher-Yates shuffle, :func:`design._lib.rows.draw_rows`), and the t statistic
+    sparse Fisher-Yates shuffle, :func:`design._lib.rows.draw_rows`), and the t statistic
     is the sequential test's ``(mean - mu) / s`` with ``s`` the sample sd times the
     finite-population correction. The normality tests (``statsmodels``: Jarque-Bera,
     omnibus, Lilliefors) are of the minibatch means; with many simulated minibatches they
@@ -382,7 +383,7 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
         except ValueError as exc:
             where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
             raise ValueError(f"{where}: {exc}") from None
-        means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], np.arange(N))
+        means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], new_order(N))
         ks = stats.kstest(t_all[p], law)
         hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)
         novak_constant = pop.novak(1)

@@ -19,6 +19,7 @@ from scipy import special
 from samplers import AustereTest, ConfidenceTest
 from samplers._accept import _BOUNDS
 from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
+from design._lib.rows import new_order
 from samplers._view import check_model
 
 from ._bounds import stationary_bound, subsampling_bound
@@ -486,17 +487,17 @@ def _austere(g, test, method, n_tests, rng):
         err = acceptance_error(tc, m=test.m, epsilon=test.epsilon, threshold="normal")
         return pa + err.delta, prior
     crit = test.critical_values(g.N, -(-g.N // test.m))
-    perm = np.arange(g.N)
+    order = new_order(g.N)
     tau = np.empty(n_tests)
     accept = np.empty(g.n_pairs)
     for p in range(g.n_pairs):
-        austere_thresholds(g.ratios(p), perm, test.m, crit, rng, tau)
+        austere_thresholds(g.ratios(p), order, test.m, crit, rng, tau)
         accept[p] = np.mean(np.exp(np.minimum(g.N * tau + g.log_const[p], 0.0)))
     return accept, prior
 
 
 def _confidence(g, test, n_tests, rng):
-    perm = np.arange(g.N)
+    order = new_order(g.N)
     tau = np.empty(n_tests)
     accept = np.empty(g.n_pairs)
     bound = getattr(g.model, "loglik_ratio_bound", None)
@@ -509,7 +510,7 @@ def _confidence(g, test, n_tests, rng):
             C = float(bound(*g.theta_pair(p)))
         else:
             C = float(np.abs(l).max())
-        confidence_thresholds(l, perm, C, test.delta, test.p, test.gamma,
+        confidence_thresholds(l, order, C, test.delta, test.p, test.gamma,
                               _BOUNDS.index(test.bound), test.batch_size, rng, tau)
         accept[p] = np.mean(np.exp(np.minimum(g.N * tau + g.log_const[p], 0.0)))
     return accept

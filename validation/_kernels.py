@@ -1,8 +1,9 @@
 """Compiled kernels of the validation checks (private).
 
 Everything that draws minibatches reuses the samplers' machinery: rows come from
-:func:`design._lib.rows.draw_rows` (a partial Fisher-Yates shuffle of a persistent
-permutation, O(b) per minibatch, never a permutation of all N), moments from
+:func:`design._lib.rows.draw_rows` (a sparse Fisher-Yates shuffle, O(b) time and memory per
+minibatch, never a permutation of all N; each minibatch or path restarts the order with
+:func:`design._lib.rows.restart_order`), moments from
 :mod:`design._lib.moments`, and the sequential tests are the very compiled loops of
 :mod:`samplers._seq` that a chain runs, given a "model" whose l_i are the entries of a
 vector.
@@ -16,7 +17,7 @@ from functools import cache
 import numpy as np
 
 from samplers import _seq
-from design._lib.rows import draw_rows
+from design._lib.rows import draw_rows, restart_order
 from design._lib.jit import jit, row_jit
 from design._lib.moments import batch_moments, merge_moments
 from samplers._seq import austere_se, confidence_radius_code, look_delta, next_size
@@ -47,20 +48,21 @@ def central_moments(l, mean):
 
 
 @jit
-def minibatch_statistics(l, mu, perm, b, rng, means, tstats):
+def minibatch_statistics(l, mu, order, b, rng, means, tstats):
     """Draw ``len(means)`` minibatches of ``b`` rows without replacement from ``l``.
 
     Stores each minibatch mean and its t statistic ``(mean - mu) / s``, with ``s`` the
     sequential test's standard error (sample sd, finite-population correction,
-    :func:`samplers._seq.austere_se`). ``perm`` is a permutation of ``0..N-1`` kept between
-    calls; each minibatch costs O(b).
+    :func:`samplers._seq.austere_se`). ``order`` is a :func:`design._lib.rows.new_order` of
+    N rows kept between calls; each minibatch restarts it and costs O(b).
     """
     N = l.shape[0]
     u = np.empty(b)
     rows = np.empty(b, dtype=np.intp)
     buf = np.empty(b)
     for k in range(means.shape[0]):
-        draw_rows(rng, perm, 0, u, rows)
+        restart_order(order)
+        draw_rows(rng, order, u, rows)
         for t in range(b):
             buf[t] = l[rows[t]]
         mean, m2 = batch_moments(buf)
@@ -76,11 +78,12 @@ def repeated_austere():
 @cache
 def _repeated_austere(loop):
     @jit
-    def run(l, perm, m, mu0, crit, rng, accepted, n_used):
+    def run(l, order, m, mu0, crit, rng, accepted, n_used):
         data = (l,)
         theta = np.zeros(1)
         for k in range(accepted.shape[0]):
-            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, perm, 0, m, mu0, crit,
+            restart_order(order)
+            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, order, 0, m, mu0, crit,
                                          0, 0.0, 0.0, 0)
             accepted[k] = acc
             n_used[k] = n
@@ -100,13 +103,14 @@ def repeated_confidence():
 @cache
 def _repeated_confidence(loop):
     @jit
-    def run(l, perm, mu, log_const, C, delta, p, gamma, code, b0, rng, accepted, exact, n_used):
+    def run(l, order, mu, log_const, C, delta, p, gamma, code, b0, rng, accepted, exact, n_used):
         N = l.shape[0]
         data = (l,)
         theta = np.zeros(1)
         for k in range(accepted.shape[0]):
             psi = (-rng.standard_exponential() - log_const) / N
-            _, acc, cursor, _, _ = loop(data, theta, theta, rng, perm, psi, C, delta, p, gamma,
+            restart_order(order)
+            _, acc, cursor, _, _ = loop(data, theta, theta, rng, order, psi, C, delta, p, gamma,
                                         code, b0)
             accepted[k] = acc
             exact[k] = mu > psi
@@ -161,10 +165,10 @@ def _narrow(a, b, lo, hi):
 
 
 @jit
-def _extend(l, perm, rng, n, mean, m2, take, u, rows, buf):
+def _extend(l, order, rng, n, mean, m2, take, u, rows, buf):
     """Draw the next ``take`` rows of a path (the first n are taken) and merge their
     moments into ``(n, mean, m2)``, as the samplers' loops do."""
-    draw_rows(rng, perm, n, u[:take], rows[:take])
+    draw_rows(rng, order, u[:take], rows[:take])
     for t in range(take):
         buf[t] = l[rows[t]]
     b_mean, b_m2 = batch_moments(buf[:take])
@@ -172,7 +176,7 @@ def _extend(l, perm, rng, n, mean, m2, take, u, rows, buf):
 
 
 @jit
-def austere_thresholds(l, perm, m, crit, rng, tau):
+def austere_thresholds(l, order, m, crit, rng, tau):
     """Path thresholds ``tau`` of the sequential t-test (stages of m rows, critical values
     ``crit``), one per entry of ``tau``. Each path reads rows until its undecided interval
     is empty or all N rows are read."""
@@ -182,8 +186,9 @@ def austere_thresholds(l, perm, m, crit, rng, tau):
     for k in range(tau.shape[0]):
         a, b = -math.inf, math.inf
         n, mean, m2, stage = 0, 0.0, 0.0, 0
+        restart_order(order)
         while n < N and a < b:
-            n, mean, m2 = _extend(l, perm, rng, n, mean, m2, min(m, N - n), u, rows, buf)
+            n, mean, m2 = _extend(l, order, rng, n, mean, m2, min(m, N - n), u, rows, buf)
             if n < N:
                 r = crit[stage] * austere_se(m2, n, N)
                 a, b = _narrow(a, b, mean - r, mean + r)
@@ -192,7 +197,7 @@ def austere_thresholds(l, perm, m, crit, rng, tau):
 
 
 @jit
-def confidence_thresholds(l, perm, C, delta, p, gamma, code, b0, rng, tau):
+def confidence_thresholds(l, order, C, delta, p, gamma, code, b0, rng, tau):
     """Path thresholds of the confidence test (Bardenet et al., Figure 3: geometric looks,
     concentration radius ``confidence_radius_code``), one per entry of ``tau``."""
     N = l.shape[0]
@@ -202,9 +207,10 @@ def confidence_thresholds(l, perm, C, delta, p, gamma, code, b0, rng, tau):
         a, b = -math.inf, math.inf
         n, mean, m2, look = 0, 0.0, 0.0, 0
         size = min(b0, N)
+        restart_order(order)
         while n < N and a < b:
             look += 1
-            n, mean, m2 = _extend(l, perm, rng, n, mean, m2, size - n, u, rows, buf)
+            n, mean, m2 = _extend(l, order, rng, n, mean, m2, size - n, u, rows, buf)
             if n < N:
                 r = confidence_radius_code(code, n, N, C, math.sqrt(m2 / n),
                                            look_delta(look, p, delta))

@@ -27,6 +27,7 @@ process must compile nothing.
 from __future__ import annotations
 
 import hashlib
+import os
 import uuid
 import warnings
 
@@ -38,9 +39,15 @@ try:  # private: pickles closure cells the way numba's cache does
 except ImportError:  # pragma: no cover - depends on the installed numba
     dumps = None
 
-__all__ = ["NumbaCacheWarning", "intrinsic", "jit", "row_jit"]
+__all__ = ["PASS_THREADS", "NumbaCacheWarning", "intrinsic", "jit", "row_jit"]
 
 OPTIONS = dict(cache=True, error_model="numpy", nogil=True)
+
+#: Threads a full-data pass runs its compiled chunk kernels on (:mod:`design._lib.passes`):
+#: every core. The kernels release the GIL (``nogil=True``), so plain Python threads run them
+#: in parallel; numba's ``parallel=True`` is not used because its OpenMP threading layer
+#: aborts a process forked after a parallel region (``sample_chains``' default process pool).
+PASS_THREADS = os.cpu_count() or 1
 
 _NAMESPACE = uuid.UUID("5b0c3a8e-2f4d-4c1e-9a57-6d2f1e0b7c93")
 

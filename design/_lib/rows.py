@@ -1,22 +1,180 @@
-"""Sampling rows without replacement in O(batch) per call.
+"""Sampling rows without replacement in memory and time proportional to the rows drawn.
 
 A test that reads a random subset of the data asks for "the next k rows of a uniformly random
-order" and may come back for more. :class:`IndexSampler` keeps one persistent permutation of
-``range(N)`` and runs a partial Fisher-Yates shuffle from the start of it at every restart:
-the first ``n`` entries after ``n`` swaps are a uniform draw without replacement *whatever the
-permutation held before*, so nothing is ever reset or reshuffled in full. Each request costs
-O(k) time; the permutation costs O(N) memory once (int32 when N < 2**31).
+order" and may come back for more; at the next decision it begins a new order. Each order is
+a Fisher-Yates shuffle of ``range(N)`` run lazily, one position at a time: drawing the row at
+position ``i`` swaps position ``i`` with a uniform position ``j`` in ``[i, N)`` (Knuth, TAOCP
+vol. 2, Algorithm 3.4.2P) and hands out what ``j`` held. Only the positions a swap has
+displaced differ from the identity, so the order is stored *sparsely*: an open-addressing
+hash table (linear probing, Fibonacci hashing) maps displaced positions to the rows they hold
+("sparse Fisher-Yates"). Drawing ``n`` rows costs O(n) time and O(n) memory whatever N is,
+and ``IndexSampler(10**9)`` allocates a few kilobytes.
+
+When an order has drawn many rows (from N/64 to N/32 of them), it is converted to a dense
+int32 permutation (4 bytes a row, O(N) time paid for by the rows already drawn) and the
+shuffle goes on in place; :func:`restart_order` releases it. So an order's memory is at most
+64 bytes per row drawn while sparse (the table is at most N bytes), at most 256 bytes per
+row drawn once dense, and never more than 5 N bytes (while converting); N >= 2**31 stays
+sparse. The rows drawn do not depend on
+the representation: both consume one uniform per row, ``j = i + floor(u (N - i))``, exactly
+as the persistent partial Fisher-Yates used before, so the first order of a sampler gives the
+same rows as that code did.
 """
 
 from __future__ import annotations
 
 import numpy as np
+from numba import types
+from numba.experimental import structref
 
 from .checks import as_generator, check_int
 from .jit import jit
 from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
-__all__ = ["IndexSampler"]
+__all__ = ["IndexSampler", "Order", "draw_rows", "new_order", "restart_order", "row_total",
+           "rows_taken", "take_rows"]
+
+#: Smallest hash table (slots; a power of two).
+_MIN_SLOTS = 1024
+#: An order goes dense (an int32 permutation, 4 bytes a row) when its table would need more
+#: than N / _DENSE_FRACTION slots (16 bytes each): the table stays below N bytes, the peak
+#: while converting below 5 N bytes, and the order has read at least N / 64 rows.
+_DENSE_FRACTION = 16
+#: Orders of this many rows or more stay sparse (their rows do not fit an int32).
+_DENSE_MAX = 2**31
+#: Empty slot marker (positions are >= 0).
+_EMPTY = -1
+#: Fibonacci hashing multiplier, 2**64 / golden ratio (Knuth, TAOCP vol. 3, 6.4).
+_FIB = np.uint64(0x9E3779B97F4A7C15)
+
+
+@structref.register
+class OrderType(types.StructRef):
+    """numba type of :class:`Order` (fields: see :func:`new_order`)."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class Order(structref.StructRefProxy):
+    """The state of one random order of ``range(N)``, shared by Python and compiled code.
+
+    Fields (read them in compiled code): ``n_total`` (N), ``taken`` (rows handed out since
+    the last :func:`restart_order`), ``entries`` (displaced positions in the table), ``bits``
+    (log2 of the table's slots), ``table`` (slot s holds a position at ``2 s`` and the row
+    there at ``2 s + 1``, one cache line for both; position ``-1`` marks an empty slot) and
+    ``dense`` (an int32 permutation of all N rows once the order has been densified,
+    otherwise empty).
+    """
+
+
+structref.define_boxing(OrderType, Order)
+structref.define_attributes(OrderType)
+
+_ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
+                    ("entries", types.int64), ("bits", types.int64),
+                    ("table", types.int64[::1]),
+                    ("dense", types.int32[::1])])
+
+
+def _log2(slots):
+    return slots.bit_length() - 1
+
+
+_MIN_BITS = _log2(_MIN_SLOTS)
+
+
+@jit
+def new_order(n_total):
+    """A fresh order of ``range(n_total)`` with an empty table of ``_MIN_SLOTS`` slots."""
+    order = structref.new(_ORDER)
+    order.n_total = n_total
+    order.taken = 0
+    order.entries = 0
+    order.bits = _MIN_BITS
+    order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
+    order.dense = np.empty(0, dtype=np.int32)
+    return order
+
+
+@jit
+def row_total(order):
+    """N, the number of rows the order runs over."""
+    return order.n_total
+
+
+@jit
+def rows_taken(order):
+    """Rows handed out since the last :func:`restart_order`."""
+    return order.taken
+
+
+@jit
+def _table_bytes(order):
+    """Bytes held by the order's arrays (for tests and benchmarks)."""
+    return 8 * order.table.shape[0] + 4 * order.dense.shape[0]
+
+
+@jit
+def _hash(key, bits):
+    """Fibonacci hashing: the top ``bits`` bits of ``key * 2**64 / phi`` (mod 2**64)."""
+    return np.int64((np.uint64(key) * _FIB) >> np.uint64(64 - bits))
+
+
+@jit
+def _slot(table, bits, key):
+    """The slot holding ``key``, or the empty slot where it would go (linear probing)."""
+    mask = (1 << bits) - 1
+    s = _hash(key, bits)
+    while table[2 * s] != key and table[2 * s] != _EMPTY:
+        s = (s + 1) & mask
+    return s
+
+
+@jit
+def _grow(order, bits):
+    """Rehash the table into ``2**bits`` slots."""
+    table = np.full(2 << bits, _EMPTY, dtype=np.int64)
+    old = order.table
+    for s in range(0, old.shape[0], 2):
+        key = old[s]
+        if key != _EMPTY:
+            t = _slot(table, bits, key)
+            table[2 * t] = key
+            table[2 * t + 1] = old[s + 1]
+    order.table, order.bits = table, bits
+
+
+@jit
+def _densify(order):
+    """Replace the table by the full permutation it stands for (O(N), done once per order)."""
+    dense = np.arange(order.n_total, dtype=np.int32)
+    table = order.table
+    for s in range(0, table.shape[0], 2):
+        if table[s] != _EMPTY:
+            dense[table[s]] = table[s + 1]
+    order.dense = dense
+    order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
+    order.bits = _MIN_BITS
+    order.entries = 0
+
+
+@jit
+def _reserve(order, k):
+    """Make room for ``k`` more rows: keep the table at most half full, or go dense when it
+    would need more than N / _DENSE_FRACTION slots."""
+    if order.dense.shape[0] > 0:
+        return
+    need = 2 * (order.entries + k)
+    bits = order.bits
+    while (1 << bits) < need:
+        bits += 1
+    if bits == order.bits:
+        return
+    if order.n_total < _DENSE_MAX and (1 << bits) > order.n_total // _DENSE_FRACTION:
+        _densify(order)
+    else:
+        _grow(order, bits)
 
 
 @jit
@@ -28,13 +186,11 @@ def _target(start, t, u, n_total):
 
 
 @jit
-def _partial_shuffle(perm, start, u, out):
-    """Partial Fisher-Yates: for t < len(u), swap position ``start + t`` with a uniform
-    position to its right (drawn from ``u[t]``), and copy the row it now holds to ``out[t]``.
-
-    The rounding bias of the integer draw is below N / 2**53. The swap targets depend only
-    on ``u``, so the loop prefetches the permutation entries it will touch next.
-    """
+def _dense_shuffle(perm, start, u, out):
+    """Partial Fisher-Yates on a full permutation: for t < len(u), swap position
+    ``start + t`` with the position ``_target`` picks from ``u[t]`` and copy the row it now
+    holds to ``out[t]``. The targets depend only on ``u``, so the entries touched next are
+    prefetched (they are cache misses in a large permutation)."""
     n_total = perm.shape[0]
     k = u.shape[0]
     for t in range(min(k, PREFETCH_DISTANCE)):
@@ -52,14 +208,85 @@ def _partial_shuffle(perm, start, u, out):
 
 
 @jit
-def draw_rows(rng, perm, start, u, out):
+def _sparse_shuffle(order, u, out):
+    """The same steps on the hash table: position p holds the row stored with it if displaced,
+    else p.
+
+    Position i is never read again once its row is handed out, so only position j is
+    written (the row position i held); the table gains at most one entry per row.
+    """
+    n_total, start, bits = order.n_total, order.taken, order.bits
+    table = order.table
+    entries = order.entries
+    k = u.shape[0]
+    # The slots a step reads are known from u: ask for those PREFETCH_DISTANCE steps ahead
+    # (a table larger than the cache makes every probe a miss otherwise).
+    for t in range(min(k, PREFETCH_DISTANCE)):
+        prefetch_item(table, 2 * _hash(_target(start, t, u[t], n_total), bits), 0)
+        prefetch_item(table, 2 * _hash(start + t, bits), 0)
+    for t in range(k):
+        ahead = t + PREFETCH_DISTANCE
+        if ahead < k:
+            prefetch_item(table, 2 * _hash(_target(start, ahead, u[ahead], n_total), bits), 0)
+            prefetch_item(table, 2 * _hash(start + ahead, bits), 0)
+        i = start + t
+        j = _target(start, t, u[t], n_total)
+        sj = _slot(table, bits, j)
+        row_j = table[2 * sj + 1] if table[2 * sj] == j else j
+        if j != i:
+            si = _slot(table, bits, i)
+            row_i = table[2 * si + 1] if table[2 * si] == i else i
+            if table[2 * sj] != j:
+                table[2 * sj] = j
+                entries += 1
+            table[2 * sj + 1] = row_i
+        out[t] = row_j
+    order.entries = entries
+
+
+@jit
+def take_rows(order, u, out):
+    """Hand out the next ``len(u)`` rows of the order into ``out``, one uniform each.
+
+    The caller guarantees ``len(u) <= N - taken``.
+    """
+    k = u.shape[0]
+    _reserve(order, k)
+    if order.dense.shape[0] > 0:
+        _dense_shuffle(order.dense, order.taken, u, out)
+    else:
+        _sparse_shuffle(order, u, out)
+    order.taken += k
+
+
+@jit
+def draw_rows(rng, order, u, out):
     """Draw ``len(u)`` uniforms from ``rng`` into ``u`` and take the next rows into ``out``.
 
     Consumes the Generator exactly as ``IndexSampler.take`` does (``rng.random(k)``).
     """
     for t in range(u.shape[0]):
         u[t] = rng.random()
-    _partial_shuffle(perm, start, u, out)
+    take_rows(order, u, out)
+
+
+@jit
+def restart_order(order):
+    """Begin a new order: clear the table in O(its size), which the last order paid for
+    (it is shrunk when much larger than that order needed), and release a dense
+    permutation."""
+    bits = _MIN_BITS
+    while (1 << bits) < 2 * order.entries:
+        bits += 1
+    if order.dense.shape[0] > 0:
+        order.dense = np.empty(0, dtype=np.int32)
+    elif order.bits > bits + 2:
+        order.table = np.full(2 << bits, _EMPTY, dtype=np.int64)
+        order.bits = bits
+    elif order.entries > 0:
+        order.table[:] = _EMPTY
+    order.entries = 0
+    order.taken = 0
 
 
 class IndexSampler:
@@ -75,61 +302,57 @@ class IndexSampler:
     Notes
     -----
     :meth:`restart` begins a fresh random order; :meth:`take` returns the next ``k`` rows of
-    it (fewer when the order is exhausted). Between restarts the rows returned are distinct.
-    The cost of ``take(k)`` is O(k) regardless of ``N``: a partial Fisher-Yates shuffle of a
-    persistent permutation, never ``permutation(N)``.
+    it (fewer when the order is exhausted). Between restarts the rows returned are distinct,
+    and every ordered selection of ``n`` rows is equally likely (a Fisher-Yates shuffle run
+    ``n`` steps; the integer draw ``floor(u (N - i))`` from a 53-bit uniform is biased by at
+    most ``N / 2**53``). ``take(k)`` costs O(k) time and the order O(rows taken) memory,
+    whatever ``N``: the shuffle is stored as a hash table of displaced positions (see the
+    module notes), never as a permutation of all N rows.
 
     Examples
     --------
     >>> from design._lib.rows import IndexSampler
-    >>> s = IndexSampler(10, rng=0)
+    >>> s = IndexSampler(10**9, rng=0)   # no O(N) allocation
     >>> first = s.take(4)
     >>> more = s.take(4)
     >>> len(set(first) | set(more))
     8
     >>> s.restart(); s.remaining
-    10
+    1000000000
     """
 
     def __init__(self, N, rng=None):
         self.N = check_int("N", N, low=1)
         self._rng = as_generator(rng)
-        dtype = np.int32 if self.N < 2**31 else np.int64
-        self._perm = np.arange(self.N, dtype=dtype)
-        self._cursor = 0
+        self._order = new_order(self.N)
 
     @property
     def taken(self) -> int:
         """Rows handed out since the last :meth:`restart`."""
-        return self._cursor
+        return rows_taken(self._order)
 
     @property
     def remaining(self) -> int:
         """Rows of the current order not handed out yet."""
-        return self.N - self._cursor
+        return self.N - rows_taken(self._order)
 
     def restart(self) -> None:
-        """Begin a new uniformly random order (O(1))."""
-        self._cursor = 0
+        """Begin a new uniformly random order (O(rows taken in the last one))."""
+        restart_order(self._order)
 
-    def kernel_state(self) -> tuple[np.ndarray, int]:
-        """``(perm, cursor)`` for compiled test loops that draw rows themselves.
+    def kernel_state(self) -> Order:
+        """The order's state for compiled test loops that draw rows themselves.
 
         A compiled loop takes rows with :func:`draw_rows` (which consumes the Generator and
-        swaps exactly as :meth:`take` does) and reports the new cursor with
-        :meth:`set_cursor`.
+        shuffles exactly as :meth:`take` does); the state advances in place, so
+        :attr:`taken` is up to date when the loop returns.
         """
-        return self._perm, self._cursor
-
-    def set_cursor(self, cursor: int) -> None:
-        """Record that a compiled loop handed out rows up to ``cursor`` (see kernel_state)."""
-        self._cursor = int(cursor)
+        return self._order
 
     def take(self, k) -> np.ndarray:
         """Return the next ``min(k, remaining)`` rows of the current order as an intp array."""
-        k = min(int(k), self.N - self._cursor)
+        k = min(int(k), self.remaining)
         out = np.empty(max(k, 0), dtype=np.intp)
         if k > 0:
-            _partial_shuffle(self._perm, self._cursor, self._rng.random(k), out)
-            self._cursor += k
+            take_rows(self._order, self._rng.random(k), out)
         return out

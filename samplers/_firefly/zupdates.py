@@ -209,8 +209,8 @@ class ImplicitZ:
 class ExplicitZ:
     """Explicit resampling: Gibbs-update ``z_n`` for a random fraction of the rows (Algorithm 1).
 
-    The rows are drawn without replacement (in O(fraction N) with the persistent partial
-    Fisher-Yates of :class:`~samplers.IndexSampler`); bright rows reuse their cached
+    The rows are drawn without replacement (in O(fraction N) with the sparse Fisher-Yates
+    of :class:`~samplers.IndexSampler`); bright rows reuse their cached
     log-odds, dark ones are queried.
 
     Parameters

@@ -252,6 +252,9 @@ class BaseModel:
     N: int
     dim: int
     _row_loglik = _row_ratio = _row_grad = _row_prefetch = None
+    #: Optional split of a row kernel through a scalar linear predictor (full passes map
+    #: ``_eta_loglik(data, eta)`` / ``_eta_ratio(data, eta, eta_new)`` over a chunk in SIMD).
+    _row_eta = _eta_loglik = _eta_ratio = None
 
     def __init__(self, *, prior: Prior | None, temperature: float, dim: int):
         self.dim = dim

@@ -12,13 +12,21 @@ A built-in model writes four small jitted functions of one row ``i``:
 where ``data`` is the model's tuple of arrays and constants. The factories below close over
 a row kernel and return a compiled batch loop; numba inlines the row kernel (a compile-time
 constant), so a loop costs what a hand-written one does. Results are memoised per kernel.
+
+The ``chunk_*`` factories build the kernels of full-data passes: rows ``c * chunk`` up to
+``(c + 1) * chunk`` (sequential, so no prefetch) for chunks ``c0 <= c < c1``, one result per
+chunk, run on every core by :func:`design._lib.passes.run_chunks` and combined by the caller
+in chunk order (so the result does not depend on the threads).
 """
 
 from __future__ import annotations
 
 from functools import cache
 
+import numpy as np
+
 from design._lib.jit import jit, row_jit
+from design._lib.moments import batch_moments
 from design._lib.prefetch import prefetch_ahead, prefetch_row
 
 
@@ -76,5 +84,100 @@ def batch_grad(row_grad, row_prefetch):
         for t in range(idx.shape[0]):
             prefetch_ahead(row_prefetch, data, idx, t)
             row_grad(data, idx[t], theta, out[t])
+
+    return kernel
+
+
+@cache
+def chunk_loglik_sums(row_loglik):
+    """Kernel writing ``sum_i log p(x_i | theta)`` of chunk c into ``sums[c]``."""
+    @jit
+    def kernel(data, theta, N, chunk, sums, c0, c1):
+        for c in range(c0, c1):
+            total = 0.0
+            for i in range(c * chunk, min((c + 1) * chunk, N)):
+                total += row_loglik(data, i, theta)
+            sums[c] = total
+
+    return kernel
+
+
+@cache
+def chunk_ratio_moments(row_ratio):
+    """Kernel writing the mean and M2 of chunk c's l_i (:func:`batch_moments`, the values the
+    batch kernel gives on the same rows) into ``means[c]``, ``m2s[c]``."""
+    @jit
+    def kernel(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
+        buf = np.empty(chunk)
+        for c in range(c0, c1):
+            start = c * chunk
+            k = min(chunk, N - start)
+            for t in range(k):
+                buf[t] = row_ratio(data, start + t, theta, theta_new)
+            means[c], m2s[c] = batch_moments(buf[:k])
+
+    return kernel
+
+
+@cache
+def chunk_grad_sums(row_grad):
+    """Kernel writing the sum over chunk c's rows of the per-row gradients into ``sums[c]``
+    (rows added in order, as ``grads.sum(axis=0)`` does)."""
+    @jit
+    def kernel(data, theta, N, chunk, sums, c0, c1):
+        g = np.empty(sums.shape[1])
+        for c in range(c0, c1):
+            acc = sums[c]
+            acc[:] = 0.0
+            for i in range(c * chunk, min((c + 1) * chunk, N)):
+                row_grad(data, i, theta, g)
+                for j in range(g.shape[0]):
+                    acc[j] += g[j]
+
+    return kernel
+
+
+@cache
+def chunk_loglik_sums_eta(row_eta, eta_loglik):
+    """:func:`chunk_loglik_sums` for a model whose log-likelihood goes through a linear
+    predictor: the predictors of a chunk first, then ``eta_loglik`` mapped over them (a
+    straight loop the compiler vectorises), then the sum in row order (the same value)."""
+    @jit
+    def kernel(data, theta, N, chunk, sums, c0, c1):
+        eta = np.empty(chunk)
+        values = np.empty(chunk)
+        for c in range(c0, c1):
+            start = c * chunk
+            k = min(chunk, N - start)
+            for t in range(k):
+                eta[t] = row_eta(data, start + t, theta)
+            for t in range(k):
+                values[t] = eta_loglik(data, eta[t])
+            total = 0.0
+            for t in range(k):
+                total += values[t]
+            sums[c] = total
+
+    return kernel
+
+
+@cache
+def chunk_ratio_moments_eta(row_eta, eta_ratio):
+    """:func:`chunk_ratio_moments` through the linear predictors (see
+    :func:`chunk_loglik_sums_eta`); the same l_i, so the same moments."""
+    @jit
+    def kernel(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
+        eta = np.empty(chunk)
+        eta_new = np.empty(chunk)
+        values = np.empty(chunk)
+        for c in range(c0, c1):
+            start = c * chunk
+            k = min(chunk, N - start)
+            for t in range(k):
+                eta[t] = row_eta(data, start + t, theta)
+                eta_new[t] = row_eta(data, start + t, theta_new)
+            for t in range(k):
+                values[t] = eta_ratio(data, eta[t], eta_new[t])
+            means[c], m2s[c] = batch_moments(values[:k])
 
     return kernel

@@ -7,32 +7,44 @@ import math
 import numpy as np
 
 from design._lib.jit import row_jit
+from design._lib.vecmath import log_sigmoid
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, data_checks_skipped, regression_data, scan_rows
 
-__all__ = ["LogisticRegression"]
+__all__ = ["LogisticRegression", "log_sigmoid"]
+
+
+# data = (X, y, plus_minus, 1/K); y in {-1, 1} when plus_minus else in {0, 1}.
+# log_sigmoid is the branch-free one of design._lib.vecmath: the full passes map it over a
+# chunk's linear predictors in SIMD, and every kernel uses the same function, so a row's
+# value is the same bits whichever loop computes it.
 
 
 @row_jit
-def log_sigmoid(z):
-    """log(1 / (1 + exp(-z))) without overflow."""
-    if z >= 0.0:
-        return -math.log1p(math.exp(-z))
-    return z - math.log1p(math.exp(z))
-
-
-# data = (X, y, plus_minus, 1/K); y in {-1, 1} when plus_minus else in {0, 1}
-
-
-@row_jit
-def _logistic_row_loglik(data, i, theta):
+def _logistic_row_eta(data, i, theta):
+    """``eta_i = s_i x_i . theta`` with ``s_i = +-1`` the label's sign."""
     X, y, plus_minus, inv_temp = data
     a = 0.0
     for j in range(X.shape[1]):
         a += X[i, j] * theta[j]
     s = y[i] if plus_minus else 2.0 * y[i] - 1.0
-    return log_sigmoid(s * a) * inv_temp
+    return s * a
+
+
+@row_jit
+def _logistic_eta_loglik(data, eta):
+    return log_sigmoid(eta) * data[3]
+
+
+@row_jit
+def _logistic_eta_ratio(data, eta, eta_new):
+    return (log_sigmoid(eta_new) - log_sigmoid(eta)) * data[3]
+
+
+@row_jit
+def _logistic_row_loglik(data, i, theta):
+    return _logistic_eta_loglik(data, _logistic_row_eta(data, i, theta))
 
 
 @row_jit
@@ -40,7 +52,7 @@ def _logistic_row_ratio(data, i, theta, theta_new):
     X, y, plus_minus, inv_temp = data
     a, a_new = dots(X, i, theta, theta_new)
     s = y[i] if plus_minus else 2.0 * y[i] - 1.0
-    return (log_sigmoid(s * a_new) - log_sigmoid(s * a)) * inv_temp
+    return _logistic_eta_ratio(data, s * a, s * a_new)
 
 
 @row_jit
@@ -89,6 +101,9 @@ class LogisticRegression(BaseModel):
     _row_loglik = staticmethod(_logistic_row_loglik)
     _row_ratio = staticmethod(_logistic_row_ratio)
     _row_grad = staticmethod(_logistic_row_grad)
+    _row_eta = staticmethod(_logistic_row_eta)
+    _eta_loglik = staticmethod(_logistic_eta_loglik)
+    _eta_ratio = staticmethod(_logistic_eta_ratio)
     _row_prefetch = staticmethod(prefetch_data01)
 
     def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0):

@@ -8,6 +8,7 @@ import pytest
 from scipy import stats
 
 from samplers import AustereTest, GaussianMean, IndexSampler
+from design._lib.rows import new_order
 from samplers._view import ModelView
 from validation import loglik_ratios
 from validation._kernels import (
@@ -23,11 +24,12 @@ from validation._kernels import (
 
 
 def reference_minibatches(l, mu, b, n, rng):
-    """Partial Fisher-Yates with one uniform per row, as samplers.IndexSampler.take."""
+    """Partial Fisher-Yates with one uniform per row from a fresh order per minibatch, as
+    samplers.IndexSampler.restart() then take(b)."""
     N = l.size
-    perm = np.arange(N)
     means, tstats = np.empty(n), np.empty(n)
     for k in range(n):
+        perm = np.arange(N)
         u = rng.random(b)
         for i in range(b):
             j = min(i + int(u[i] * (N - i)), N - 1)
@@ -42,7 +44,7 @@ def reference_minibatches(l, mu, b, n, rng):
 def test_minibatch_statistics_match_a_numpy_reference():
     l = np.random.default_rng(0).exponential(size=1000)
     means, tstats = np.empty(300), np.empty(300)
-    minibatch_statistics(l, l.mean(), np.arange(1000), 40, np.random.default_rng(1), means,
+    minibatch_statistics(l, l.mean(), new_order(1000), 40, np.random.default_rng(1), means,
                          tstats)
     ref_means, ref_t = reference_minibatches(l, l.mean(), 40, 300, np.random.default_rng(1))
     np.testing.assert_allclose(means, ref_means, rtol=1e-12)
@@ -55,7 +57,7 @@ def test_minibatches_are_drawn_without_replacement():
     N, b, n = 200, 100, 40_000
     l = np.random.default_rng(2).normal(size=N)
     means, tstats = np.empty(n), np.empty(n)
-    minibatch_statistics(l, l.mean(), np.arange(N), b, np.random.default_rng(3), means,
+    minibatch_statistics(l, l.mean(), new_order(N), b, np.random.default_rng(3), means,
                          tstats)
     exact = l.var() * (N - b) / (b * (N - 1))
     se = exact * math.sqrt(2.0 / (n - 1))          # sd of a variance estimate (Gaussian)
@@ -96,7 +98,7 @@ def test_repeated_austere_is_the_samplers_test_loop():
                                      theta, theta_new, 0.0)
         mu0 = -rng_b.standard_exponential() / 5000
         acc, used = np.empty(1, np.bool_), np.empty(1, np.int64)
-        repeated_austere()(loglik_ratios(model, theta, theta_new), np.arange(5000), 100, mu0,
+        repeated_austere()(loglik_ratios(model, theta, theta_new), new_order(5000), 100, mu0,
                            test.critical_values(5000, 50), rng_b, acc, used)
         assert (bool(acc[0]), int(used[0])) == (accepted, info.n_used)
 
@@ -112,11 +114,11 @@ def test_austere_path_thresholds_reproduce_the_test_loop():
     mu, sd = l.mean(), l.std()
     crit = AustereTest(m=m, epsilon=0.1).critical_values(N, N // m)
     tau = np.empty(10_000)
-    austere_thresholds(l, np.arange(N), m, crit, rng, tau)
+    austere_thresholds(l, new_order(N), m, crit, rng, tau)
     acc, used = np.empty(20_000, np.bool_), np.empty(20_000, np.int64)
     for x in (-2.0, 0.3, 1.0):
         mu0 = mu - x * sd / math.sqrt(N - 1)
-        repeated_austere()(l, np.arange(N), m, mu0, crit, rng, acc, used)
+        repeated_austere()(l, new_order(N), m, mu0, crit, rng, acc, used)
         p_paths, p_loop = np.mean(mu0 < tau), acc.mean()
         se = math.sqrt(p_loop * (1 - p_loop) * (1 / tau.size + 1 / acc.size))
         assert abs(p_paths - p_loop) < 5 * se, (x, p_paths, p_loop)
@@ -132,11 +134,11 @@ def test_confidence_path_thresholds_reproduce_the_test_loop():
     C, log_const = float(np.abs(l).max()), 0.1
     args = (C, 0.9, 2.0, 2.0, 0, 10)                 # delta, p, gamma, Hoeffding, first size
     tau = np.empty(4000)
-    confidence_thresholds(l, np.arange(N), *args, rng, tau)
+    confidence_thresholds(l, new_order(N), *args, rng, tau)
     rb = np.exp(np.minimum(N * tau + log_const, 0.0))
     n = 40_000
     acc, exact, used = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.int64)
-    repeated_confidence()(l, np.arange(N), l.mean(), log_const, *args, rng, acc, exact, used)
+    repeated_confidence()(l, new_order(N), l.mean(), log_const, *args, rng, acc, exact, used)
     pa = min(1.0, math.exp(N * l.mean() + log_const))
     diff = acc.astype(float) - exact
     assert abs(diff.mean()) > 5 * diff.std() / math.sqrt(n)     # the test does err here

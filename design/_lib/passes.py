@@ -1,0 +1,68 @@
+"""Full-data passes on every core: compiled chunk kernels run on a thread pool.
+
+A pass over all N rows (the exact test's l_i, a full gradient, a full log-likelihood) is cut
+into fixed chunks of rows; a compiled kernel ``kernel(*args, c0, c1)`` handles chunks
+``c0 <= c < c1`` and writes one result per chunk (a sum, a mean and M2) into arrays the
+caller owns. The kernels release the GIL, so :func:`run_chunks` runs blocks of chunks on
+:data:`~design._lib.jit.PASS_THREADS` Python threads, and the caller combines the per-chunk
+results *in chunk order*: the result does not depend on the number of threads or on their
+timing (bit-identical to a one-thread pass).
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+
+from .jit import PASS_THREADS
+
+__all__ = ["n_chunks", "run_chunks"]
+
+#: Blocks of chunks handed to the pool per thread (small blocks balance the load when
+#: another process holds a core).
+_BLOCKS_PER_THREAD = 4
+
+_pool: ThreadPoolExecutor | None = None
+_pool_pid = -1
+
+
+def n_chunks(N: int, chunk: int) -> int:
+    """Number of chunks of ``chunk`` rows covering ``N`` rows."""
+    return -(-N // chunk)
+
+
+def _get_pool() -> ThreadPoolExecutor:
+    """The module's pool (a new one in a forked child, whose copy has no threads)."""
+    global _pool, _pool_pid
+    if _pool is None or _pool_pid != os.getpid():
+        _pool = ThreadPoolExecutor(max_workers=PASS_THREADS, thread_name_prefix="austerity-pass")
+        _pool_pid = os.getpid()
+    return _pool
+
+
+def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
+    """Run ``kernel(*args, c0, c1)`` over chunks ``0..count-1`` on ``threads`` threads.
+
+    ``threads`` defaults to :data:`PASS_THREADS`; with one thread (or one chunk) the kernel
+    runs in the calling thread. The first exception raised by a block is re-raised.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> out = np.zeros(10)
+    >>> def fill(out, c0, c1):
+    ...     out[c0:c1] = np.arange(c0, c1)
+    >>> run_chunks(fill, 10, out, threads=2)
+    >>> out.tolist() == list(range(10))
+    True
+    """
+    threads = PASS_THREADS if threads is None else int(threads)
+    if threads <= 1 or count <= 1:
+        kernel(*args, 0, count)
+        return
+    step = max(1, -(-count // (threads * _BLOCKS_PER_THREAD)))
+    pool = _get_pool()
+    futures = [pool.submit(kernel, *args, c0, min(c0 + step, count))
+               for c0 in range(0, count, step)]
+    for future in futures:
+        future.result()

@@ -1,0 +1,127 @@
+"""Full-data passes on every core (ModelView.full_ratio_moments / full_grad / full_loglik)
+against the one-thread NumPy route they replace: bit-identical, whatever the thread count."""
+
+import math
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import samplers._view as view_module
+from design._lib.moments import RunningMoments
+from design._lib.passes import run_chunks
+from samplers._view import ModelView, check_model
+from tests.samplers.test_models import DIMS, NAMES, make, reference_loglik
+
+CHUNK = 37  # small chunks, so the few hundred rows of the test models span several
+
+
+@pytest.fixture(autouse=True)
+def small_chunks(monkeypatch):
+    monkeypatch.setattr(view_module, "FULL_CHUNK", CHUNK)
+
+
+def point(name, seed):
+    rng = np.random.default_rng(seed)
+    theta = rng.normal(0, 0.5, DIMS[name])
+    return theta, theta + rng.normal(0, 0.05, DIMS[name])
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_ratio_moments_are_those_of_the_chunked_numpy_pass(name, threads):
+    model = make(name)
+    view = ModelView(model, DIMS[name])
+    theta, theta_new = point(name, 1)
+    ok, mom = view.full_ratio_moments(theta, theta_new, threads=threads)
+    ref = RunningMoments()
+    for start in range(0, model.N, CHUNK):
+        ref.add(model.loglik_ratio(theta, theta_new, np.arange(start, min(start + CHUNK, model.N))))
+    assert ok and (mom.n, mom.mean, mom.m2) == (ref.n, ref.mean, ref.m2)
+    l = reference_loglik(name, theta_new, 1.0) - reference_loglik(name, theta, 1.0)
+    assert mom.mean == pytest.approx(l.mean(), rel=1e-9, abs=1e-12)
+    assert mom.population_sd() == pytest.approx(l.std(), rel=1e-9, abs=1e-12)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_full_grad_is_the_chunked_numpy_sum(name):
+    model = make(name)
+    view = ModelView(model, DIMS[name])
+    theta, _ = point(name, 2)
+    ref = np.asarray(model.grad_logprior(theta), float).copy()
+    for start in range(0, model.N, CHUNK):
+        ref += model.grad_loglik(theta, np.arange(start, min(start + CHUNK, model.N))).sum(axis=0)
+    for threads in (1, 2):
+        np.testing.assert_array_equal(view.full_grad(theta, threads=threads), ref)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_full_loglik_is_the_sum_of_the_reference_logliks(name):
+    model = make(name, K=2.5)
+    view = ModelView(model, DIMS[name])
+    theta, _ = point(name, 3)
+    one = view.full_loglik(theta, threads=1)
+    assert view.full_loglik(theta, threads=2) == one
+    assert one == pytest.approx(reference_loglik(name, theta, 2.5).sum(), rel=1e-12)
+
+
+def test_a_nonfinite_chunk_stops_the_merge_like_the_python_path():
+    model = make("logistic")
+    view = ModelView(model, DIMS["logistic"])
+    theta = np.zeros(DIMS["logistic"])
+    theta_new = theta.copy()
+    theta_new[0] = 1e308                    # x.theta_new overflows on some rows: l_i = -inf
+    ok, mom = view.full_ratio_moments(theta, theta_new, threads=2)
+    ref = RunningMoments()
+    ref_ok = True
+    for start in range(0, model.N, CHUNK):
+        if not ref.add(model.loglik_ratio(theta, theta_new, np.arange(start, min(start + CHUNK, model.N)))):
+            ref_ok = False
+            break
+    assert not ok and not ref_ok
+    assert mom.n == ref.n and (mom.mean == ref.mean or (math.isnan(mom.mean) and math.isnan(ref.mean)))
+
+
+def test_a_user_model_takes_the_chunked_python_route():
+    x = np.random.default_rng(5).normal(size=300)
+
+    class Plain:
+        N = 300
+
+        def loglik(self, theta, idx):
+            return stats.norm.logpdf(x[idx], theta[0], 1.0)
+
+        def logprior(self, theta):
+            return 0.0
+
+        def grad_loglik(self, theta, idx):
+            return (x[idx] - theta[0])[:, None]
+
+        def grad_logprior(self, theta):
+            return np.zeros(1)
+
+    view, theta = check_model(Plain(), [0.2])
+    ok, mom = view.full_ratio_moments(theta, theta + 0.1)
+    l = stats.norm.logpdf(x, 0.3) - stats.norm.logpdf(x, 0.2)
+    assert ok and mom.mean == pytest.approx(l.mean(), rel=1e-12)
+    assert view.full_grad(theta)[0] == pytest.approx((x - 0.2).sum(), rel=1e-12)
+    with pytest.raises(TypeError, match="full_loglik needs a built-in model"):
+        view.full_loglik(theta)
+
+
+def test_run_chunks_covers_every_chunk_once_and_reraises():
+    seen = np.zeros(101, dtype=int)
+
+    def mark(seen, c0, c1):
+        seen[c0:c1] += 1
+
+    for threads in (1, 2, 7):
+        seen[:] = 0
+        run_chunks(mark, 101, seen, threads=threads)
+        assert (seen == 1).all()
+
+    def fail(c0, c1):
+        raise ValueError("chunk failed")
+
+    with pytest.raises(ValueError, match="chunk failed"):
+        run_chunks(fail, 10, threads=2)
