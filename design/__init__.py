@@ -4,8 +4,11 @@
   standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1);
 * :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
   a :class:`TrialChain` (Eq. 6);
-* :func:`optimize` -- the (m, epsilon) that uses the least data within a tolerance, by the
-  average (Eq. 7) or worst-case (Eq. 8) design, returned as a :class:`Design`.
+* :func:`optimize` -- the settings that use the least data within a tolerance: (m, epsilon)
+  of the sequential t-test by the average (Eq. 7) or worst-case (Eq. 8) design, returned as
+  a :class:`Design`; with ``test="barker"`` m and the Novak threshold of the minibatch
+  Barker test (:class:`BarkerDesign`); with ``test="confidence"`` the first batch and
+  growth factor of the confidence sampler (:class:`ConfidenceDesign`).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
@@ -14,12 +17,17 @@
 
 from . import acceptance, correction
 from ._acceptance_error import AcceptanceError, acceptance_error
-from ._optimize import Design, InfeasibleDesignError, optimize
+from ._barker_design import BarkerDesign
+from ._confidence_design import ConfidenceDesign
+from ._dispatch import optimize
+from ._optimize import Design, InfeasibleDesignError
 from ._sequential import SequentialError, sequential_error
 from ._trial import TrialChain
 
 __all__ = [
     "AcceptanceError",
+    "BarkerDesign",
+    "ConfidenceDesign",
     "Design",
     "InfeasibleDesignError",
     "SequentialError",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -46,6 +47,8 @@ class Design:
 
     Attributes
     ----------
+    test : str
+        ``"austere"`` (class constant): the test kind this design is for.
     m : int
         Minibatch size.
     epsilon : float
@@ -69,6 +72,7 @@ class Design:
         Error and data fraction at every grid point.
     """
 
+    test: ClassVar[str] = "austere"
     m: int
     epsilon: float
     threshold: str

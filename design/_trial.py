@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 import zipfile
 import zlib
@@ -63,8 +64,10 @@ class TrialChain:
         max_i |l_i| over all N rows, per pair (what ``ConfidenceTest(range="full-data")``
         would use).
     range_bound : array_like, shape (n_pairs,), optional
-        The model's bound C >= max_i |l_i| (``model.loglik_ratio_bound``), per pair: the
-        range ``ConfidenceTest(range="model")`` uses, which the confidence design needs.
+        The model's range C, per pair: every l_i lies in [centre - C, centre + C]
+        (``model.loglik_ratio_range`` gives (centre, C); ``model.loglik_ratio_bound`` C with
+        centre 0). It is the range ``ConfidenceTest(range="model")`` uses, which the
+        confidence design needs.
 
     Notes
     -----
@@ -191,8 +194,10 @@ class TrialChain:
         mean and variance of l_i with the pairwise update of Chan, Golub & LeVeque (1979),
         which does not lose precision when |mu| << sigma, and max |l_i|; the second the
         central moments about that mean (skewness, excess kurtosis, mean |z|, mean |z|^3).
-        ``range_bound`` is ``model.loglik_ratio_bound(theta, theta')`` when the model has
-        one (checked to be >= max |l_i|), else None.
+        ``range_bound`` is the half-width of ``model.loglik_ratio_range(theta, theta')``
+        (a control-variate wrapper: the residual bound, about the centre P / N), else
+        ``model.loglik_ratio_bound(theta, theta')``, checked to hold every l_i; None if the
+        model has neither.
 
         For a control-variate wrapper the l_i are the wrapper's ratios, r_i + P / N: the
         trial chain then records the residuals' sd, shape and range (see the class Notes).
@@ -235,6 +240,7 @@ class TrialChain:
                 raise ValueError(f"log_q_ratios must have length {n_pairs}, got {lqr.size}")
         fused = getattr(model, "loglik_ratio", None)
         bound = getattr(model, "loglik_ratio_bound", None)
+        ranged = getattr(model, "loglik_ratio_range", None)
 
         def diffs(theta, theta_new, idx):
             if fused is not None:
@@ -253,14 +259,14 @@ class TrialChain:
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):
             theta, theta_new = thetas[p], theta_news[p]
-            n_acc, mean, m2, top = 0, 0.0, 0.0, 0.0
+            n_acc, mean, m2, lo, hi = 0, 0.0, 0.0, math.inf, -math.inf
             for start in range(0, N, chunk):           # pass 1: mean, variance, max |l|
                 idx = np.arange(start, min(start + chunk, N))
                 l = diffs(theta, theta_new, idx)
                 cm = l.mean()
                 n_acc, mean, m2 = _combine(n_acc, mean, m2, l.size, cm,
                                            float(np.sum((l - cm) ** 2)))
-                top = max(top, float(np.max(np.abs(l))))
+                lo, hi = min(lo, float(l.min())), max(hi, float(l.max()))
             sums = np.zeros(4)                          # pass 2: sum d^3, d^4, |d|, |d|^3
             for start in range(0, N, chunk):
                 idx = np.arange(start, min(start + chunk, N))
@@ -280,19 +286,24 @@ class TrialChain:
             else:                                       # refused below by __post_init__
                 for k in ("skewness", "kurtosis", "abs_z1", "abs_z3"):
                     fields[k][p] = 0.0
-            fields["max_abs"][p] = top
-            if bound is not None:
-                C = float(bound(theta, theta_new))
-                if not C >= top * (1.0 - 1e-12):
+            fields["max_abs"][p] = max(abs(lo), abs(hi))
+            if ranged is not None or bound is not None:
+                if ranged is not None:
+                    centre, C = (float(v) for v in ranged(theta, theta_new))
+                    name = "loglik_ratio_range"
+                else:
+                    centre, C, name = 0.0, float(bound(theta, theta_new)), "loglik_ratio_bound"
+                reach = max(hi - centre, centre - lo)
+                if not C >= reach * (1.0 - 1e-9):
                     raise ValueError(
-                        f"model.loglik_ratio_bound is not a bound for pair {p}: it returned "
-                        f"{C!r} but max_i |l_i| = {top!r}")
+                        f"model.{name} is not a bound for pair {p}: it gives half-width {C!r} "
+                        f"about {centre!r}, but an l_i lies {reach!r} away")
                 fields["range_bound"][p] = C
             dprior = float(model.logprior(theta_new)) - float(model.logprior(theta))
             if not np.isfinite(dprior):
                 raise ValueError(f"model.logprior is not finite for pair {p}")
             fields["c0"][p] = -(dprior + lqr[p]) / N
-        if bound is None:
+        if bound is None and ranged is None:
             fields["range_bound"] = None
         return cls(N=N, **fields)
 
