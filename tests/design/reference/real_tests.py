@@ -24,15 +24,22 @@ from validation._kernels import vector_ratio
 class Populations:
     """A "model" whose pair p (theta = [p]) has the l_i of ``pops[p]``; flat prior.
 
-    ``bound`` adds ``loglik_ratio_bound`` returning ``bound * max|l|`` of the pair.
+    ``bound`` adds ``loglik_ratio_range`` returning ``(centre, bound * max|l - centre|)``,
+    ``centre`` the pair's entry of ``centres`` (default 0), as a control-variate wrapper
+    reports its residual bound about P / N.
     """
 
-    def __init__(self, pops, bound=None):
+    def __init__(self, pops, bound=None, centres=None):
         self.pops = [np.ascontiguousarray(p, dtype=float) for p in pops]
         self.N = self.pops[0].size
         if bound is not None:
-            self.loglik_ratio_bound = lambda theta, theta_new: bound * float(
-                np.max(np.abs(self.pops[int(theta[0])])))
+            cs = np.zeros(len(self.pops)) if centres is None else np.asarray(centres, float)
+
+            def loglik_ratio_range(theta, theta_new):
+                p = int(theta[0])
+                return float(cs[p]), bound * float(np.max(np.abs(self.pops[p] - cs[p])))
+
+            self.loglik_ratio_range = loglik_ratio_range
 
     def loglik_ratio(self, theta, theta_new, idx):
         return self.pops[int(theta[0])][idx]
