@@ -60,6 +60,9 @@ from .models import (
     map_estimate,
 )
 
+# --- control variates (issue 12) ---
+from .models import ControlVariates, TaylorCentre
+
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
@@ -76,4 +79,6 @@ __all__ = [
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
+    # control variates (issue 12)
+    "ControlVariates", "TaylorCentre",
 ]

@@ -234,7 +234,7 @@ class AustereTest(AcceptanceTest):
         if view.row_ratio is None:
             return self._decide_python(view, batches, theta, theta_new, mu0)
         loop = _seq.austere_loop(view.row_ratio, view.row_prefetch)
-        data = view.kernel_data()
+        data = view.decision_data(theta, theta_new)
         perm, cursor = batches.kernel_state()
         n, mean, m2, stage = 0, 0.0, 0.0, 0
         while True:
@@ -367,7 +367,7 @@ class ConfidenceTest(AcceptanceTest):
                    batch_size=design.batch_size, range="model")
 
     def check(self, view):
-        if self.range == "model" and view.bound is None:
+        if self.range == "model" and view.range is None:
             raise TypeError(
                 f"ConfidenceTest(range='model') needs model.loglik_ratio_bound(theta, theta_new); "
                 f"{type(view.model).__name__} has none. Add one, or pass range='full-data' "
@@ -375,8 +375,15 @@ class ConfidenceTest(AcceptanceTest):
             )
 
     def _range(self, view, theta, theta_new):
+        """``(centre, C, rows scanned)``: every l_i lies in ``[centre - C, centre + C]``.
+
+        The radius of every bound depends on the width ``2 C`` of that interval only, so a
+        model whose l_i share a known shift (control variates: ``r_i + P/N``) reports it as
+        the centre (``loglik_ratio_range``) instead of widening ``C`` by ``|P/N|``.
+        """
         if self.range == "model":
-            return view.bound(theta, theta_new), 0
+            centre, C = view.range(theta, theta_new)
+            return float(centre), float(C), 0
         C = 0.0
         for idx in view.chunks():
             chunk_max = float(np.max(np.abs(view.ratio(theta, theta_new, idx))))
@@ -384,25 +391,25 @@ class ConfidenceTest(AcceptanceTest):
                 C = chunk_max
                 if math.isnan(C):
                     break
-        return C, view.N
+        return 0.0, C, view.N
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         N = view.N
         psi = (-rng.standard_exponential() - log_const) / N
-        C, scanned = self._range(view, theta, theta_new)
+        centre, C, scanned = self._range(view, theta, theta_new)
         if not math.isfinite(C):
             if math.isnan(C):
                 _nonfinite_decision(C, theta_new)  # raises the NaN error
             raise ValueError(f"ConfidenceTest needs bounded l_i, but a log-likelihood ratio is "
                              f"infinite at theta_new={theta_new}")
-        if C == 0.0:  # every l_i is 0: the full-data mean is known without reading data
-            return 0.0 > psi, ConfidenceInfo(0, 0, scanned)
+        if C == 0.0:  # every l_i equals the centre: the mean is known without reading data
+            return centre > psi, ConfidenceInfo(0, 0, scanned)
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
         perm, _ = batches.kernel_state()
         status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
-            view.kernel_data(), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
             self.gamma, _BOUNDS.index(self.bound), self.batch_size,
         )
         batches.set_cursor(cursor)
@@ -619,7 +626,7 @@ class BarkerTest(AcceptanceTest):
         perm, _ = batches.kernel_state()
         loop = _seq.barker_loop(view.row_ratio, view.row_prefetch)
         status, accepted, n, stage, mean, s2, eps, eta = loop(
-            view.kernel_data(), theta, theta_new, rng, perm, self.m, log_const,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, self.m, log_const,
             *self._settings(), *self._draw_args,
         )
         batches.set_cursor(n)

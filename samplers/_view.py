@@ -30,11 +30,16 @@ class ModelView:
         self.logprior = model.logprior
         #: Per-row l_i and prefetch kernels and their data tuple, for compiled test loops
         #: (built-in models; None for a user's model, which takes the Python path).
-        self.row_ratio = self.row_prefetch = self.kernel_data = None
+        self.row_ratio = self.row_prefetch = self.kernel_data = self.decision_data = None
         if isinstance(model, BaseModel):
             self.row_ratio = model._row_ratio
             self.row_prefetch = model._row_prefetch
             self.kernel_data = model._kernel_data
+            #: ``(theta, theta_new) -> data`` for one decision: what the compiled test loops
+            #: pass to ``row_ratio`` (``_kernel_data()`` unless the rows depend on the pair,
+            #: as with control variates, whose rows carry the proxy's total P / N).
+            self.decision_data = model._decision_data
+            self.range = model._loglik_ratio_range
             self.ratio = model._loglik_ratio
             self.grad = model._grad_loglik
             self.bound = model._loglik_ratio_bound
@@ -54,6 +59,11 @@ class ModelView:
         )
         bound = getattr(model, "loglik_ratio_bound", None)
         self.bound = None if bound is None else (lambda th, th_new: float(bound(th, th_new)))
+        rng_fn = getattr(model, "loglik_ratio_range", None)
+        if rng_fn is not None:
+            self.range = lambda th, th_new: tuple(map(float, rng_fn(th, th_new)))
+        else:
+            self.range = None if bound is None else (lambda th, th_new: (0.0, self.bound(th, th_new)))
         self.grad_logprior = getattr(model, "grad_logprior", None)
 
     def chunks(self):

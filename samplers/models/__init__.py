@@ -11,6 +11,9 @@ from ._map import map_estimate
 from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
+# Control variates (issue 12).
+from .control_variates import ControlVariates, TaylorCentre
+
 __all__ = [
     "Model",
     "BaseModel",
@@ -27,4 +30,7 @@ __all__ = [
     "JaakkolaJordanBound",
     "StudentTBound",
     "map_estimate",
+    # control variates
+    "ControlVariates",
+    "TaylorCentre",
 ]

@@ -11,7 +11,8 @@ and optionally ``grad_loglik(theta, idx)`` (per-datum gradients, shape ``(len(id
 ``grad_logprior(theta)``, a fused ``loglik_ratio(theta, theta_new, idx)`` that returns
 ``l_i = log p(x_i | theta_new) - log p(x_i | theta)`` reading each row once, and
 ``loglik_ratio_bound(theta, theta_new)``, an upper bound on ``max_i |l_i|`` over all N rows
-(used by the concentration-bound test).
+(used by the concentration-bound test), or the tighter ``loglik_ratio_range(theta,
+theta_new) -> (centre, half_width)`` with every ``l_i`` within ``half_width`` of ``centre``.
 
 Data are read in place and never copied, so they may be a :class:`numpy.memmap` larger than
 memory; nothing in a sampler step touches more rows than the test asks for.
@@ -250,8 +251,19 @@ class BaseModel:
     def _kernel_data(self) -> tuple:
         raise NotImplementedError
 
+    def _decision_data(self, theta, theta_new) -> tuple:
+        """The data tuple ``_row_ratio`` reads in one decision between ``theta`` and
+        ``theta_new``: ``_kernel_data()``, unless a model's rows carry a per-pair constant
+        (:class:`~samplers.ControlVariates` adds the proxy's total ``P / N``)."""
+        return self._kernel_data()
+
     def _loglik_ratio_bound(self, theta, theta_new) -> float:
         raise NotImplementedError
+
+    def _loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
+        """``(centre, half_width)`` with every ``l_i`` in ``[centre - half_width, centre +
+        half_width]``; concentration bounds need only the width. Default ``(0, bound)``."""
+        return 0.0, self._loglik_ratio_bound(theta, theta_new)
 
     # -- checks --------------------------------------------------------------------------------
 

@@ -1,0 +1,741 @@
+"""Control variates: a model wrapper whose rows are Taylor residuals plus the proxy's mean.
+
+See :class:`ControlVariates`.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+from scipy import optimize
+
+from .._checks import check_finite_array, check_int
+from .._jit import jit, row_jit
+from ..priors import FlatPrior, GaussianPrior, LaplacePrior
+from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
+from ._glm import glm_kernels
+from ._kernels import batch_grad, batch_loglik, batch_ratio
+
+__all__ = ["ControlVariates", "TaylorCentre"]
+
+#: Above this many rows a user's model must provide the derivatives itself: the finite-
+#: difference fallback costs 2 d extra likelihood passes per row and step and its error grows
+#: with the number of rows summed.
+FD_MAX_ROWS = 10**6
+#: Newton steps (each one chunked pass) before the mode search gives up.
+MAX_NEWTON = 60
+#: Newton decrement ``g' (-H)^-1 g`` (twice the predicted gain) at which the mode is found.
+DECREMENT_TOL = 1e-12
+
+
+# --- compiled row kernels, generic in the GLM kernels of the wrapped model -------------------
+
+
+@cache
+def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
+    """Row kernels of the wrapper over ``data = (inner, centre, order2, shift)``.
+
+    ``inner`` is the wrapped model's kernel data, ``centre`` theta*, ``order2`` 1.0 for a
+    second-order proxy (0.0 for first order) and ``shift`` the per-call constant (P/N for
+    ratios, the proxy's total at theta over N for log-likelihoods).
+    """
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        inner, centre, order2, shift = data
+        a, a_new, a_c = dots3(inner, i, theta, theta_new, centre)
+        f1, f2 = derivs(inner, i, a_c)
+        d = a_new - a
+        proxy = d * (f1 + 0.5 * order2 * f2 * (a_new + a - 2.0 * a_c))
+        return (link(inner, i, a_new) - link(inner, i, a)) - proxy + shift
+
+    @row_jit
+    def row_loglik(data, i, theta):
+        inner, centre, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        f1, f2 = derivs(inner, i, a_c)
+        s = a - a_c
+        return (link(inner, i, a) - link(inner, i, a_c)) - s * (f1 + 0.5 * order2 * f2 * s) + shift
+
+    @row_jit
+    def row_grad(data, i, theta, out):
+        inner, centre, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        g1, _ = derivs(inner, i, a)
+        f1, f2 = derivs(inner, i, a_c)
+        scatter(inner, i, g1 - f1 - order2 * f2 * (a - a_c), out)
+
+    @row_jit
+    def row_prefetch(data, i):
+        inner_prefetch(data[0], i)
+
+    return row_ratio, row_loglik, row_grad, row_prefetch
+
+
+@cache
+def _weights_loop(link, derivs):
+    """``f_i, f_i', f_i''`` at ``eta[k]`` for the consecutive rows ``start + k``."""
+
+    @jit
+    def loop(inner, start, eta, f, f1, f2):
+        for k in range(eta.shape[0]):
+            f[k] = link(inner, start + k, eta[k])
+            f1[k], f2[k] = derivs(inner, start + k, eta[k])
+
+    return loop
+
+
+# --- the centre ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TaylorCentre:
+    """The point the proxies are expanded at, and the sums the proxy's total needs.
+
+    Attributes
+    ----------
+    theta : ndarray of shape (d,)
+        The centre theta*.
+    loglik : float
+        ``sum_i l_i(theta*)`` over all N rows.
+    grad : ndarray of shape (d,)
+        ``g = sum_i grad l_i(theta*)``.
+    hess : ndarray of shape (d, d)
+        ``H = sum_i hess l_i(theta*)``.
+    posterior_grad : ndarray of shape (d,)
+        ``g + grad log p0(theta*)``: zero at the posterior mode.
+    posterior_hess : ndarray of shape (d, d)
+        ``H + hess log p0(theta*)``; minus its inverse is the Laplace covariance.
+    offset : float
+        ``sqrt(grad' (-H_post)^-1 grad)`` with the posterior gradient and Hessian: how far
+        the centre is from the mode in posterior standard deviations (in the Laplace
+        approximation). About 0 at the mode; beyond about 1 the residuals are no longer small
+        and the design / CLT check should say so. NaN if ``-H_post`` is not positive definite.
+    method : str
+        ``"newton"``, ``"lbfgs"`` (the mode was searched) or ``"given"``.
+    n_passes : int
+        Chunked passes over the N rows that finding the centre and its sums took.
+    """
+
+    theta: np.ndarray
+    loglik: float
+    grad: np.ndarray
+    hess: np.ndarray
+    posterior_grad: np.ndarray
+    posterior_hess: np.ndarray
+    offset: float
+    method: str
+    n_passes: int
+
+
+def _prior_hessian(logprior, grad_logprior, theta, prior=None) -> np.ndarray:
+    """Hessian of the log prior: closed form for the built-in priors (a Laplace prior's is 0
+    away from its kink), else central differences of the gradient (or of the log prior)."""
+    d = theta.shape[0]
+    if isinstance(prior, FlatPrior) or isinstance(prior, LaplacePrior):
+        return np.zeros((d, d))
+    if isinstance(prior, GaussianPrior):
+        return np.diag(-1.0 / np.asarray(prior.sd, dtype=float) ** 2)
+    H = np.empty((d, d))
+    for j in range(d):
+        h = 1e-5 * (1.0 + abs(theta[j]))
+        up, down = theta.copy(), theta.copy()
+        up[j] += h
+        down[j] -= h
+        if grad_logprior is not None:
+            H[:, j] = (np.asarray(grad_logprior(up), float) - np.asarray(grad_logprior(down), float)) / (2 * h)
+        else:
+            for k in range(d):
+                pp, pm, mp, mm = (theta.copy() for _ in range(4))
+                hk = 1e-4 * (1.0 + abs(theta[k]))
+                pp[j] += h; pp[k] += hk; pm[j] += h; pm[k] -= hk
+                mp[j] -= h; mp[k] += hk; mm[j] -= h; mm[k] -= hk
+                H[k, j] = (logprior(pp) - logprior(pm) - logprior(mp) + logprior(mm)) / (4 * h * hk)
+    return 0.5 * (H + H.T)
+
+
+def _laplace_offset(grad, hess) -> float:
+    try:
+        factor = np.linalg.cholesky(-hess)
+    except np.linalg.LinAlgError:
+        return math.nan
+    z = np.linalg.solve(factor, grad)
+    return float(math.sqrt(z @ z))
+
+
+def _progress(total, desc):
+    """A tqdm bar over ``total`` rows when stderr is a terminal and the pass is long."""
+    if total < 4 * SCAN_CHUNK or not sys.stderr.isatty():
+        return None
+    try:
+        from tqdm import tqdm
+    except ImportError:  # pragma: no cover - tqdm is a dependency
+        return None
+    return tqdm(total=total, desc=desc, unit="row", unit_scale=True, leave=False)
+
+
+# --- the wrapper ---------------------------------------------------------------------------
+
+
+class ControlVariates(BaseModel):
+    r"""A model whose per-row ratios are Taylor residuals plus the proxy's mean.
+
+    For each row the *proxy* is the first- or second-order Taylor expansion of its
+    log-likelihood at a centre theta* (by default the posterior mode),
+
+    .. math::
+
+        \hat l_i(\theta) = l_i(\theta^*) + \nabla l_i(\theta^*)^T u
+                           + \tfrac12 u^T \nabla^2 l_i(\theta^*) u, \qquad u = \theta - \theta^*,
+
+    whose sum over all N rows is known from one chunked pass:
+    ``sum_i (hat l_i(theta') - hat l_i(theta)) = P(theta, theta')`` with
+
+    .. math::
+
+        P(\theta, \theta') = \Delta^T \big(g + \tfrac12 H (u + u')\big),
+        \quad \Delta = \theta' - \theta,\ g = \sum_i \nabla l_i(\theta^*),\
+        H = \sum_i \nabla^2 l_i(\theta^*)
+
+    (``H`` dropped at ``order=1``), at O(d^2) per decision. The wrapper is a model whose
+    per-row log-likelihood ratio is
+
+    .. math::
+
+        l^{cv}_i = r_i + P/N, \qquad r_i = l_i - (\hat l_i(\theta') - \hat l_i(\theta)),
+
+    so ``mean_i l^cv_i = mean_i l_i`` exactly over all N rows: every accept/reject test
+    (:class:`~samplers.ExactTest`, :class:`~samplers.AustereTest`,
+    :class:`~samplers.BarkerTest`, :class:`~samplers.ConfidenceTest`) runs on it unchanged and
+    decides the same exact MH comparison, but from rows whose spread is of order
+    ``||theta - theta*||^order ||theta' - theta||`` instead of ``||theta' - theta||``
+    (Bardenet, Doucet & Holmes 2017, section 7; the proxy is their eq. for
+    ``wp_i(theta, theta')``). Likewise the per-row gradient is ``grad r_i(theta) +
+    (g + H u)/N``, so a minibatch gradient (:class:`~samplers.Langevin` with ``batch_size``) is
+    the control-variate estimate ``g + H u + (N/n) sum_batch grad r_i``.
+
+    Parameters
+    ----------
+    model : model
+        A built-in :class:`~samplers.LogisticRegression`, :class:`~samplers.LinearRegression`,
+        :class:`~samplers.RobustRegression` or :class:`~samplers.GaussianMean` (compiled
+        kernels; every row is ``f_i(x_i . theta)`` and its derivatives are recomputed from the
+        row, so nothing of size N is stored), or a user's model (see Notes).
+    center : array of shape (d,) or None
+        The expansion point. ``None`` finds the posterior mode: Newton's method with
+        backtracking for the built-in models (each iteration one chunked pass with BLAS
+        products ``X[a:b].T @ w``, multithreaded), L-BFGS (:func:`scipy.optimize.minimize`)
+        on full chunked gradients otherwise. A given centre must have a finite
+        log-likelihood; far from the mode it is allowed (see :attr:`TaylorCentre.offset`).
+    order : {1, 2}
+        Order of the Taylor proxy.
+    start : array of shape (d,), optional
+        Where the mode search starts (default zeros).
+
+    Attributes
+    ----------
+    model : the wrapped model.
+    order : int
+    N, dim : int
+    centre : TaylorCentre
+        The centre and its sums (``centre.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
+
+    Notes
+    -----
+    **Bound for the confidence test.** For a GLM row ``l_i = f_i(x_i . theta)`` write
+    ``s = x_i . u``, ``s' = x_i . u'``, ``R(t) = f_i(eta* + t) - T(t)`` (T the Taylor
+    polynomial), so ``r_i = R(s') - R(s) = int_s^s' R'(t) dt``. At order 2,
+    ``|R'(t)| = |f'(eta* + t) - f'(eta*) - f''(eta*) t| <= M3 t^2 / 2`` with
+    ``M3 = sup |f'''|``, hence
+
+    .. math::
+
+        |r_i| \le \frac{M_3}{6} |s'^3 - s^3|
+              \le \frac{M_3}{6} \|x_i\|^3 \|\Delta\| (\|u\|^2 + \|u\|\|u'\| + \|u'\|^2)
+              \le \frac{M_3}{2} \|x_i\|^3 \max(\|u\|, \|u'\|)^2 \|\Delta\|;
+
+    at order 1, ``|R'(t)| <= M2 |t|`` with ``M2 = sup |f''|`` gives
+    ``|r_i| <= (M2/2) ||x_i||^2 ||Delta|| (||u|| + ||u'||)`` (Bardenet et al. 2017,
+    section 7.2, there with the max form). ``M3 = 1/(6 sqrt 3)`` for the logistic, 0 for the
+    Gaussian models (their order-2 residuals vanish), ``2 (df+1) / ((4 - 2 sqrt 2)^2
+    (scale sqrt df)^3)`` for the Student-t; all tempered by 1/K. Every ``l^cv_i`` lies in
+    ``[P/N - B, P/N + B]`` with B that bound: ``loglik_ratio_range`` returns ``(P/N, B)`` and
+    :class:`~samplers.ConfidenceTest`, whose radius depends only on the width of the range,
+    uses B alone; ``loglik_ratio_bound`` (the protocol's ``max_i |l_i|``) returns
+    ``|P/N| + B``.
+
+    **A user's model** needs ``N``, ``loglik(theta, idx)``, ``logprior(theta)`` and
+    ``grad_loglik(theta, idx) -> (len(idx), d)`` per-row gradients; for ``order=2`` also
+    ``hess_loglik(theta, idx) -> (len(idx), d, d)`` per-row Hessians; ``grad_logprior`` is
+    used when present. Each missing derivative is taken by central differences (of
+    ``loglik`` for gradients, of the gradient for Hessians; steps ``1e-5 (1 + |theta_j|)``),
+    which costs 2 d extra evaluations per row: allowed only for N <= 10^6, refused above with
+    a message naming the missing methods. The per-row proxy then reads the row's gradient and
+    Hessian at theta* every step (O(d^2) per row, Python path); a user's model has no
+    residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
+
+    References
+    ----------
+    Bardenet, Doucet & Holmes (2017), On Markov chain Monte Carlo methods for tall data,
+    JMLR 18(47), sections 6-7. Dang, Quiroz, Kohn, Tran & Villani (2019), Hamiltonian Monte
+    Carlo with energy conserving subsampling, JMLR 20 (the same Taylor proxy).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([np.ones(5000), rng.normal(size=(5000, 2))])
+    >>> y = (rng.random(5000) < 1 / (1 + np.exp(-X @ [0.2, 1.0, -0.5]))).astype(float)
+    >>> cv = ControlVariates(LogisticRegression(X, y))
+    >>> theta = cv.centre.theta + 0.02; theta_new = theta + 0.01
+    >>> full = cv.model.loglik_ratio(theta, theta_new, np.arange(5000))
+    >>> resid = cv.loglik_ratio(theta, theta_new, np.arange(5000))
+    >>> bool(np.isclose(resid.mean(), full.mean(), rtol=1e-9, atol=0))
+    True
+    >>> bool(resid.std() < 0.01 * full.std())
+    True
+    """
+
+    def __init__(self, model, center=None, order=2, *, start=None):
+        if isinstance(order, bool) or order not in (1, 2):
+            raise ValueError(f"order must be 1 or 2, got {order!r}")
+        for attr in ("loglik", "logprior"):
+            if not callable(getattr(model, attr, None)):
+                raise TypeError(f"model must have a callable {attr}(...); "
+                                f"{type(model).__name__} has none")
+        self.model = model
+        self.order = int(order)
+        self._order2 = 1.0 if self.order == 2 else 0.0
+        self.N = check_int("model.N", model.N, low=1)
+        self._glm = glm_kernels(model)
+        if self._glm is None and isinstance(model, BaseModel):
+            raise TypeError(
+                f"ControlVariates has no kernels for the built-in {type(model).__name__}; "
+                "it supports LogisticRegression, LinearRegression, RobustRegression and "
+                "GaussianMean")
+        dim = getattr(model, "dim", None)
+        if dim is None:
+            ref = center if center is not None else start
+            if ref is None:
+                raise TypeError(f"{type(model).__name__} has no dim: pass center= or start= so "
+                                "that ControlVariates knows the dimension of theta")
+            dim = int(np.size(ref))
+        self.dim = int(dim)
+        self.temperature = 1.0  # the wrapped model carries its own temperature
+        self._inv_temp = 1.0
+        self.prior = getattr(model, "prior", None)
+        self._has_user_hess = False
+        if self._glm is None:
+            self._check_user_model()
+        if center is None:
+            x0 = np.zeros(self.dim) if start is None else self._point("start", start)
+            self.centre = self._find_mode(x0)
+        else:
+            self.centre = self._at(self._point("center", center), "given", 0)
+        c = self.centre
+        self._theta_c = c.theta
+        self._g = c.grad
+        self._H = c.hess
+
+    # -- construction --------------------------------------------------------------------------
+
+    def _point(self, name, value) -> np.ndarray:
+        arr = check_finite_array(name, value, ndim=(0, 1)).reshape(-1).astype(float)
+        if arr.shape[0] != self.dim:
+            raise ValueError(f"{name} must have {self.dim} element(s), got shape {np.shape(value)}")
+        return arr
+
+    def _check_user_model(self):
+        m = self.model
+        missing = [name for name in ("grad_loglik",) + (("hess_loglik",) if self.order == 2 else ())
+                   if not callable(getattr(m, name, None))]
+        if missing and self.N > FD_MAX_ROWS:
+            raise TypeError(
+                f"ControlVariates(order={self.order}) on {type(m).__name__} with N = {self.N} "
+                f"rows needs model.{' and model.'.join(missing)} (per-row derivatives: "
+                "grad_loglik(theta, idx) -> (len(idx), d), hess_loglik(theta, idx) -> "
+                f"(len(idx), d, d)); finite differences are allowed only for N <= {FD_MAX_ROWS}")
+        self._user_grad = m.grad_loglik if callable(getattr(m, "grad_loglik", None)) else self._fd_grad
+        hess = getattr(m, "hess_loglik", None)
+        self._has_user_hess = callable(hess)
+        self._user_hess = hess if callable(hess) else self._fd_hess
+
+    def _fd_grad(self, theta, idx):
+        """Per-row gradients by central differences of ``model.loglik``."""
+        out = np.empty((idx.shape[0], self.dim))
+        for j in range(self.dim):
+            h = 1e-5 * (1.0 + abs(theta[j]))
+            up, down = theta.copy(), theta.copy()
+            up[j] += h
+            down[j] -= h
+            out[:, j] = (np.asarray(self.model.loglik(up, idx), float)
+                         - np.asarray(self.model.loglik(down, idx), float)) / (2 * h)
+        return out
+
+    def _fd_hess(self, theta, idx):
+        """Per-row Hessians by central differences of the per-row gradients (symmetrised), or
+        by second differences of ``model.loglik`` (steps ``1e-4 (1 + |theta_j|)``) when the
+        gradients are themselves differences."""
+        out = np.empty((idx.shape[0], self.dim, self.dim))
+        if self._user_grad == self._fd_grad:
+            steps = 1e-4 * (1.0 + np.abs(theta))
+            for j in range(self.dim):
+                for k in range(j, self.dim):
+                    ej = np.zeros(self.dim)
+                    ek = np.zeros(self.dim)
+                    ej[j] = steps[j]
+                    ek[k] = steps[k]
+                    out[:, j, k] = out[:, k, j] = (
+                        self._ll(theta + ej + ek, idx) - self._ll(theta + ej - ek, idx)
+                        - self._ll(theta - ej + ek, idx) + self._ll(theta - ej - ek, idx)
+                    ) / (4.0 * steps[j] * steps[k])
+            return out
+        for j in range(self.dim):
+            h = 1e-5 * (1.0 + abs(theta[j]))
+            up, down = theta.copy(), theta.copy()
+            up[j] += h
+            down[j] -= h
+            out[:, :, j] = (self._row_grads_user(up, idx) - self._row_grads_user(down, idx)) / (2 * h)
+        return 0.5 * (out + out.transpose(0, 2, 1))
+
+    def _ll(self, theta, idx):
+        return np.asarray(self.model.loglik(theta, idx), dtype=float)
+
+    def _row_grads_user(self, theta, idx):
+        return np.asarray(self._user_grad(theta, idx), dtype=float).reshape(idx.shape[0], self.dim)
+
+    def _prior_terms(self, theta):
+        m = self.model
+        lp = float(m.logprior(theta))
+        glp = getattr(m, "grad_logprior", None)
+        if callable(glp):
+            gp = np.asarray(glp(theta), dtype=float).reshape(self.dim)
+        else:
+            gp = np.empty(self.dim)
+            for j in range(self.dim):
+                h = 1e-6 * (1.0 + abs(theta[j]))
+                up, down = theta.copy(), theta.copy()
+                up[j] += h
+                down[j] -= h
+                gp[j] = (float(m.logprior(up)) - float(m.logprior(down))) / (2 * h)
+            glp = None
+        Hp = _prior_hessian(m.logprior, glp, theta, self.prior)
+        return lp, gp, Hp
+
+    def _sums(self, theta, *, hessian=True, desc="control variates"):
+        """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``, or
+        ``(-inf or nan, None, None)`` as soon as a row's log-likelihood is not finite."""
+        d = self.dim
+        L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
+        bar = _progress(self.N, desc)
+        try:
+            for start in range(0, self.N, SCAN_CHUNK):
+                stop = min(start + SCAN_CHUNK, self.N)
+                if self._glm is not None:
+                    Xc = self._glm.design(self.model, start, stop)
+                    eta = Xc @ theta
+                    f, f1, f2 = np.empty_like(eta), np.empty_like(eta), np.empty_like(eta)
+                    _weights_loop(self._glm.link, self._glm.derivs)(
+                        self.model._kernel_data(), start, eta, f, f1, f2)
+                    chunk = float(f.sum())
+                    if not math.isfinite(chunk):
+                        return chunk, None, None
+                    L += chunk
+                    g += Xc.T @ f1
+                    if hessian:
+                        H += Xc.T @ (Xc * f2[:, None])
+                else:
+                    idx = np.arange(start, stop, dtype=np.intp)
+                    chunk = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+                    if not math.isfinite(chunk):
+                        return chunk, None, None
+                    L += chunk
+                    g += self._row_grads_user(theta, idx).sum(axis=0)
+                    if hessian and self._has_user_hess:
+                        Hs = np.asarray(self._user_hess(theta, idx), dtype=float)
+                        H += Hs.reshape(stop - start, d, d).sum(axis=0)
+                if bar is not None:
+                    bar.update(stop - start)
+        finally:
+            if bar is not None:
+                bar.close()
+        if hessian and self._glm is None and not self._has_user_hess:
+            H = self._fd_total_hess(theta, desc)
+        return L, g, 0.5 * (H + H.T)
+
+    def _fd_total_hess(self, theta, desc):
+        """``sum_i hess l_i`` by central differences of the summed gradient (2 d passes)."""
+        H = np.empty((self.dim, self.dim))
+        for j in range(self.dim):
+            h = 1e-5 * (1.0 + abs(theta[j]))
+            up, down = theta.copy(), theta.copy()
+            up[j] += h
+            down[j] -= h
+            H[:, j] = (self._sums(up, hessian=False, desc=desc)[1]
+                       - self._sums(down, hessian=False, desc=desc)[1]) / (2 * h)
+        return H
+
+    def _at(self, theta, method, n_passes) -> TaylorCentre:
+        """The centre at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
+        L, g, H = self._sums(theta)
+        if g is None:
+            raise ValueError(f"center must be a point where the log-likelihood is finite; "
+                             f"sum l_i = {L} at center={theta}")
+        lp, gp, Hp = self._prior_terms(theta)
+        if not (math.isfinite(L) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
+            raise ValueError(f"center must be a point where the log-likelihood and its "
+                             f"derivatives are finite; got sum l_i = {L} at center={theta}")
+        if not math.isfinite(lp):
+            raise ValueError(f"center must be a point where the log prior is finite, got {lp} "
+                             f"at center={theta}")
+        theta = theta.copy()
+        theta.setflags(write=False)
+        post_g, post_H = g + gp, H + Hp
+        return TaylorCentre(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
+                            method, n_passes + 1)
+
+    def _find_mode(self, x0) -> TaylorCentre:
+        if self._glm is not None:
+            return self._newton(x0)
+        return self._lbfgs(x0)
+
+    def _newton(self, theta) -> TaylorCentre:
+        """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
+        passes = 0
+
+        def evaluate(t):
+            nonlocal passes
+            passes += 1
+            L, g, H = self._sums(t, desc="mode (Newton)")
+            if g is None:
+                return -math.inf, None, None
+            lp, gp, Hp = self._prior_terms(t)
+            return L + lp, g + gp, H + Hp
+
+        value, grad, hess = evaluate(theta)
+        if not math.isfinite(value):
+            raise ValueError(f"start must be a point where the log posterior is finite, got "
+                             f"{value} at start={theta}")
+        for _ in range(MAX_NEWTON):
+            step = _ascent_direction(grad, hess)
+            decrement = float(grad @ step)
+            if decrement < DECREMENT_TOL:
+                break
+            t = 1.0
+            while True:
+                cand = theta + t * step
+                v_c, g_c, h_c = evaluate(cand)
+                if math.isfinite(v_c) and v_c >= value + 1e-4 * t * decrement:
+                    break
+                t *= 0.5
+                if t < 1e-12:
+                    raise RuntimeError(f"the mode search stalled at {theta}: no Newton step "
+                                       "increases the log posterior; pass center= explicitly")
+            theta, value, grad, hess = cand, v_c, g_c, h_c
+        else:
+            raise RuntimeError(
+                f"the mode search did not converge in {MAX_NEWTON} Newton steps (last point "
+                f"{theta}); the posterior may have no mode (e.g. separable data under a flat "
+                "prior): use a proper prior or pass center= explicitly")
+        return self._at(theta, "newton", passes)
+
+    def _lbfgs(self, x0) -> TaylorCentre:
+        passes = 0
+
+        def fun(t):
+            nonlocal passes
+            passes += 1
+            L, g, _ = self._sums(t, hessian=False, desc="mode (L-BFGS)")
+            if g is None:
+                return math.inf, np.zeros_like(t)
+            v = L + float(self.model.logprior(t))
+            gp = self._prior_grad(t)
+            if not math.isfinite(v):
+                return math.inf, np.zeros_like(t)
+            return -v, -(g + gp)
+
+        res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
+                                options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))
+        if not np.all(np.isfinite(res.x)):
+            raise RuntimeError(f"the mode search (L-BFGS) failed: {res.message}; pass center=")
+        return self._at(np.asarray(res.x, dtype=float), "lbfgs", passes)
+
+    def _prior_grad(self, theta):
+        glp = getattr(self.model, "grad_logprior", None)
+        if callable(glp):
+            return np.asarray(glp(theta), dtype=float).reshape(self.dim)
+        return self._prior_terms(theta)[1]
+
+    # -- what the samplers read -------------------------------------------------------------------
+
+    def proxy_total(self, theta, theta_new) -> float:
+        """``P(theta, theta') = sum_i (hat l_i(theta') - hat l_i(theta))`` in O(d^2)."""
+        theta = np.asarray(theta, dtype=float)
+        theta_new = np.asarray(theta_new, dtype=float)
+        delta = theta_new - theta
+        if self.order == 1:
+            return float(delta @ self._g)
+        return float(delta @ (self._g + 0.5 * (self._H @ (theta + theta_new - 2.0 * self._theta_c))))
+
+    def _proxy_sum(self, theta) -> float:
+        """``sum_i hat l_i(theta)``."""
+        u = theta - self._theta_c
+        value = self.centre.loglik + float(u @ self._g)
+        if self.order == 2:
+            value += 0.5 * float(u @ self._H @ u)
+        return value
+
+    def _proxy_grad(self, theta) -> np.ndarray:
+        """``sum_i grad hat l_i(theta) = g + H u``."""
+        if self.order == 1:
+            return self._g.copy()
+        return self._g + self._H @ (theta - self._theta_c)
+
+    def laplace_covariance(self) -> np.ndarray:
+        """``(-H_post)^-1``, the Laplace approximation's covariance at the centre (prior included).
+
+        Raises ValueError when ``-H_post`` is not positive definite (a centre that is not near
+        a mode, or an order-1 wrapper of a user's model without Hessians at hand).
+        """
+        Hp = self.centre.posterior_hess
+        try:
+            factor = np.linalg.cholesky(-Hp)
+        except np.linalg.LinAlgError:
+            raise ValueError("the posterior Hessian at the centre is not negative definite, so "
+                             "there is no Laplace covariance there; centre at the mode "
+                             "(center=None)") from None
+        inv = np.linalg.inv(factor)
+        return inv.T @ inv
+
+    @property
+    def _kernels(self):
+        glm = self._glm
+        if glm is None:
+            return None
+        return _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
+
+    @property
+    def _row_ratio(self):
+        k = self._kernels
+        return None if k is None else k[0]
+
+    @property
+    def _row_loglik(self):
+        k = self._kernels
+        return None if k is None else k[1]
+
+    @property
+    def _row_grad(self):
+        k = self._kernels
+        return None if k is None else k[2]
+
+    @property
+    def _row_prefetch(self):
+        k = self._kernels
+        return None if k is None else k[3]
+
+    def _data(self, shift) -> tuple:
+        return (self.model._kernel_data(), self._theta_c, self._order2, float(shift))
+
+    def _kernel_data(self):
+        raise TypeError("ControlVariates rows carry the per-pair constant P/N: read them through "
+                        "_decision_data(theta, theta_new), not _kernel_data()")
+
+    def _decision_data(self, theta, theta_new):
+        return self._data(self.proxy_total(theta, theta_new) / self.N)
+
+    def _loglik(self, theta, idx):
+        shift = self._proxy_sum(theta) / self.N
+        if self._glm is None:
+            return (np.asarray(self.model.loglik(theta, idx), dtype=float)
+                    - self._user_proxy(theta, idx) + shift)
+        out = np.empty(idx.shape[0])
+        batch_loglik(self._row_loglik, self._row_prefetch)(self._data(shift), idx, theta, out)
+        return out
+
+    def _loglik_ratio(self, theta, theta_new, idx):
+        shift = self.proxy_total(theta, theta_new) / self.N
+        if self._glm is None:
+            return (loglik_ratio(self.model, theta, theta_new, idx)
+                    - (self._user_proxy(theta_new, idx) - self._user_proxy(theta, idx)) + shift)
+        out = np.empty(idx.shape[0])
+        batch_ratio(self._row_ratio, self._row_prefetch)(self._data(shift), idx, theta, theta_new, out)
+        return out
+
+    def _grad_loglik(self, theta, idx):
+        shift = self._proxy_grad(theta) / self.N
+        if self._glm is None:
+            c = self._theta_c
+            G = self._row_grads_user(theta, idx) - self._row_grads_user(c, idx)
+            if self.order == 2:
+                Hs = np.asarray(self._user_hess(c, idx), dtype=float).reshape(-1, self.dim, self.dim)
+                G -= Hs @ (theta - c)
+            return G + shift
+        out = np.empty((idx.shape[0], self.dim))
+        batch_grad(self._row_grad, self._row_prefetch)(self._data(0.0), idx, theta, out)
+        out += shift
+        return out
+
+    def _user_proxy(self, theta, idx):
+        """``hat l_i(theta) - l_i(theta*)`` for a user's model (rows' derivatives at theta*)."""
+        c = self._theta_c
+        u = theta - c
+        value = self._row_grads_user(c, idx) @ u
+        if self.order == 2:
+            Hs = np.asarray(self._user_hess(c, idx), dtype=float).reshape(-1, self.dim, self.dim)
+            value += 0.5 * np.einsum("nij,i,j->n", Hs, u, u)
+        return value
+
+    def residual_bound(self, theta, theta_new) -> float:
+        """B with ``max_i |r_i| <= B`` over all N rows (see Notes), in O(d)."""
+        if self._glm is None:
+            raise TypeError(f"ControlVariates has no residual bound for the user model "
+                            f"{type(self.model).__name__}; use ConfidenceTest(range='full-data')")
+        theta = np.asarray(theta, dtype=float)
+        theta_new = np.asarray(theta_new, dtype=float)
+        R = self._glm.max_row_norm(self.model)
+        du = float(np.linalg.norm(theta - self._theta_c))
+        dv = float(np.linalg.norm(theta_new - self._theta_c))
+        step = float(np.linalg.norm(theta_new - theta))
+        if self.order == 2:
+            return self._glm.m3(self.model) / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
+        return 0.5 * self._glm.m2(self.model) * R**2 * step * (du + dv)
+
+    def _loglik_ratio_range(self, theta, theta_new):
+        return self.proxy_total(theta, theta_new) / self.N, self.residual_bound(theta, theta_new)
+
+    def _loglik_ratio_bound(self, theta, theta_new):
+        centre, half = self._loglik_ratio_range(theta, theta_new)
+        return abs(centre) + half
+
+    def loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
+        """``(P/N, B)``: every row's ratio lies in ``[P/N - B, P/N + B]`` (see Notes)."""
+        return self._loglik_ratio_range(self._check_theta("theta", theta),
+                                        self._check_theta("theta_new", theta_new))
+
+    def logprior(self, theta) -> float:
+        return float(self.model.logprior(np.asarray(theta, dtype=float)))
+
+    def grad_logprior(self, theta) -> np.ndarray:
+        return self._prior_grad(np.asarray(theta, dtype=float))
+
+    def __repr__(self):
+        return (f"ControlVariates({type(self.model).__name__}(N={self.N}, dim={self.dim}), "
+                f"order={self.order}, centre={self.centre.method}, offset={self.centre.offset:.3g})")
+
+
+def _ascent_direction(grad, hess) -> np.ndarray:
+    """Newton direction ``(-H)^-1 g``; where ``-H`` is not positive definite its eigenvalues
+    are taken in absolute value (floored), so the direction still ascends."""
+    try:
+        factor = np.linalg.cholesky(-hess)
+        return np.linalg.solve(factor.T, np.linalg.solve(factor, grad))
+    except np.linalg.LinAlgError:
+        w, V = np.linalg.eigh(-hess)
+        w = np.maximum(np.abs(w), 1e-8 * max(float(np.abs(w).max()), 1e-300))
+        return V @ ((V.T @ grad) / w)
