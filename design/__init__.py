@@ -9,6 +9,8 @@
   a :class:`Design`; with ``test="barker"`` m and the Novak threshold of the minibatch
   Barker test (:class:`BarkerDesign`); with ``test="confidence"`` the first batch and
   growth factor of the confidence sampler (:class:`ConfidenceDesign`).
+* :func:`evaluate` -- a design's predicted error and data use at the pairs of any trial
+  chain (fresh pairs, to check a design out of sample).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
@@ -19,7 +21,7 @@ from . import acceptance, correction
 from ._acceptance_error import AcceptanceError, acceptance_error
 from ._barker_design import BarkerDesign
 from ._confidence_design import ConfidenceDesign
-from ._dispatch import optimize
+from ._dispatch import evaluate, optimize
 from ._optimize import Design, InfeasibleDesignError
 from ._sequential import SequentialError, sequential_error
 from ._trial import TrialChain
@@ -35,6 +37,7 @@ __all__ = [
     "acceptance",
     "acceptance_error",
     "correction",
+    "evaluate",
     "optimize",
     "sequential_error",
 ]

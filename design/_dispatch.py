@@ -13,7 +13,7 @@ from ._barker_design import optimize_barker
 from ._confidence_design import optimize_confidence
 from ._trial import TrialChain
 
-__all__ = ["optimize", "TESTS", "SMALL_M"]
+__all__ = ["evaluate", "optimize", "TESTS", "SMALL_M"]
 
 TESTS = ("austere", "barker", "confidence")
 #: Minibatch sizes below the Austere default grid, tried when the grid's smallest m wins
@@ -171,3 +171,66 @@ def _smaller_m(design, trial, tolerance, threshold, workers):
         a.setflags(write=False)
     return replace(design, m=extra.m, data_fraction=extra.data_fraction, error=extra.error,
                    **grids)
+
+
+def evaluate(design, trial_chain):
+    """Predicted error and data fraction of a design's test at each pair of a trial chain.
+
+    Use it to check a design on fresh pairs (not those it was chosen on), or to predict a
+    test at other pairs.
+
+    Parameters
+    ----------
+    design : Design, BarkerDesign or ConfidenceDesign
+        A result of :func:`optimize`.
+    trial_chain : TrialChain
+        Pairs with what the design's test kind needs (see :func:`optimize`).
+
+    Returns
+    -------
+    error, data_fraction : numpy.ndarray
+        Signed predicted error in the acceptance probability and expected fraction of the N
+        rows read, per pair (u averaged).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from design import TrialChain, evaluate, optimize
+    >>> tc = TrialChain(mu=[1e-5, -1e-5], sigma=[1e-7, 1e-7], c0=[0.0, 0.0], N=10_000)
+    >>> d = optimize(tc, 0.01, m_grid=[20], epsilon_grid=[0.05])
+    >>> err, frac = evaluate(d, tc)
+    >>> (frac * 10_000).round(1)      # one minibatch, except for u near the threshold
+    array([20. , 20.2])
+    """
+    from ._acceptance_error import acceptance_error
+    from ._barker_design import _check_needs as needs
+    from ._barker_design import barker_pair_prediction
+    from ._confidence_design import confidence_pair_prediction
+
+    if not isinstance(trial_chain, TrialChain):
+        raise TypeError(f"trial_chain must be a TrialChain, got {type(trial_chain).__name__}")
+    kind = getattr(design, "test", None)
+    if kind not in TESTS:
+        raise TypeError(f"design must be a result of design.optimize, got "
+                        f"{type(design).__name__}")
+    if trial_chain.N != design.N:
+        raise ValueError(f"trial_chain.N must be the design's N = {design.N}, got "
+                         f"{trial_chain.N}")
+    N = trial_chain.N
+    if kind == "austere":
+        r = acceptance_error(trial_chain, m=design.m, epsilon=design.epsilon,
+                             threshold=design.threshold)
+        return np.array(r.delta), np.array(r.data_fraction)
+    if kind == "barker":
+        needs(trial_chain, ("skewness", "kurtosis", "abs_z1", "abs_z3"), "Barker",
+              "the shape of the l_i per pair")
+        res = np.array([barker_pair_prediction(trial_chain, p, design.m, design.delta)
+                        for p in range(trial_chain.n_pairs)])
+    else:
+        needs(trial_chain, ("range_bound",), "confidence", "the model's range of the l_i")
+        res = np.array([confidence_pair_prediction(
+            trial_chain, p, batch_size=design.batch_size, gamma=design.gamma,
+            delta=design.delta, prob=design.p, bound=design.bound)
+            for p in range(trial_chain.n_pairs)])
+        res = res[:, :2]
+    return res[:, 1].copy(), res[:, 0] / N

@@ -1,0 +1,183 @@
+"""The design with and without control variates: predicted against realised (issue 12, part 3).
+
+Logistic regression, d = 10 + intercept, N(0, 10^2) prior, the Laplace-scaled random walk
+(``RandomWalk.from_laplace``), N in ``--sizes``. For the plain model and for
+``ControlVariates(model)`` (second-order Taylor proxy at the mode):
+
+1. trial pairs: theta from the Laplace approximation N(mode, Sigma), theta' one walk step
+   away; ``TrialChain.from_model`` (the wrapper's ratios: residuals);
+2. ``design.optimize(trial, tolerance, test=...)`` for the Austere, Barker and confidence
+   tests, and the ready test from ``from_design`` (Austere with Student-t thresholds,
+   Algorithm 1);
+3. realised on *fresh* pairs drawn the same way: the real test's decisions (the samplers'
+   compiled loops on the pair's l_i, u at random, ``--tests`` per pair) give the rows read
+   and Delta = P(accept) - P_exact (MH for Austere and confidence, with common random
+   numbers; Barker's S(Delta) for Barker); mean |Delta| is an over-estimate (noise adds);
+4. realised in a chain: ``--steps`` steps of the designed test from the mode, mean rows read
+   per step.
+
+Run:  python benchmarks/bench_cv_design.py [--sizes 100000 1000000] [--tolerance 0.01]
+          [--pairs 40] [--fresh 10] [--tests 1000] [--steps 300]
+Writes benchmarks/results/cv_design.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import math
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
+from _common import write  # noqa: E402
+from cv_rows_per_step import dataset  # noqa: E402
+
+import design  # noqa: E402
+from samplers import (  # noqa: E402
+    AustereTest,
+    BarkerTest,
+    ConfidenceTest,
+    ControlVariates,
+    GaussianPrior,
+    LogisticRegression,
+    RandomWalk,
+    sample,
+)
+
+
+def _real_tests():
+    path = HERE.parent / "tests" / "design" / "reference" / "real_tests.py"
+    spec = importlib.util.spec_from_file_location("real_tests", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["real_tests"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def pairs(cv, n, rng):
+    cov = cv.laplace_covariance()
+    L = np.linalg.cholesky(cov)
+    d = cov.shape[0]
+    theta = cv.centre.theta + rng.standard_normal((n, d)) @ L.T
+    step = (2.38 / math.sqrt(d)) * rng.standard_normal((n, d)) @ L.T
+    return theta, theta + step
+
+
+def ready_test(d):
+    if d.test == "austere":
+        return AustereTest.from_design(d, threshold="t")
+    return BarkerTest.from_design(d) if d.test == "barker" else ConfidenceTest.from_design(d)
+
+
+def settings(d):
+    if d.test == "austere":
+        return f"m={d.m}, eps={d.epsilon:g}"
+    if d.test == "barker":
+        return f"m={d.m}, delta={d.delta}"
+    return f"b0={d.batch_size}, gamma={d.gamma:g}, delta={d.delta:g}"
+
+
+def realised_on_pairs(real, model, test, thetas, news, n_tests, rng):
+    N = model.N
+    idx = np.arange(N)
+    rows, dhat, se = [], [], []
+    for theta, new in zip(thetas, news):
+        l = model.loglik_ratio(theta, new, idx)
+        c = float(model.logprior(new) - model.logprior(theta))
+        C = None
+        if isinstance(test, ConfidenceTest):
+            C = (model.loglik_ratio_range(theta, new)[1]
+                 if hasattr(model, "loglik_ratio_range")
+                 else model.loglik_ratio_bound(theta, new))
+        d, s, used = real.simulate(test, l, c, n_tests, rng, C=C)
+        rows.append(used)
+        dhat.append(d)
+        se.append(s)
+    return np.array(rows), np.array(dhat), np.array(se)
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--tolerance", type=float, default=0.01)
+    ap.add_argument("--pairs", type=int, default=40)
+    ap.add_argument("--fresh", type=int, default=10)
+    ap.add_argument("--tests", type=int, default=1000)
+    ap.add_argument("--steps", type=int, default=300)
+    ap.add_argument("--kinds", nargs="+", default=["austere", "barker", "confidence"])
+    args = ap.parse_args(argv)
+    real = _real_tests()
+    rng = np.random.default_rng(20261123)
+    out = []
+    print(f"tolerance {args.tolerance}, {args.pairs} trial pairs, {args.fresh} fresh pairs x "
+          f"{args.tests} real decisions, chains of {args.steps} steps")
+    print("rows pred: the design's prediction (trial pairs); fresh: its prediction at the "
+          "fresh pairs; real: the real test there; chain: rows per step of a chain; ratio = "
+          "real / fresh.\nerr pred: the design's mean |Delta| (trial pairs); D fresh: mean "
+          "signed Delta predicted at the fresh pairs; |D| real, D real: realised there")
+    print(f"{'N':>9} {'model':>6} {'test':>10} {'settings':>28} {'rows pred':>10} "
+          f"{'fresh':>10} {'rows real':>10} {'chain':>10} {'ratio':>6} {'err pred':>9} "
+          f"{'D fresh':>9} {'|D| real':>9} {'D real':>16} {'design s':>8}")
+    for N in args.sizes:
+        X, y = dataset(N, rng)
+        plain = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+        cv = ControlVariates(plain)
+        walk = RandomWalk.from_laplace(cv)
+        th, nw = pairs(cv, args.pairs, rng)
+        fth, fnw = pairs(cv, args.fresh, rng)
+        for label, model in (("plain", plain), ("cv", cv)):
+            t0 = time.perf_counter()
+            trial = design.TrialChain.from_model(model, th, nw)
+            t_trial = time.perf_counter() - t0
+            fresh = design.TrialChain.from_model(model, fth, fnw)
+            for kind in args.kinds:
+                t0 = time.perf_counter()
+                try:
+                    d = design.optimize(trial, args.tolerance, test=kind)
+                except design.InfeasibleDesignError as exc:
+                    print(f"{N:>9} {label:>6} {kind:>10}  infeasible: {exc}")
+                    continue
+                t_design = time.perf_counter() - t0
+                test = ready_test(d)
+                n_tests = args.tests if label == "cv" else max(50, args.tests // 5)
+                rows, dhat, se = realised_on_pairs(real, model, test, fth, fnw, n_tests, rng)
+                chain = sample(model, test, walk, cv.centre.theta, args.steps, rng=rng)
+                chain_rows = float(chain.stats["n_used"].mean())
+                pred = d.data_fraction * N
+                f_err, f_frac = design.evaluate(d, fresh)   # the design at the fresh pairs
+                pred_fresh = float(np.mean(f_frac) * N)
+                row = dict(N=N, model=label, test=kind, settings=settings(d),
+                           rows_predicted=pred, rows_predicted_fresh=pred_fresh,
+                           rows_realised_pairs=float(rows.mean()),
+                           rows_realised_chain=chain_rows,
+                           data_fraction_predicted=d.data_fraction,
+                           data_fraction_realised_pairs=float(rows.mean() / N),
+                           data_fraction_realised_chain=chain_rows / N,
+                           error_predicted=d.error,
+                           error_predicted_fresh=float(np.mean(np.abs(f_err))),
+                           delta_predicted_fresh=float(np.mean(f_err)),
+                           mean_abs_delta_realised=float(
+                               np.mean(np.abs(dhat))),
+                           mean_delta_realised=float(np.mean(dhat)),
+                           mean_delta_se=float(np.sqrt(np.sum(se**2)) / se.size),
+                           tolerance=args.tolerance, acceptance=chain.acceptance_rate,
+                           trial_seconds=t_trial, design_seconds=t_design,
+                           summary=str(d))
+                out.append(row)
+                print(f"{N:>9} {label:>6} {kind:>10} {settings(d):>28} {pred:>10.1f} "
+                      f"{pred_fresh:>10.1f} {rows.mean():>10.1f} {chain_rows:>10.1f} "
+                      f"{rows.mean() / pred_fresh:>6.2f} {d.error:>9.2g} "
+                      f"{np.mean(f_err):>+9.4f} "
+                      f"{np.mean(np.abs(dhat)):>9.2g} "
+                      f"{np.mean(dhat):>+8.4f}±{row['mean_delta_se']:.4f} {t_design:>8.1f}",
+                      flush=True)
+    write("cv_design", dict(args=vars(args), rows=out))
+
+
+if __name__ == "__main__":
+    main()
