@@ -106,6 +106,9 @@ class Design:
             f"(about {n_used:,.0f} of {self.N:,} points per test)",
             f"  grid                  {len(self.m_grid)} m x {len(self.epsilon_grid)} eps, "
             f"{feasible} within tolerance",
+            "  chosen because        the least expected data among the grid points within "
+            "the tolerance" + (" (one minibatch per test: the smallest m that meets it)"
+                               if n_used < 1.5 * self.m else ""),
         ])
 
     def plot(self, ax=None):

@@ -114,6 +114,46 @@ def test_trial_chain_of_a_control_variate_model_records_the_residuals(tmp_path):
         np.testing.assert_array_equal(getattr(back, name), getattr(tc, name))
 
 
+def test_trial_chain_of_samplers_control_variates():
+    """The real wrapper: the trial chain records the residuals' sd and the residual bound
+    about P/N (the range ConfidenceTest uses), and the true mean."""
+    from samplers import ControlVariates, LogisticRegression
+
+    rng = np.random.default_rng(10)
+    N = 4000
+    X = np.column_stack([np.ones(N), rng.normal(size=(N, 2))])
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ [0.2, 1.0, -0.5]))).astype(float)
+    plain = LogisticRegression(X, y)
+    cv = ControlVariates(plain)
+    thetas = cv.centre.theta + rng.normal(0, 0.03, (4, 3))
+    news = thetas + rng.normal(0, 0.03, (4, 3))
+    tc = TrialChain.from_model(cv, thetas, news)
+    full = TrialChain.from_model(plain, thetas, news)
+    np.testing.assert_allclose(tc.mu, full.mu, rtol=1e-8)
+    assert np.all(tc.sigma < 0.1 * full.sigma)
+    for p in range(4):
+        r = cv.loglik_ratio(thetas[p], news[p], np.arange(N))
+        assert tc.sigma[p] == pytest.approx(r.std(), rel=1e-9)
+        assert tc.range_bound[p] == pytest.approx(
+            cv.loglik_ratio_range(thetas[p], news[p])[1], rel=1e-12)
+
+
+def test_evaluate_reproduces_the_design(three_designs):
+    from design import acceptance_error, evaluate
+
+    tc, designs = three_designs
+    for kind, d in designs.items():
+        err, frac = evaluate(d, tc)
+        if kind == "austere":
+            r = acceptance_error(tc, m=d.m, epsilon=d.epsilon, threshold=d.threshold)
+            np.testing.assert_allclose(frac, r.data_fraction, rtol=1e-12)
+        else:
+            np.testing.assert_allclose(err, d.pair_error, rtol=1e-12, atol=1e-300)
+            np.testing.assert_allclose(frac, d.pair_data_fraction, rtol=1e-12)
+    with pytest.raises(ValueError, match="trial_chain.N must be the design's N = 20000"):
+        evaluate(designs["barker"], TrialChain(mu=[0.0], sigma=[1.0], c0=[0.0], N=100))
+
+
 def test_from_model_refuses_a_range_that_does_not_hold_the_rows():
     rng = np.random.default_rng(1)
     model = WrapperLike(rng.normal(size=500), rng.normal(size=500))
