@@ -1,13 +1,36 @@
-"""Shared by the benchmark scripts: where results go and what machine produced them."""
+"""Shared by the benchmark scripts (and ``notebooks/_notebook.py``): where results go and
+what machine produced them."""
 
 from __future__ import annotations
 
 import json
+import os
+import platform
+import subprocess
+import time
 from pathlib import Path
 
-from samplers._notebook import machine
-
 RESULTS = Path(__file__).resolve().parent / "results"
+#: The source checkout (this file is ``<root>/benchmarks/_common.py``).
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def machine() -> dict:
+    """CPU, cores, load, Python and commit: enough to tell two runs apart."""
+    cpu = platform.processor()
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                                text=True, cwd=ROOT, check=False).stdout.strip()
+    except OSError:
+        commit = ""
+    return {"cpu": cpu, "cores": os.cpu_count(), "load_average_1min": os.getloadavg()[0],
+            "python": platform.python_version(), "commit": commit,
+            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 def write(name: str, payload: dict) -> Path:

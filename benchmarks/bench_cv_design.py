@@ -35,7 +35,6 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
 from _common import write  # noqa: E402
-from cv_rows_per_step import dataset  # noqa: E402
 
 import design  # noqa: E402
 from samplers import (  # noqa: E402
@@ -48,6 +47,18 @@ from samplers import (  # noqa: E402
     RandomWalk,
     sample,
 )
+
+
+D = 10
+
+
+def dataset(N, rng):
+    """Logistic regression rows: d = 10 Gaussian covariates and an intercept."""
+    theta = rng.normal(0.0, 1.0 / np.sqrt(D), D + 1)
+    X = rng.normal(size=(N, D + 1))
+    X[:, -1] = 1.0
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ theta)))).astype(float)
+    return X, y
 
 
 def _real_tests():

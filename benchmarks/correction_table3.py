@@ -28,20 +28,11 @@ from pathlib import Path
 import numpy as np
 from scipy import linalg, special
 
-from design import correction
+from design import correction, reference_tables
 
 SIGMAS = (0.8, 0.9, 1.0, 1.1)
-LAMBDAS = (100.0, 10.0, 1.0, 0.1, 0.01)
-PAPER = {  # Table 3: (N, sigma) -> L_inf for lambda = 100, 10, 1, 0.1, 0.01
-    (2000, 0.8): (2.6e-3, 4.0e-4, 6.7e-5, 1.4e-5, 5.0e-6),
-    (2000, 0.9): (3.3e-3, 6.4e-4, 1.6e-4, 1.3e-4, 2.7e-4),
-    (2000, 1.0): (4.4e-3, 1.3e-3, 1.1e-3, 2.0e-3, 3.6e-3),
-    (2000, 1.1): (6.8e-3, 4.6e-3, 7.5e-3, 1.3e-2, 2.4e-2),
-    (4000, 0.8): (8.3e-4, 1.3e-4, 2.5e-5, 6.7e-6, 7.4e-6),
-    (4000, 0.9): (1.2e-3, 2.6e-4, 1.0e-4, 2.0e-4, 3.9e-4),
-    (4000, 1.0): (1.9e-3, 8.9e-4, 1.6e-3, 2.8e-3, 5.2e-3),
-    (4000, 1.1): (4.3e-3, 6.0e-3, 1.0e-2, 1.2e-2, 3.5e-2),
-}
+LAMBDAS = reference_tables.SEITA_TABLE3_LAMBDAS
+PAPER = reference_tables.SEITA_TABLE3  # Table 3: (N, sigma) -> L_inf for each of LAMBDAS
 RESULTS = Path(__file__).resolve().parent / "results" / "correction_table3.json"
 
 

@@ -4,7 +4,7 @@ Each benchmark writes ``benchmarks/results/<name>.json``; this script turns the 
 knows into table rows (the paper's number, ours, how it was measured) and rewrites the block
 between ``<!-- results:begin -->`` and ``<!-- results:end -->`` in README.md. Each notebook
 run at full size writes ``benchmarks/results/notebook_<name>.json`` with its closing table and
-its figures (``samplers._notebook``): its rows join the table, and its figures the gallery
+its figures (``notebooks/_notebook.py``): its rows join the table, and its figures the gallery
 between ``<!-- gallery:begin -->`` and ``<!-- gallery:end -->``.
 
 Run:  python benchmarks/report.py [--check]   (--check: exit 1 if README is out of date)
@@ -232,7 +232,7 @@ def _cell(text):
 
 
 def rows_notebook(r):
-    """A notebook's closing table (written by ``samplers._notebook.Notebook.report``)."""
+    """A notebook's closing table (written by ``Notebook.report`` of ``notebooks/_notebook.py``)."""
     how = f"`notebooks/{r['notebook']}.ipynb`"
     return [(_cell(row["what"]), _cell(row["paper"]), _cell(row["ours"]),
              how + (f", {_cell(row['how'])}" if row.get("how") else ""))

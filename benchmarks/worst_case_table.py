@@ -23,13 +23,14 @@ from _common import write  # noqa: E402
 from _design_refs import reference  # noqa: E402
 
 from design import sequential_error  # noqa: E402
+from design.reference_tables import KORATTIKARA_WORST_CASE as PAPER  # noqa: E402
 
 coarse = reference("coarse_dp")
 
 
 def main():
     t0 = time.time()
-    eps_list, m_list, N = coarse.PAPER_EPS, coarse.PAPER_M, coarse.PAPER_N
+    eps_list, m_list, N = PAPER.epsilon, PAPER.m, PAPER.N
     E = np.empty((len(eps_list), len(m_list)))
     S = np.empty_like(E)
     for a, eps in enumerate(eps_list):
@@ -39,14 +40,14 @@ def main():
     print(f"Worst case at N = {N:,}, normal thresholds: E(0) ours / published (100 bins)")
     print("eps \\ m " + "".join(f"{m:>17}" for m in m_list))
     for a, eps in enumerate(eps_list):
-        print(f"{eps:<8}" + "".join(f"  {E[a, b]:.5f}/{coarse.PAPER_ERROR[a, b]:.5f}"
+        print(f"{eps:<8}" + "".join(f"  {E[a, b]:.5f}/{PAPER.error[a, b]:.5f}"
                                     for b in range(len(m_list))))
     print("\nExpected number of stages, ours / published")
     for a, eps in enumerate(eps_list):
-        print(f"{eps:<8}" + "".join(f"  {S[a, b]:7.3f}/{coarse.PAPER_STAGES[a, b]:7.3f}"
+        print(f"{eps:<8}" + "".join(f"  {S[a, b]:7.3f}/{PAPER.stages[a, b]:7.3f}"
                                     for b in range(len(m_list))))
-    dE = coarse.PAPER_ERROR - E
-    dS = coarse.PAPER_STAGES - S
+    dE = PAPER.error - E
+    dS = PAPER.stages - S
     print(f"\npublished - ours: E(0) max |diff| {np.abs(dE).max():.2e} (mean "
           f"{dE.mean():+.2e}), stages max |diff| {np.abs(dS).max():.3f}")
 
@@ -68,8 +69,8 @@ def main():
                     "at N = 1e6",
         N=N, epsilon=list(eps_list), m=list(m_list),
         ours_error=E.tolist(), ours_stages=S.tolist(),
-        published_error=coarse.PAPER_ERROR.tolist(),
-        published_stages=coarse.PAPER_STAGES.tolist(),
+        published_error=PAPER.error.tolist(),
+        published_stages=PAPER.stages.tolist(),
         max_abs_diff_error=float(np.abs(dE).max()),
         max_abs_diff_stages=float(np.abs(dS).max()),
         large_N=large, runtime_seconds=round(time.time() - t0, 2)))

@@ -5,8 +5,9 @@
 * :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
   a :class:`TrialChain` (Eq. 6);
 * :func:`optimize` -- the settings that use the least data within a tolerance: (m, epsilon)
-  of the sequential t-test by the average (Eq. 7) or worst-case (Eq. 8) design, returned as
-  a :class:`Design`; with ``test="barker"`` m and the Novak threshold of the minibatch
+  of the sequential t-test by the average (Eq. 7) or worst-case (Eq. 8) design
+  (:data:`METHODS`), returned as a :class:`Design` (:data:`THRESHOLDS` names the sequential
+  test's threshold laws); with ``test="barker"`` m and the Novak threshold of the minibatch
   Barker test (:class:`BarkerDesign`); with ``test="confidence"`` the first batch and
   growth factor of the confidence sampler (:class:`ConfidenceDesign`).
 * :func:`evaluate` -- a design's predicted error and data use at the pairs of any trial
@@ -14,7 +15,9 @@
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.acceptance`: a simulator of the minibatch Barker test's acceptance
-  probability at a fixed pair.
+  probability at a fixed pair;
+* :mod:`design.reference_tables`: the seed papers' published tables, which the notebooks,
+  benchmarks and tests compare with.
 """
 
 from . import acceptance, correction
@@ -22,8 +25,8 @@ from ._acceptance_error import AcceptanceError, acceptance_error
 from ._barker_design import BarkerDesign
 from ._confidence_design import ConfidenceDesign
 from ._dispatch import evaluate, optimize
-from ._optimize import Design, InfeasibleDesignError
-from ._sequential import SequentialError, sequential_error
+from ._optimize import METHODS, Design, InfeasibleDesignError
+from ._sequential import THRESHOLDS, SequentialError, sequential_error
 from ._trial import TrialChain
 
 __all__ = [
@@ -32,7 +35,9 @@ __all__ = [
     "ConfidenceDesign",
     "Design",
     "InfeasibleDesignError",
+    "METHODS",
     "SequentialError",
+    "THRESHOLDS",
     "TrialChain",
     "acceptance",
     "acceptance_error",

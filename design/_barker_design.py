@@ -18,7 +18,7 @@ from typing import ClassVar
 import numpy as np
 from scipy import special
 
-from samplers._checks import check_int, check_interval
+from ._lib.checks import check_int, check_interval
 
 from ._trial import TrialChain
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from samplers._checks import check_interval
+from ._lib.checks import check_interval
 
 from . import _optimize
 from ._barker_design import optimize_barker

@@ -41,7 +41,7 @@ import math
 
 import numpy as np
 
-from samplers._jit import jit
+from ._lib.jit import jit
 
 _SQRT_2PI = math.sqrt(2.0 * math.pi)
 _INV_SQRT_2PI = 1.0 / _SQRT_2PI

@@ -20,7 +20,7 @@ import math
 
 import numpy as np
 
-from samplers._jit import jit
+from ._lib.jit import jit
 
 _SQRT2 = math.sqrt(2.0)
 _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)

@@ -9,7 +9,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from samplers._checks import check_int, check_interval
+from ._lib.checks import check_int, check_interval
 
 from ._acceptance_error import PairIntegrals, mu_table_edge
 from ._sequential import THRESHOLDS, run_dp

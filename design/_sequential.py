@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from samplers._checks import check_finite_array, check_int, check_interval
+from ._lib.checks import check_finite_array, check_int, check_interval
 
 from . import _dp
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from samplers._checks import check_finite_array, check_int
+from ._lib.checks import check_finite_array, check_int
 
 __all__ = ["TrialChain"]
 

@@ -33,8 +33,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from samplers._checks import as_generator, check_finite_array, check_int, check_interval
-from samplers._jit import jit
+from ._lib.checks import as_generator, check_finite_array, check_int, check_interval
+from ._lib.jit import jit
 
 from . import correction as _correction
 from ._kernels import hat_normal_cdf

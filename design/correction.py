@@ -46,7 +46,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from samplers._checks import (
+from ._lib.checks import (
     as_generator,
     check_finite_array,
     check_int,

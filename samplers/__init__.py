@@ -15,7 +15,9 @@ The pieces:
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
-  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`.
+  :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`;
+* :func:`laplace_approximation`, the Gaussian approximation of a logistic-regression
+  posterior: a chain's starting point and the random walk's shape.
 """
 
 from . import datasets, priors
@@ -32,7 +34,7 @@ from ._accept import (
     confidence_radius,
 )
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
-from ._index import IndexSampler
+from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
     Gaussian,
@@ -59,6 +61,7 @@ from .models import (
     StudentTBound,
     map_estimate,
 )
+from .models import LaplaceApproximation, laplace_approximation
 
 # --- control variates (issue 12) ---
 from .models import ControlVariates, TaylorCentre
@@ -79,6 +82,7 @@ __all__ = [
     "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
     "map_estimate",
+    "LaplaceApproximation", "laplace_approximation",
     # control variates (issue 12)
     "ControlVariates", "TaylorCentre",
 ]

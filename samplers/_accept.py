@@ -23,8 +23,8 @@ import numpy as np
 from scipy import special
 
 from . import _seq
-from ._checks import check_int, check_interval
-from ._moments import RunningMoments, batch_moments3, merge_moments3
+from design._lib.checks import check_int, check_interval
+from design._lib.moments import RunningMoments, batch_moments3, merge_moments3
 from ._seq import austere_se, confidence_radius_code, look_delta, next_size
 
 __all__ = [

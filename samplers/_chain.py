@@ -20,8 +20,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ._accept import AcceptanceTest
-from ._checks import as_generator, check_int
-from ._index import IndexSampler
+from design._lib.checks import as_generator, check_int
+from design._lib.rows import IndexSampler
 from ._view import check_model
 from .proposals import Proposal
 

@@ -21,9 +21,9 @@ from functools import cache
 
 import numpy as np
 
-from ._index import draw_rows
-from ._jit import jit
-from ._moments import abs_central_sums, batch_moments, batch_moments3, merge_moments, merge_moments3
+from design._lib.rows import draw_rows
+from design._lib.jit import jit
+from design._lib.moments import abs_central_sums, batch_moments, batch_moments3, merge_moments, merge_moments3
 from .models._kernels import batch_ratio
 
 DONE, NONFINITE, MORE_THRESHOLDS = 0, 1, 2

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
-from ._checks import as_generator, check_int, check_positive
+from design._lib.checks import as_generator, check_int, check_positive
 
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
            # issue 7 (SGLD, extended SGLD)

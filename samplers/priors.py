@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._checks import check_finite_array
+from design._lib.checks import check_finite_array
 
 __all__ = ["Prior", "FlatPrior", "GaussianPrior", "LaplacePrior"]
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ._checks import check_finite_array, check_int, check_positive
+from design._lib.checks import check_finite_array, check_int, check_positive
 
 __all__ = ["Proposal", "RandomWalk", "Langevin", "minibatch_grad"]
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 from scipy import integrate
 
-from ._checks import check_int, check_interval
+from design._lib.checks import check_int, check_interval
 
 __all__ = ["Posterior1D", "posterior_1d"]
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from samplers.cli import main
+from validation.workflow.cli import main
 
 
 def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from samplers._checks import check_int, check_interval, check_positive
+from design._lib.checks import check_int, check_interval, check_positive
 
 __all__ = ["stationary_bound", "subsampling_bound", "delta_max"]
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
-from samplers._checks import as_generator, check_finite_array, check_int, check_interval
+from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 
 from ._kernels import minibatch_statistics
 from ._ratios import CHUNK, Population, loglik_ratios
@@ -316,7 +316,7 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     Notes
     -----
     Minibatches are drawn without replacement from the real l_i, O(b) per minibatch (a
-    partial Fisher-Yates shuffle, :func:`samplers._index.draw_rows`), and the t statistic
+    partial Fisher-Yates shuffle, :func:`design._lib.rows.draw_rows`), and the t statistic
     is the sequential test's ``(mean - mu) / s`` with ``s`` the sample sd times the
     finite-population correction. The normality tests (``statsmodels``: Jarque-Bera,
     omnibus, Lilliefors) are of the minibatch means; with many simulated minibatches they

@@ -18,7 +18,7 @@ from scipy import special
 
 from samplers import AustereTest, ConfidenceTest
 from samplers._accept import _BOUNDS
-from samplers._checks import as_generator, check_finite_array, check_int, check_positive
+from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
 from samplers._view import check_model
 
 from ._bounds import stationary_bound, subsampling_bound

@@ -1,9 +1,9 @@
 """Compiled kernels of the validation checks (private).
 
 Everything that draws minibatches reuses the samplers' machinery: rows come from
-:func:`samplers._index.draw_rows` (a partial Fisher-Yates shuffle of a persistent
+:func:`design._lib.rows.draw_rows` (a partial Fisher-Yates shuffle of a persistent
 permutation, O(b) per minibatch, never a permutation of all N), moments from
-:mod:`samplers._moments`, and the sequential tests are the very compiled loops of
+:mod:`design._lib.moments`, and the sequential tests are the very compiled loops of
 :mod:`samplers._seq` that a chain runs, given a "model" whose l_i are the entries of a
 vector.
 """
@@ -16,9 +16,9 @@ from functools import cache
 import numpy as np
 
 from samplers import _seq
-from samplers._index import draw_rows
-from samplers._jit import jit, row_jit
-from samplers._moments import batch_moments, merge_moments
+from design._lib.rows import draw_rows
+from design._lib.jit import jit, row_jit
+from design._lib.moments import batch_moments, merge_moments
 from samplers._seq import austere_se, confidence_radius_code, look_delta, next_size
 from samplers.models._kernels import prefetch_data0
 

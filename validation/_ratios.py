@@ -7,8 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from samplers._checks import as_generator, check_finite_array, check_int
-from samplers._index import IndexSampler
+from design._lib.checks import as_generator, check_finite_array, check_int
+from design._lib.rows import IndexSampler
 from samplers._view import check_model
 from samplers.models import loglik_ratio
 

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from samplers import AustereTest
-from samplers._checks import as_generator, check_finite_array, check_int, check_interval
+from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 
 from ._kernels import repeated_austere
 from ._ratios import CHUNK, Population, loglik_ratios

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import check_int
-from .._jit import jit, row_jit
+from design._lib.checks import check_int
+from design._lib.jit import jit, row_jit
 
 __all__ = ["BrightSet"]
 

@@ -14,8 +14,8 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from .._chain import Chain, run_chain
-from .._checks import as_generator, check_int
-from .._index import IndexSampler
+from design._lib.checks import as_generator, check_int
+from design._lib.rows import IndexSampler
 from .._view import check_model
 from ..proposals import Langevin, Proposal
 from .brightness import BrightSet

@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from .._jit import jit
+from design._lib.jit import jit
 from ..models.bounds import QuadraticBound
 
 __all__ = ["PseudoPosterior", "log_expm1", "GAP_TOLERANCE"]

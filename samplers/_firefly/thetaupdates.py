@@ -12,7 +12,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._checks import check_int
+from design._lib.checks import check_int
 from ..proposals import RandomWalk
 from .target import total
 

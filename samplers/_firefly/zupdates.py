@@ -25,8 +25,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import check_interval
-from .._jit import jit
+from design._lib.checks import check_interval
+from design._lib.jit import jit
 from .brightness import brighten, darken
 
 __all__ = ["ZInfo", "ExplicitZ", "ImplicitZ", "bernoulli_positions"]

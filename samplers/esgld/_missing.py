@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._checks import as_generator, check_finite_array, check_int, check_positive
+from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
 from ..models._base import as_data_array, check_finite_rows
 from ..sgld import SGLD
 

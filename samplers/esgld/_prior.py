@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from .._checks import check_int, check_positive
+from design._lib.checks import check_int, check_positive
 
 __all__ = ["SpikeSlabPrior"]
 

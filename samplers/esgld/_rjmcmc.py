@@ -18,8 +18,8 @@ import numpy as np
 
 from .._accept import AcceptanceTest
 from .._chain import sample
-from .._checks import as_generator, check_finite_array, check_int, check_positive
-from .._jit import jit
+from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
+from design._lib.jit import jit
 from ..models._base import as_data_array, check_finite_rows, scan_rows
 from ..proposals import Proposal
 from ._prior import SpikeSlabPrior

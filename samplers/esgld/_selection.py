@@ -42,9 +42,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._checks import as_generator, check_finite_array, check_int, check_positive
-from .._index import IndexSampler
-from .._jit import jit
+from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
+from design._lib.rows import IndexSampler
+from design._lib.jit import jit
 from ..models._base import as_data_array, check_finite_rows
 from ..sgld import as_schedule
 from ._prior import SpikeSlabPrior

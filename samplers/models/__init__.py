@@ -8,6 +8,9 @@ from .mixture import GaussianMixture
 
 # Firefly Monte Carlo (issue 6): a Student-t model, collapsible bounds, a MAP finder.
 from ._map import map_estimate
+
+# The Laplace approximation of a logistic regression (a chain's start and proposal shape).
+from ._laplace import LaplaceApproximation, laplace_approximation
 from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
@@ -30,6 +33,8 @@ __all__ = [
     "JaakkolaJordanBound",
     "StudentTBound",
     "map_estimate",
+    "LaplaceApproximation",
+    "laplace_approximation",
     # control variates
     "ControlVariates",
     "TaylorCentre",

@@ -23,7 +23,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._jit import row_jit
+from design._lib.jit import row_jit
 from .gaussian import GaussianMean
 from .linear import LinearRegression
 from .logistic import LogisticRegression, log_sigmoid

@@ -6,7 +6,7 @@ A built-in model writes four small jitted functions of one row ``i``:
 * ``row_ratio(data, i, theta, theta_new) -> float`` (``l_i``, each row read once)
 * ``row_grad(data, i, theta, out)`` writing the gradient of row ``i`` into ``out`` (length d)
 * ``row_prefetch(data, i)``, a cache hint for the arrays row ``i`` lives in
-  (:func:`samplers._prefetch.prefetch_row`); rows are read in random order, and fetching
+  (:func:`design._lib.prefetch.prefetch_row`); rows are read in random order, and fetching
   them ahead is what makes random rows nearly as cheap as sequential ones
 
 where ``data`` is the model's tuple of arrays and constants. The factories below close over
@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from functools import cache
 
-from .._jit import jit, row_jit
-from .._prefetch import prefetch_ahead, prefetch_row
+from design._lib.jit import jit, row_jit
+from design._lib.prefetch import prefetch_ahead, prefetch_row
 
 
 @row_jit

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._checks import as_generator, check_finite_array, check_int
-from .._index import IndexSampler
+from design._lib.checks import as_generator, check_finite_array, check_int
+from design._lib.rows import IndexSampler
 
 __all__ = ["map_estimate"]
 

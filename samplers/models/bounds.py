@@ -30,9 +30,9 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 from scipy import special
 
-from .._checks import check_finite_array, check_positive
-from .._jit import jit, row_jit
-from .._prefetch import prefetch_ahead, prefetch_row
+from design._lib.checks import check_finite_array, check_positive
+from design._lib.jit import jit, row_jit
+from design._lib.prefetch import prefetch_ahead, prefetch_row
 from ._base import SCAN_CHUNK
 from ._map import map_estimate
 from .logistic import LogisticRegression, log_sigmoid

@@ -13,8 +13,8 @@ from functools import cache
 import numpy as np
 from scipy import optimize
 
-from .._checks import check_finite_array, check_int
-from .._jit import jit, row_jit
+from design._lib.checks import check_finite_array, check_int
+from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
 from ._glm import glm_kernels

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .._checks import check_positive
-from .._jit import row_jit
+from design._lib.checks import check_positive
+from design._lib.jit import row_jit
 from ..priors import FlatPrior, GaussianPrior, Prior
 from ._kernels import prefetch_data0
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows

@@ -6,8 +6,8 @@ import math
 
 import numpy as np
 
-from .._checks import check_positive
-from .._jit import row_jit
+from design._lib.checks import check_positive
+from design._lib.jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, check_finite_rows, regression_data, scan_rows

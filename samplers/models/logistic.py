@@ -6,7 +6,7 @@ import math
 
 import numpy as np
 
-from .._jit import row_jit
+from design._lib.jit import row_jit
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, regression_data, scan_rows

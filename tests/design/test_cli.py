@@ -5,7 +5,7 @@ import argparse
 import pytest
 
 from design import TrialChain
-from design._cli import add_design_parser, run_design
+from validation.workflow.design_cli import add_design_parser, run_design
 
 
 def _parse(argv):

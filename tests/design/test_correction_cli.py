@@ -6,7 +6,7 @@ import io
 import pytest
 
 from design import correction
-from design._correction_cli import add_correction_parser, run_correction
+from validation.workflow.correction_cli import add_correction_parser, run_correction
 
 
 def parse(argv):

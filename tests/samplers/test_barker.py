@@ -16,7 +16,7 @@ from scipy import special, stats
 from design import correction
 from design.acceptance import barker_acceptance
 from samplers import BarkerTest, FlatPrior, GaussianMean, IndexSampler
-from samplers._moments import abs_central_sums, batch_moments3, merge_moments3
+from design._lib.moments import abs_central_sums, batch_moments3, merge_moments3
 from samplers._seq import novak_error, novak_lower_bound
 from samplers._view import check_model
 

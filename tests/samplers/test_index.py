@@ -7,7 +7,7 @@ from hypothesis import strategies as st
 from scipy import stats
 
 from samplers import IndexSampler
-from samplers._index import _partial_shuffle
+from design._lib.rows import _partial_shuffle
 
 
 @given(N=st.integers(1, 300), sizes=st.lists(st.integers(0, 120), max_size=8), seed=st.integers(0, 99))

@@ -2,7 +2,7 @@
 
 The loops are closures over other compiled functions; numba keys a closure's cache entry
 by a pickle of its cells, which would carry a random per-process dispatcher uuid unless
-``samplers._jit`` pins it. Then every process recompiled (seconds for the Barker test) and
+``design._lib.jit`` pins it. Then every process recompiled (seconds for the Barker test) and
 appended to the cache files. Here a second process must load every compiled loop from the
 cache the first one wrote, and save nothing.
 """
@@ -13,7 +13,7 @@ import sys
 
 import numpy as np
 
-from samplers._jit import jit, stable_uuid
+from design._lib.jit import jit, stable_uuid
 
 SCRIPT = """
 import numpy as np

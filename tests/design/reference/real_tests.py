@@ -16,7 +16,7 @@ from scipy import special
 from design import TrialChain
 from samplers import _seq
 from samplers._accept import _BOUNDS
-from samplers._jit import jit
+from design._lib.jit import jit
 from samplers.models._kernels import prefetch_data0
 from validation._kernels import vector_ratio
 

@@ -44,7 +44,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 from scipy import stats
 
-from samplers._jit import jit
+from design._lib.jit import jit
 
 GRID_N = (10_000, 1_000_000)
 GRID_M = (100, 500)

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from ._checks import as_generator, check_int
-from ._jit import jit
-from ._prefetch import PREFETCH_DISTANCE, prefetch_item
+from .checks import as_generator, check_int
+from .jit import jit
+from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
 __all__ = ["IndexSampler"]
 
@@ -81,7 +81,7 @@ class IndexSampler:
 
     Examples
     --------
-    >>> from samplers import IndexSampler
+    >>> from design._lib.rows import IndexSampler
     >>> s = IndexSampler(10, rng=0)
     >>> first = s.take(4)
     >>> more = s.take(4)

@@ -36,7 +36,7 @@ _NAMESPACE = uuid.UUID("5b0c3a8e-2f4d-4c1e-9a57-6d2f1e0b7c93")
 def jit(func=None, **options):
     """``numba.njit`` with the toolkit's options and a uuid stable across processes.
 
-    >>> from samplers._moments import batch_moments3
+    >>> from design._lib.moments import batch_moments3
     >>> batch_moments3._uuid == stable_uuid(batch_moments3.py_func)
     True
     """

@@ -12,7 +12,7 @@ from llvmlite import ir
 from numba import types
 from numba.core import cgutils
 
-from ._jit import intrinsic, jit, row_jit
+from .jit import intrinsic, jit, row_jit
 
 #: How many rows ahead the compiled loops prefetch.
 PREFETCH_DISTANCE = 8

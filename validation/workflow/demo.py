@@ -27,13 +27,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ._accept import AustereTest, ExactTest
-from ._chain import sample
-from ._checks import as_generator
-from .datasets import logistic_regression
-from .models import LogisticRegression
-from .priors import GaussianPrior
-from .proposals import RandomWalk
+from design._lib.checks import as_generator
+from samplers import (AustereTest, ExactTest, GaussianPrior, LogisticRegression, RandomWalk,
+                      laplace_approximation, sample)
+from samplers.datasets import logistic_regression
 
 
 @dataclass(frozen=True)
@@ -46,51 +43,6 @@ class DemoSettings:
     tolerance: float = 0.01
     seed: int = 2014
     out: Path = Path("austerity-demo")
-
-
-def laplace_approximation(model: LogisticRegression, rows: int, rng, *, chunk: int = 1 << 16
-                          ) -> tuple[np.ndarray, np.ndarray]:
-    """Posterior mode and covariance of a logistic regression (Laplace approximation).
-
-    Newton steps on ``rows`` random rows (log-likelihood scaled by N / rows) reach the
-    subset's mode cheaply; that mode is off by about sqrt(N / rows) posterior sds, so a few
-    full-data Newton steps (one chunked pass over the data each, done once before sampling)
-    finish the job. The covariance is the inverse Hessian at the full-data mode.
-    """
-    if isinstance(model.prior, GaussianPrior):
-        prior_precision = 1.0 / model.prior.sd**2
-    else:
-        prior_precision = np.zeros(model.dim)
-    K = model.temperature
-
-    def newton_terms(theta, blocks, scale):
-        grad = -prior_precision * theta
-        hess = np.diag(prior_precision).astype(float)
-        for X, y in blocks:
-            p = 1.0 / (1.0 + np.exp(-(X @ theta)))
-            grad = grad + scale / K * X.T @ (y - p)
-            hess = hess + scale / K * (X.T * (p * (1 - p))) @ X
-        return grad, hess
-
-    def labels(y):
-        return (np.asarray(y) > 0).astype(float)
-
-    idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
-    subset = [(np.asarray(model.X[idx]), labels(model.y[idx]))]
-    theta = np.zeros(model.dim)
-    for scale, blocks, steps in ((model.N / idx.shape[0], lambda: subset, 50),
-                                 (1.0, lambda: ((np.asarray(model.X[s:s + chunk]),
-                                                 labels(model.y[s:s + chunk]))
-                                                for s in range(0, model.N, chunk)), 10)):
-        for _ in range(steps):
-            grad, hess = newton_terms(theta, blocks(), scale)
-            step = np.linalg.solve(hess, grad)
-            theta = theta + step
-            if np.max(np.abs(step) / np.sqrt(np.diag(np.linalg.inv(hess)))) < 1e-6:
-                break
-    _, hess = newton_terms(theta, ((np.asarray(model.X[s:s + chunk]), labels(model.y[s:s + chunk]))
-                                   for s in range(0, model.N, chunk)), 1.0)
-    return theta, np.linalg.inv(hess)
 
 
 def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dict:
@@ -109,7 +61,8 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
         f"{settings.n_features} features + intercept")
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
-    start, cov = laplace_approximation(model, 20_000, rng)
+    laplace = laplace_approximation(model, 20_000, rng)
+    start, cov = laplace.mode, laplace.covariance
     proposal = RandomWalk(cov * 2.38**2 / model.dim)
 
     log(f"[2/6] trial pairs: {settings.n_trial} from the Laplace approximation")

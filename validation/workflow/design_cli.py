@@ -1,4 +1,4 @@
-"""The ``austerity design`` subcommand (wired into ``samplers.cli`` by the console script).
+"""The ``austerity design`` subcommand (wired into ``validation.workflow.cli`` by the console script).
 
 Usage::
 
@@ -11,9 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from ._optimize import METHODS, InfeasibleDesignError, optimize
-from ._sequential import THRESHOLDS
-from ._trial import TrialChain
+from design import METHODS, THRESHOLDS, InfeasibleDesignError, TrialChain, optimize
 
 __all__ = ["add_design_parser", "run_design"]
 
@@ -21,7 +19,7 @@ __all__ = ["add_design_parser", "run_design"]
 def add_design_parser(subparsers) -> argparse.ArgumentParser:
     """Add the ``design`` subcommand to an ``argparse`` subparsers object; return it.
 
-    The parser sets ``run=run_design``, so ``samplers.cli`` dispatches with ``args.run(args)``.
+    The parser sets ``run=run_design``, so ``validation.workflow.cli`` dispatches with ``args.run(args)``.
     """
     p = subparsers.add_parser(
         "design",

@@ -1,8 +1,11 @@
 """What the notebooks in ``notebooks/`` share: their run size and where their results go.
 
+Project tooling, not part of the packages (it lives beside the notebooks and is imported
+by its file name, the notebooks running in this folder).
+
 A notebook begins with::
 
-    from samplers._notebook import Notebook
+    from _notebook import Notebook      # this file; a notebook runs in notebooks/
     nb = Notebook("03_bias_variance")
     N = nb.pick(small=2_000, full=12_214)
 
@@ -20,8 +23,7 @@ from __future__ import annotations
 
 import json
 import os
-import platform
-import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import asdict, dataclass
@@ -33,8 +35,11 @@ SIZES = ("small", "full")
 SIZE_VARIABLE = "AUSTERITY_NOTEBOOK_SIZE"
 OUTPUT_VARIABLE = "AUSTERITY_NOTEBOOK_OUTPUT"
 
-#: The source checkout (this file is ``<root>/samplers/_notebook.py``).
+#: The source checkout (this file is ``<root>/notebooks/_notebook.py``).
 ROOT = Path(__file__).resolve().parents[1]
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from _common import machine  # noqa: E402  the benchmarks' record of the machine
 
 
 @dataclass(frozen=True)
@@ -84,24 +89,6 @@ def _size_from_environment() -> str:
     if size not in SIZES:
         raise ValueError(f"{SIZE_VARIABLE} must be 'small' or 'full', got {size!r}")
     return size
-
-
-def machine() -> dict:
-    """CPU, cores, load, Python and commit: enough to tell two runs apart."""
-    cpu = platform.processor()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
-    except (OSError, StopIteration):
-        pass
-    try:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=ROOT, check=False).stdout.strip()
-    except OSError:
-        commit = ""
-    return {"cpu": cpu, "cores": os.cpu_count(), "load_average_1min": os.getloadavg()[0],
-            "python": platform.python_version(), "commit": commit,
-            "date": time.strftime("%Y-%m-%d %H:%M:%S")}
 
 
 class Notebook:

@@ -11,7 +11,7 @@ import argparse
 import sys
 import time
 
-from . import correction
+from design import correction
 
 
 def add_correction_parser(subparsers) -> argparse.ArgumentParser:
@@ -19,7 +19,7 @@ def add_correction_parser(subparsers) -> argparse.ArgumentParser:
 
     ``subparsers`` is what ``ArgumentParser.add_subparsers()`` returned; the command sets
     ``run=run_correction`` as its default, so a caller runs ``args.run(args)`` (the
-    convention of ``samplers/cli.py``).
+    convention of ``validation/workflow/cli.py``).
     """
     parser = subparsers.add_parser(
         "correction", help="build and inspect Barker correction tables",

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 
-from ._jit import jit
+from .jit import jit
 
 
 @jit

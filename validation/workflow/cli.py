@@ -24,7 +24,7 @@ def _add_demo(sub):
 
 
 def _run_demo(args) -> int:
-    from ._demo import DemoSettings, run_demo
+    from .demo import DemoSettings, run_demo
 
     for name in ("rows", "features", "samples", "exact_samples", "trial"):
         if getattr(args, name) < 1:
@@ -46,8 +46,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_demo(sub)
-    from design._cli import add_design_parser
-    from design._correction_cli import add_correction_parser
+    from .correction_cli import add_correction_parser
+    from .design_cli import add_design_parser
 
     add_design_parser(sub)
     add_correction_parser(sub)
