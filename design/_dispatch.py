@@ -58,7 +58,7 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
           predicted from where s^2 = N^2 s_l^2 (1 - b/N) / b falls below sigma^2 = 1 and
           Corollary 1's bound below delta; the error at the stop by a closed form checked
           against :func:`design.acceptance.barker_acceptance`, plus a first-order estimate
-          of the selection bias of stopping on the batch's own variance (conservative: 2-5
+          of the selection bias of stopping on the batch's own variance (conservative: 1.3-6
           times the simulated bias on skewed l_i; ``docs/correction.md`` section 6).
         * ``"confidence"``: the confidence sampler of Bardenet et al. (2014); its error is
           at most delta by construction (Lemma 3.1), so delta = tolerance and the design

@@ -250,7 +250,7 @@ def test_barker_design_without_control_variates(real_tests):
 def test_barker_selection_term_is_conservative(real_tests):
     """Negatively skewed l_i whose batch grows: the real test errs by +0.01..0.05 (the
     selection bias of stopping on the batch variance, docs/correction.md section 6); the
-    design's first-order term has its sign and is larger (2-5 times in the cases measured),
+    design's first-order term has its sign and is larger (1.3-6 times in the cases measured),
     so the design does not promise an error it cannot deliver."""
     rng = np.random.default_rng(7)
     N = 50_000
