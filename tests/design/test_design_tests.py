@@ -366,3 +366,47 @@ def test_a_trial_chain_without_what_the_test_needs():
         optimize(tc, TOL, test="confidence")
     with pytest.raises(TypeError, match="the barker design needs a TrialChain, got int"):
         optimize(10_000, TOL, test="barker", method="worst-case")
+
+
+# --- logistic regression with control variates ---------------------------------------------
+
+
+@pytest.mark.slow
+def test_designed_tests_on_a_logistic_regression_with_control_variates(real_tests):
+    """N = 10^5, d = 10 + intercept, Laplace-scaled random walk: the designed Austere and
+    Barker tests on ControlVariates read one minibatch per step, in a chain and at fresh
+    pairs, within 20 % of the prediction, and err under the tolerance there."""
+    from design import evaluate
+    from samplers import ControlVariates, GaussianPrior, LogisticRegression, RandomWalk, sample
+
+    rng = np.random.default_rng(11)
+    N, d = 100_000, 10
+    beta = rng.normal(0.0, 1.0 / np.sqrt(d), d + 1)
+    X = np.column_stack([rng.normal(size=(N, d)), np.ones(N)])
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ beta)))).astype(float)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    L = np.linalg.cholesky(cv.laplace_covariance())
+
+    def pairs(n):
+        theta = cv.centre.theta + rng.standard_normal((n, d + 1)) @ L.T
+        return theta, theta + 2.38 / np.sqrt(d + 1) * rng.standard_normal((n, d + 1)) @ L.T
+
+    trial = TrialChain.from_model(cv, *pairs(20))
+    fa, fb = pairs(5)
+    fresh = TrialChain.from_model(cv, fa, fb)
+    walk = RandomWalk.from_laplace(cv)
+    for kind in ("austere", "barker"):
+        des = optimize(trial, TOL, test=kind)
+        assert des.data_fraction * N <= 1.5 * des.m          # one minibatch per step
+        test = (AustereTest.from_design(des, threshold="t") if kind == "austere"
+                else BarkerTest.from_design(des))
+        chain = sample(cv, test, walk, cv.centre.theta, 300, rng=rng)
+        assert chain.stats["n_used"].mean() == pytest.approx(des.data_fraction * N, rel=0.2)
+        err, frac = evaluate(des, fresh)
+        for p in range(5):
+            l = cv.loglik_ratio(fa[p], fb[p], np.arange(N))
+            c = float(cv.logprior(fb[p]) - cv.logprior(fa[p]))
+            dhat, se, used = real_tests.simulate(test, l, c, 2000, rng)
+            assert used == pytest.approx(frac[p] * N, rel=0.2)
+            assert abs(dhat - err[p]) <= Z * se + 1e-12
+            assert abs(dhat) <= TOL + Z * se
