@@ -80,7 +80,7 @@ def pairs(cv, n, rng):
     cov = cv.laplace_covariance()
     L = np.linalg.cholesky(cov)
     d = cov.shape[0]
-    theta = cv.centre.theta + rng.standard_normal((n, d)) @ L.T
+    theta = cv.center.theta + rng.standard_normal((n, d)) @ L.T
     step = (2.38 / math.sqrt(d)) * rng.standard_normal((n, d)) @ L.T
     return theta, theta + step
 
@@ -170,7 +170,7 @@ def main(argv=None):
                 t_design = time.perf_counter() - t0
                 test = ready_test(d)
                 n_tests = args.tests if label == "cv" else max(50, args.tests // 5)
-                chain = sample(model, test, walk, cv.centre.theta, args.steps, rng=rng)
+                chain = sample(model, test, walk, cv.center.theta, args.steps, rng=rng)
                 chain_rows = float(chain.stats["n_used"].mean())
                 pred = d.data_fraction * N
                 f_err, f_frac = design.evaluate(d, fresh)   # the design at the fresh pairs

@@ -15,7 +15,8 @@ timed on the same random rows with the compiled batch loop; the plain model's ra
 is the baseline.
 
 Run:  python benchmarks/cv_rows_per_step.py [--steps 1000] [--sizes 100000 1000000] [--m 500]
-Writes benchmarks/results/cv_rows_per_step.json.
+      [--cv-only]
+Writes benchmarks/results/cv_rows_per_step.json (``..._cv_only_m<m>.json`` with --cv-only).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import sys
 import time
 from pathlib import Path
 
+import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -39,10 +41,6 @@ from samplers import (  # noqa: E402
     RandomWalk,
     sample,
 )
-from samplers._jit import row_jit  # noqa: E402
-from samplers._prefetch import prefetch_row  # noqa: E402
-from samplers.models._kernels import batch_ratio  # noqa: E402
-from samplers.models.logistic import log_sigmoid  # noqa: E402
 
 D = 10
 
@@ -57,7 +55,7 @@ def dataset(N, rng):
 
 def run_chain(model, cv, test, steps, seed):
     proposal = RandomWalk.from_laplace(cv)
-    start = cv.centre.theta
+    start = cv.center.theta
     burn = sample(model, test, proposal, start, max(50, steps // 10), rng=seed)
     chain = sample(model, test, proposal, burn.samples[-1], steps, rng=seed + 1)
     used = chain.stats["n_used"]
@@ -72,67 +70,96 @@ def run_chain(model, cv, test, steps, seed):
 
 
 # --- the stored-weights alternative, for the per-row cost comparison -------------------------
+# Both variants are written here with plain numba (no prefetching), so that they differ only in
+# where f'(eta*_i), f''(eta*_i) come from; the library's public loglik_ratio (compiled loop with
+# prefetching, plus a Python call) is timed beside them.
 
 
-@row_jit
-def _stored_ratio(data, i, theta, theta_new):
-    # data = (X, y, eta_star, f1, f2, shift); eta*, f', f'' read from per-row arrays
-    X, y, eta_star, f1, f2, shift = data
-    a = 0.0
-    a_new = 0.0
-    for j in range(X.shape[1]):
-        x = X[i, j]
-        a += x * theta[j]
-        a_new += x * theta_new[j]
-    s = 2.0 * y[i] - 1.0
-    d = a_new - a
-    proxy = d * (f1[i] + 0.5 * f2[i] * (a_new + a - 2.0 * eta_star[i]))
-    return (log_sigmoid(s * a_new) - log_sigmoid(s * a)) - proxy + shift
+@numba.njit(cache=True)
+def _log_sigmoid(z):
+    if z >= 0.0:
+        return -math.log1p(math.exp(-z))
+    return z - math.log1p(math.exp(z))
 
 
-@row_jit
-def _stored_prefetch(data, i):
-    prefetch_row(data[0], i)
-    prefetch_row(data[1], i)
-    prefetch_row(data[2], i)
-    prefetch_row(data[3], i)
-    prefetch_row(data[4], i)
+@numba.njit(cache=True)
+def cv_recompute(X, y, center, theta, theta_new, shift, idx, out):
+    for t in range(idx.shape[0]):
+        i = idx[t]
+        a = 0.0
+        a_new = 0.0
+        a_c = 0.0
+        for j in range(X.shape[1]):
+            x = X[i, j]
+            a += x * theta[j]
+            a_new += x * theta_new[j]
+            a_c += x * center[j]
+        s = 2.0 * y[i] - 1.0
+        z = s * a_c
+        e = math.exp(-abs(z))
+        q = e / (1.0 + e) if z >= 0.0 else 1.0 / (1.0 + e)
+        f1 = s * q
+        f2 = -e / ((1.0 + e) * (1.0 + e))
+        d = a_new - a
+        proxy = d * (f1 + 0.5 * f2 * (a_new + a - 2.0 * a_c))
+        out[t] = (_log_sigmoid(s * a_new) - _log_sigmoid(s * a)) - proxy + shift
+
+
+@numba.njit(cache=True)
+def cv_stored(X, y, eta_star, f1, f2, theta, theta_new, shift, idx, out):
+    for t in range(idx.shape[0]):
+        i = idx[t]
+        a = 0.0
+        a_new = 0.0
+        for j in range(X.shape[1]):
+            x = X[i, j]
+            a += x * theta[j]
+            a_new += x * theta_new[j]
+        s = 2.0 * y[i] - 1.0
+        d = a_new - a
+        proxy = d * (f1[i] + 0.5 * f2[i] * (a_new + a - 2.0 * eta_star[i]))
+        out[t] = (_log_sigmoid(s * a_new) - _log_sigmoid(s * a)) - proxy + shift
+
+
+def _best(fn, repeats):
+    best = math.inf
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        best = min(best, time.perf_counter() - t0)
+    return best
 
 
 def row_costs(model, cv, rng, n_rows=200_000, repeats=7):
-    """ns per row of the plain ratio, the on-the-fly CV ratio and the stored-weights CV ratio."""
+    """ns per random row: the library's plain and CV ratios (public API), and the bare
+    recompute and stored-weights kernels."""
     X, y = model.X, model.y
     eta = np.empty(model.N)
     for s in range(0, model.N, 1 << 16):
-        eta[s:s + (1 << 16)] = X[s:s + (1 << 16)] @ cv.centre.theta
+        eta[s:s + (1 << 16)] = X[s:s + (1 << 16)] @ cv.center.theta
     sg = 2.0 * y - 1.0
     p = 1.0 / (1.0 + np.exp(-sg * eta))
     f1, f2 = sg * (1.0 - p), -p * (1.0 - p)
     sd = np.sqrt(np.diag(cv.laplace_covariance()))
-    theta = cv.centre.theta + sd * rng.normal(size=cv.dim)
+    theta = cv.center.theta + sd * rng.normal(size=cv.dim)
     theta_new = theta + 0.5 * sd * rng.normal(size=cv.dim)
     idx = rng.integers(0, model.N, n_rows).astype(np.intp)
-    out = np.empty(n_rows)
     shift = cv.proxy_total(theta, theta_new) / cv.N
-    kernels = {
-        "plain": (batch_ratio(model._row_ratio, model._row_prefetch), model._kernel_data()),
-        "cv_recompute": (batch_ratio(cv._row_ratio, cv._row_prefetch),
-                         cv._decision_data(theta, theta_new)),
-        "cv_stored": (batch_ratio(_stored_ratio, _stored_prefetch), (X, y, eta, f1, f2, shift)),
+    out_a, out_b = np.empty(n_rows), np.empty(n_rows)
+    center = np.array(cv.center.theta)
+    runs = {
+        "library_plain": lambda: model.loglik_ratio(theta, theta_new, idx),
+        "library_cv": lambda: cv.loglik_ratio(theta, theta_new, idx),
+        "bare_cv_recompute": lambda: cv_recompute(X, y, center, theta, theta_new, shift, idx, out_a),
+        "bare_cv_stored": lambda: cv_stored(X, y, eta, f1, f2, theta, theta_new, shift, idx, out_b),
     }
-    results = {}
-    values = {}
-    for name, (kernel, data) in kernels.items():
-        kernel(data, idx[:10], theta, theta_new, out[:10])  # compile
-        best = math.inf
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            kernel(data, idx, theta, theta_new, out)
-            best = min(best, time.perf_counter() - t0)
-        results[name] = 1e9 * best / n_rows
-        values[name] = out.copy()
-    assert np.allclose(values["cv_recompute"], values["cv_stored"], rtol=1e-8, atol=1e-15)
-    return results
+    for fn in runs.values():
+        fn()  # compile
+    costs = {name: 1e9 * _best(fn, repeats) / n_rows for name, fn in runs.items()}
+    want = cv.loglik_ratio(theta, theta_new, idx)
+    assert np.allclose(out_a, want, rtol=1e-8, atol=1e-15)
+    assert np.allclose(out_b, want, rtol=1e-8, atol=1e-15)
+    return costs
 
 
 def main(argv=None):
@@ -140,6 +167,8 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     parser.add_argument("--m", type=int, default=500)
+    parser.add_argument("--cv-only", action="store_true",
+                        help="skip the plain chains and the per-row timings (fast)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng(12)
     test = AustereTest(m=args.m, epsilon=0.01)
@@ -150,20 +179,25 @@ def main(argv=None):
         t0 = time.perf_counter()
         cv = ControlVariates(model)
         fit_s = time.perf_counter() - t0
-        for label, target in (("plain", model), ("control variates", cv)):
+        targets = (("plain", model), ("control variates", cv))
+        for label, target in targets[1:] if args.cv_only else targets:
             r = run_chain(target, cv, test, args.steps, seed=N % 1000 + 1)
             r.update(N=N, sampler=label, m=args.m, epsilon=0.01, mode_seconds=fit_s,
-                     mode_passes=cv.centre.n_passes)
+                     mode_passes=cv.center.n_passes)
             rows.append(r)
             print(f"N={N:>9,d}  {label:<17s} rows/step mean {r['mean_rows']:>11,.0f}  median "
                   f"{r['median_rows']:>10,.0f}  ({100 * r['fraction_of_N']:6.2f}% of N)  "
                   f"accept {r['acceptance']:.2f}  {r['ms_per_step']:8.3f} ms/step")
+        if args.cv_only:
+            continue
         costs = row_costs(model, cv, rng)
-        print(f"N={N:>9,d}  ns per random row: plain {costs['plain']:.1f}, CV recomputing "
-              f"f', f'' {costs['cv_recompute']:.1f}, CV with stored weights "
-              f"{costs['cv_stored']:.1f}  (mode: {fit_s:.2f} s, {cv.centre.n_passes} passes)")
+        print(f"N={N:>9,d}  ns per random row: library plain {costs['library_plain']:.1f}, "
+              f"library CV {costs['library_cv']:.1f}; bare kernels: CV recomputing f', f'' "
+              f"{costs['bare_cv_recompute']:.1f}, CV with stored weights "
+              f"{costs['bare_cv_stored']:.1f}  (mode: {fit_s:.2f} s, {cv.center.n_passes} passes)")
         rows.append({"N": N, "ns_per_row": costs})
-    write("cv_rows_per_step", {"steps": args.steps, "rows": rows})
+    name = "cv_rows_per_step" + (f"_cv_only_m{args.m}" if args.cv_only else "")
+    write(name, {"steps": args.steps, "rows": rows})
 
 
 if __name__ == "__main__":

@@ -64,7 +64,7 @@ from .models import (
 from .models import LaplaceApproximation, laplace_approximation
 
 # --- control variates (issue 12) ---
-from .models import ControlVariates, TaylorCentre
+from .models import ControlVariates, TaylorCenter
 
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
@@ -84,5 +84,5 @@ __all__ = [
     "map_estimate",
     "LaplaceApproximation", "laplace_approximation",
     # control variates (issue 12)
-    "ControlVariates", "TaylorCentre",
+    "ControlVariates", "TaylorCenter",
 ]

@@ -375,15 +375,15 @@ class ConfidenceTest(AcceptanceTest):
             )
 
     def _range(self, view, theta, theta_new):
-        """``(centre, C, rows scanned)``: every l_i lies in ``[centre - C, centre + C]``.
+        """``(center, C, rows scanned)``: every l_i lies in ``[center - C, center + C]``.
 
         The radius of every bound depends on the width ``2 C`` of that interval only, so a
         model whose l_i share a known shift (control variates: ``r_i + P/N``) reports it as
-        the centre (``loglik_ratio_range``) instead of widening ``C`` by ``|P/N|``.
+        the center (``loglik_ratio_range``) instead of widening ``C`` by ``|P/N|``.
         """
         if self.range == "model":
-            centre, C = view.range(theta, theta_new)
-            return float(centre), float(C), 0
+            center, C = view.range(theta, theta_new)
+            return float(center), float(C), 0
         C = 0.0
         for idx in view.chunks():
             chunk_max = float(np.max(np.abs(view.ratio(theta, theta_new, idx))))
@@ -396,21 +396,21 @@ class ConfidenceTest(AcceptanceTest):
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         N = view.N
         psi = (-rng.standard_exponential() - log_const) / N
-        centre, C, scanned = self._range(view, theta, theta_new)
+        center, C, scanned = self._range(view, theta, theta_new)
         if not math.isfinite(C):
             if math.isnan(C):
                 _nonfinite_decision(C, theta_new)  # raises the NaN error
             raise ValueError(f"ConfidenceTest needs bounded l_i, but a log-likelihood ratio is "
                              f"infinite at theta_new={theta_new}")
-        if C == 0.0:  # every l_i equals the centre: the mean is known without reading data
-            return centre > psi, ConfidenceInfo(0, 0, scanned)
+        if C == 0.0:  # every l_i equals the center: the mean is known without reading data
+            return center > psi, ConfidenceInfo(0, 0, scanned)
         batches.restart()
         if view.row_ratio is None:
             return self._decide_python(view, batches, theta, theta_new, psi, C, scanned)
         perm, _ = batches.kernel_state()
         status, accepted, cursor, mean, look = _seq.confidence_loop(view.row_ratio, view.row_prefetch)(
-            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C, self.delta, self.p,
-            self.gamma, _BOUNDS.index(self.bound), self.batch_size,
+            view.decision_data(theta, theta_new), theta, theta_new, rng, perm, psi, C,
+            self.delta, self.p, self.gamma, _BOUNDS.index(self.bound), self.batch_size,
         )
         batches.set_cursor(cursor)
         if status == _seq.NONFINITE:

@@ -1,7 +1,7 @@
 """Proposals: Gaussian random walk and Langevin (MALA, with full or minibatch gradients).
 
 Both can be preconditioned by a covariance, and both have a ``from_laplace`` constructor that
-takes the Laplace covariance at a :class:`~samplers.ControlVariates` centre (the posterior
+takes the Laplace covariance at a :class:`~samplers.ControlVariates` center (the posterior
 mode) and the dimension-dependent optimal scale, so that nothing needs tuning.
 
 A proposal has ``init(view, theta) -> pstate`` and
@@ -32,9 +32,10 @@ MALA_SCALE = 1.65
 
 def _laplace(source) -> np.ndarray:
     """The Laplace covariance of ``source``: a ``ControlVariates`` (its
-    ``laplace_covariance()``) or a covariance matrix, checked symmetric positive definite."""
+    ``laplace_covariance()``), a ``LaplaceApproximation`` (its ``covariance``) or a covariance
+    matrix, checked symmetric positive definite."""
     get = getattr(source, "laplace_covariance", None)
-    cov = get() if callable(get) else source
+    cov = get() if callable(get) else getattr(source, "covariance", source)
     cov = check_finite_array("covariance", cov, ndim=(2,))
     if cov.shape[0] != cov.shape[1] or not np.allclose(cov, cov.T):
         raise ValueError(f"covariance must be square and symmetric, got shape {cov.shape}")
@@ -128,9 +129,10 @@ class RandomWalk(Proposal):
 
         Parameters
         ----------
-        source : ControlVariates or array of shape (d, d)
+        source : ControlVariates, LaplaceApproximation or array of shape (d, d)
             Where ``Sigma`` comes from: ``source.laplace_covariance()`` (the inverse of minus
-            the log posterior's Hessian at the centre, prior included), or the matrix itself.
+            the log posterior's Hessian at the center, prior included), ``source.covariance``,
+            or the matrix itself.
         scale : float
             Step in units of ``Sigma / d``; 2.38 is optimal for Gaussian targets in high
             dimension (Roberts, Gelman & Gilks 1997).

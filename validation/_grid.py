@@ -500,9 +500,12 @@ def _confidence(g, test, n_tests, rng):
     tau = np.empty(n_tests)
     accept = np.empty(g.n_pairs)
     bound = getattr(g.model, "loglik_ratio_bound", None)
+    span = getattr(g.model, "loglik_ratio_range", None)  # (center, half-width), as the test
     for p in range(g.n_pairs):
         l = g.ratios(p)
-        if test.range == "model" and bound is not None:
+        if test.range == "model" and span is not None:
+            C = float(span(*g.theta_pair(p))[1])
+        elif test.range == "model" and bound is not None:
             C = float(bound(*g.theta_pair(p)))
         else:
             C = float(np.abs(l).max())

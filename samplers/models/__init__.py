@@ -15,7 +15,7 @@ from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
 # Control variates (issue 12).
-from .control_variates import ControlVariates, TaylorCentre
+from .control_variates import ControlVariates, TaylorCenter
 
 __all__ = [
     "Model",
@@ -37,5 +37,5 @@ __all__ = [
     "laplace_approximation",
     # control variates
     "ControlVariates",
-    "TaylorCentre",
+    "TaylorCenter",
 ]

@@ -12,7 +12,7 @@ and optionally ``grad_loglik(theta, idx)`` (per-datum gradients, shape ``(len(id
 ``l_i = log p(x_i | theta_new) - log p(x_i | theta)`` reading each row once, and
 ``loglik_ratio_bound(theta, theta_new)``, an upper bound on ``max_i |l_i|`` over all N rows
 (used by the concentration-bound test), or the tighter ``loglik_ratio_range(theta,
-theta_new) -> (centre, half_width)`` with every ``l_i`` within ``half_width`` of ``centre``.
+theta_new) -> (center, half_width)`` with every ``l_i`` within ``half_width`` of ``center``.
 
 Data are read in place and never copied, so they may be a :class:`numpy.memmap` larger than
 memory; nothing in a sampler step touches more rows than the test asks for.
@@ -261,7 +261,7 @@ class BaseModel:
         raise NotImplementedError
 
     def _loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
-        """``(centre, half_width)`` with every ``l_i`` in ``[centre - half_width, centre +
+        """``(center, half_width)`` with every ``l_i`` in ``[center - half_width, center +
         half_width]``; concentration bounds need only the width. Default ``(0, bound)``."""
         return 0.0, self._loglik_ratio_bound(theta, theta_new)
 

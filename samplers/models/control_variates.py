@@ -20,7 +20,7 @@ from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
 from ._glm import glm_kernels
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["ControlVariates", "TaylorCentre"]
+__all__ = ["ControlVariates", "TaylorCenter"]
 
 #: Above this many rows a user's model must provide the derivatives itself: the finite-
 #: difference fallback costs 2 d extra likelihood passes per row and step and its error grows
@@ -30,6 +30,9 @@ FD_MAX_ROWS = 10**6
 MAX_NEWTON = 60
 #: Newton decrement ``g' (-H)^-1 g`` (twice the predicted gain) at which the mode is found.
 DECREMENT_TOL = 1e-12
+#: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
+#: allows is a likelihood without a maximum (the iterates ran off to infinity).
+SATURATION = 1e-9
 
 
 # --- compiled row kernels, generic in the GLM kernels of the wrapped model -------------------
@@ -37,17 +40,17 @@ DECREMENT_TOL = 1e-12
 
 @cache
 def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
-    """Row kernels of the wrapper over ``data = (inner, centre, order2, shift)``.
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)``.
 
-    ``inner`` is the wrapped model's kernel data, ``centre`` theta*, ``order2`` 1.0 for a
+    ``inner`` is the wrapped model's kernel data, ``center`` theta*, ``order2`` 1.0 for a
     second-order proxy (0.0 for first order) and ``shift`` the per-call constant (P/N for
     ratios, the proxy's total at theta over N for log-likelihoods).
     """
 
     @row_jit
     def row_ratio(data, i, theta, theta_new):
-        inner, centre, order2, shift = data
-        a, a_new, a_c = dots3(inner, i, theta, theta_new, centre)
+        inner, center, order2, shift = data
+        a, a_new, a_c = dots3(inner, i, theta, theta_new, center)
         f1, f2 = derivs(inner, i, a_c)
         d = a_new - a
         proxy = d * (f1 + 0.5 * order2 * f2 * (a_new + a - 2.0 * a_c))
@@ -55,16 +58,16 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
 
     @row_jit
     def row_loglik(data, i, theta):
-        inner, centre, order2, shift = data
-        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        inner, center, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, center)
         f1, f2 = derivs(inner, i, a_c)
         s = a - a_c
         return (link(inner, i, a) - link(inner, i, a_c)) - s * (f1 + 0.5 * order2 * f2 * s) + shift
 
     @row_jit
     def row_grad(data, i, theta, out):
-        inner, centre, order2, shift = data
-        a, _, a_c = dots3(inner, i, theta, theta, centre)
+        inner, center, order2, shift = data
+        a, _, a_c = dots3(inner, i, theta, theta, center)
         g1, _ = derivs(inner, i, a)
         f1, f2 = derivs(inner, i, a_c)
         scatter(inner, i, g1 - f1 - order2 * f2 * (a - a_c), out)
@@ -89,17 +92,17 @@ def _weights_loop(link, derivs):
     return loop
 
 
-# --- the centre ----------------------------------------------------------------------------
+# --- the center ----------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
-class TaylorCentre:
+class TaylorCenter:
     """The point the proxies are expanded at, and the sums the proxy's total needs.
 
     Attributes
     ----------
     theta : ndarray of shape (d,)
-        The centre theta*.
+        The center theta*.
     loglik : float
         ``sum_i l_i(theta*)`` over all N rows.
     grad : ndarray of shape (d,)
@@ -112,13 +115,22 @@ class TaylorCentre:
         ``H + hess log p0(theta*)``; minus its inverse is the Laplace covariance.
     offset : float
         ``sqrt(grad' (-H_post)^-1 grad)`` with the posterior gradient and Hessian: how far
-        the centre is from the mode in posterior standard deviations (in the Laplace
+        the center is from the mode in posterior standard deviations (in the Laplace
         approximation). About 0 at the mode; beyond about 1 the residuals are no longer small
         and the design / CLT check should say so. NaN if ``-H_post`` is not positive definite.
     method : str
         ``"newton"``, ``"lbfgs"`` (the mode was searched) or ``"given"``.
     n_passes : int
-        Chunked passes over the N rows that finding the centre and its sums took.
+        Chunked passes over the N rows that finding the center and its sums took.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, GaussianMean
+    >>> x = np.random.default_rng(0).normal(2.0, 1.0, 1000)
+    >>> c = ControlVariates(GaussianMean(x)).center
+    >>> bool(np.isclose(c.theta[0], x.mean())), c.method, float(c.hess[0, 0])
+    (True, 'newton', -1000.0)
     """
 
     theta: np.ndarray
@@ -147,7 +159,8 @@ def _prior_hessian(logprior, grad_logprior, theta, prior=None) -> np.ndarray:
         up[j] += h
         down[j] -= h
         if grad_logprior is not None:
-            H[:, j] = (np.asarray(grad_logprior(up), float) - np.asarray(grad_logprior(down), float)) / (2 * h)
+            H[:, j] = (np.asarray(grad_logprior(up), float)
+                       - np.asarray(grad_logprior(down), float)) / (2 * h)
         else:
             for k in range(d):
                 pp, pm, mp, mm = (theta.copy() for _ in range(4))
@@ -185,7 +198,7 @@ class ControlVariates(BaseModel):
     r"""A model whose per-row ratios are Taylor residuals plus the proxy's mean.
 
     For each row the *proxy* is the first- or second-order Taylor expansion of its
-    log-likelihood at a centre theta* (by default the posterior mode),
+    log-likelihood at a center theta* (by default the posterior mode),
 
     .. math::
 
@@ -213,10 +226,10 @@ class ControlVariates(BaseModel):
     :class:`~samplers.BarkerTest`, :class:`~samplers.ConfidenceTest`) runs on it unchanged and
     decides the same exact MH comparison, but from rows whose spread is of order
     ``||theta - theta*||^order ||theta' - theta||`` instead of ``||theta' - theta||``
-    (Bardenet, Doucet & Holmes 2017, section 7; the proxy is their eq. for
-    ``wp_i(theta, theta')``). Likewise the per-row gradient is ``grad r_i(theta) +
-    (g + H u)/N``, so a minibatch gradient (:class:`~samplers.Langevin` with ``batch_size``) is
-    the control-variate estimate ``g + H u + (N/n) sum_batch grad r_i``.
+    (Bardenet, Doucet & Holmes 2017, section 7: the confidence sampler with Taylor proxies).
+    Likewise the per-row gradient is ``grad r_i(theta) + (g + H u)/N``, so a minibatch
+    gradient (:class:`~samplers.Langevin` with ``batch_size``) is the control-variate
+    estimate ``g + H u + (N/n) sum_batch grad r_i``.
 
     Parameters
     ----------
@@ -229,8 +242,8 @@ class ControlVariates(BaseModel):
         The expansion point. ``None`` finds the posterior mode: Newton's method with
         backtracking for the built-in models (each iteration one chunked pass with BLAS
         products ``X[a:b].T @ w``, multithreaded), L-BFGS (:func:`scipy.optimize.minimize`)
-        on full chunked gradients otherwise. A given centre must have a finite
-        log-likelihood; far from the mode it is allowed (see :attr:`TaylorCentre.offset`).
+        on full chunked gradients otherwise. A given center must have a finite
+        log-likelihood; far from the mode it is allowed (see :attr:`TaylorCenter.offset`).
     order : {1, 2}
         Order of the Taylor proxy.
     start : array of shape (d,), optional
@@ -241,8 +254,14 @@ class ControlVariates(BaseModel):
     model : the wrapped model.
     order : int
     N, dim : int
-    centre : TaylorCentre
-        The centre and its sums (``centre.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
+    center : TaylorCenter
+        The center and its sums (``center.theta``, ``.grad``, ``.hess``, ``.offset``, ...).
+    taylor_constant, max_row_norm : float
+        ``M`` (``M3`` at order 2, ``M2`` at order 1) and ``max_i ||x_i||`` of the residual
+        bound (built-in models).
+
+    Methods beyond the model protocol: :meth:`proxy_total` (P), :meth:`residual_bound` (B),
+    :meth:`loglik_ratio_range` ``(P/N, B)``, :meth:`laplace_covariance`.
 
     Notes
     -----
@@ -292,7 +311,7 @@ class ControlVariates(BaseModel):
     >>> X = np.column_stack([np.ones(5000), rng.normal(size=(5000, 2))])
     >>> y = (rng.random(5000) < 1 / (1 + np.exp(-X @ [0.2, 1.0, -0.5]))).astype(float)
     >>> cv = ControlVariates(LogisticRegression(X, y))
-    >>> theta = cv.centre.theta + 0.02; theta_new = theta + 0.01
+    >>> theta = cv.center.theta + 0.02; theta_new = theta + 0.01
     >>> full = cv.model.loglik_ratio(theta, theta_new, np.arange(5000))
     >>> resid = cv.loglik_ratio(theta, theta_new, np.arange(5000))
     >>> bool(np.isclose(resid.mean(), full.mean(), rtol=1e-9, atol=0))
@@ -312,7 +331,6 @@ class ControlVariates(BaseModel):
         self.order = int(order)
         self._order2 = 1.0 if self.order == 2 else 0.0
         self.N = check_int("model.N", model.N, low=1)
-        self._glm = glm_kernels(model)
         if self._glm is None and isinstance(model, BaseModel):
             raise TypeError(
                 f"ControlVariates has no kernels for the built-in {type(model).__name__}; "
@@ -332,12 +350,15 @@ class ControlVariates(BaseModel):
         self._has_user_hess = False
         if self._glm is None:
             self._check_user_model()
+            # no residual bound: the samplers' view sees none, so ConfidenceTest(range="model")
+            # refuses the model when the chain starts, naming range="full-data"
+            self._loglik_ratio_range = self._loglik_ratio_bound = None
         if center is None:
             x0 = np.zeros(self.dim) if start is None else self._point("start", start)
-            self.centre = self._find_mode(x0)
+            self.center = self._find_mode(x0)
         else:
-            self.centre = self._at(self._point("center", center), "given", 0)
-        c = self.centre
+            self.center = self._at(self._point("center", center), "given", 0)
+        c = self.center
         self._theta_c = c.theta
         self._g = c.grad
         self._H = c.hess
@@ -360,7 +381,8 @@ class ControlVariates(BaseModel):
                 f"rows needs model.{' and model.'.join(missing)} (per-row derivatives: "
                 "grad_loglik(theta, idx) -> (len(idx), d), hess_loglik(theta, idx) -> "
                 f"(len(idx), d, d)); finite differences are allowed only for N <= {FD_MAX_ROWS}")
-        self._user_grad = m.grad_loglik if callable(getattr(m, "grad_loglik", None)) else self._fd_grad
+        grad = getattr(m, "grad_loglik", None)
+        self._user_grad = grad if callable(grad) else self._fd_grad
         hess = getattr(m, "hess_loglik", None)
         self._has_user_hess = callable(hess)
         self._user_hess = hess if callable(hess) else self._fd_hess
@@ -480,8 +502,8 @@ class ControlVariates(BaseModel):
                        - self._sums(down, hessian=False, desc=desc)[1]) / (2 * h)
         return H
 
-    def _at(self, theta, method, n_passes) -> TaylorCentre:
-        """The centre at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
+    def _at(self, theta, method, n_passes) -> TaylorCenter:
+        """The center at ``theta`` with its sums (one pass); refuses a non-finite log-likelihood."""
         L, g, H = self._sums(theta)
         if g is None:
             raise ValueError(f"center must be a point where the log-likelihood is finite; "
@@ -496,15 +518,15 @@ class ControlVariates(BaseModel):
         theta = theta.copy()
         theta.setflags(write=False)
         post_g, post_H = g + gp, H + Hp
-        return TaylorCentre(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
+        return TaylorCenter(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
                             method, n_passes + 1)
 
-    def _find_mode(self, x0) -> TaylorCentre:
+    def _find_mode(self, x0) -> TaylorCenter:
         if self._glm is not None:
             return self._newton(x0)
         return self._lbfgs(x0)
 
-    def _newton(self, theta) -> TaylorCentre:
+    def _newton(self, theta) -> TaylorCenter:
         """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
         passes = 0
 
@@ -542,9 +564,19 @@ class ControlVariates(BaseModel):
                 f"the mode search did not converge in {MAX_NEWTON} Newton steps (last point "
                 f"{theta}); the posterior may have no mode (e.g. separable data under a flat "
                 "prior): use a proper prior or pass center= explicitly")
+        # Under a flat prior a likelihood without a maximum (separable logistic data) lets the
+        # iterates run off until its curvature underflows; a mode's curvature is a fair share
+        # of the largest possible, N M2 max||x_i||^2.
+        glm = self._glm
+        most = self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2
+        if not float(np.trace(-hess)) > SATURATION * most:
+            raise RuntimeError(
+                f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
+                f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "
+                "mode (e.g. separable data under a flat prior); use a proper prior or pass center=")
         return self._at(theta, "newton", passes)
 
-    def _lbfgs(self, x0) -> TaylorCentre:
+    def _lbfgs(self, x0) -> TaylorCenter:
         passes = 0
 
         def fun(t):
@@ -585,7 +617,7 @@ class ControlVariates(BaseModel):
     def _proxy_sum(self, theta) -> float:
         """``sum_i hat l_i(theta)``."""
         u = theta - self._theta_c
-        value = self.centre.loglik + float(u @ self._g)
+        value = self.center.loglik + float(u @ self._g)
         if self.order == 2:
             value += 0.5 * float(u @ self._H @ u)
         return value
@@ -597,20 +629,25 @@ class ControlVariates(BaseModel):
         return self._g + self._H @ (theta - self._theta_c)
 
     def laplace_covariance(self) -> np.ndarray:
-        """``(-H_post)^-1``, the Laplace approximation's covariance at the centre (prior included).
+        """``(-H_post)^-1``, the Laplace approximation's covariance at the center (prior included).
 
-        Raises ValueError when ``-H_post`` is not positive definite (a centre that is not near
+        Raises ValueError when ``-H_post`` is not positive definite (a center that is not near
         a mode, or an order-1 wrapper of a user's model without Hessians at hand).
         """
-        Hp = self.centre.posterior_hess
+        Hp = self.center.posterior_hess
         try:
             factor = np.linalg.cholesky(-Hp)
         except np.linalg.LinAlgError:
-            raise ValueError("the posterior Hessian at the centre is not negative definite, so "
-                             "there is no Laplace covariance there; centre at the mode "
+            raise ValueError("the posterior Hessian at the center is not negative definite, so "
+                             "there is no Laplace covariance there; center at the mode "
                              "(center=None)") from None
         inv = np.linalg.inv(factor)
         return inv.T @ inv
+
+    @property
+    def _glm(self):
+        """The wrapped model's GLM kernels (looked up, not stored: the instance pickles)."""
+        return glm_kernels(self.model)
 
     @property
     def _kernels(self):
@@ -691,6 +728,29 @@ class ControlVariates(BaseModel):
             value += 0.5 * np.einsum("nij,i,j->n", Hs, u, u)
         return value
 
+    @property
+    def centre(self) -> TaylorCenter:
+        """Alias of :attr:`center` (the attribute's first name, kept for code built on it)."""
+        return self.center
+
+    @property
+    def taylor_constant(self) -> float:
+        """``M = sup |f_i^(order+1)|`` over rows and linear predictors (tempered): ``M3`` at
+        order 2, ``M2`` at order 1; the constant of :meth:`residual_bound` (built-in models)."""
+        if self._glm is None:
+            raise TypeError(f"ControlVariates has no Taylor constant for the user model "
+                            f"{type(self.model).__name__}")
+        glm = self._glm
+        return glm.m3(self.model) if self.order == 2 else glm.m2(self.model)
+
+    @property
+    def max_row_norm(self) -> float:
+        """``max_i ||x_i||`` over all N rows (1 for the Gaussian mean; built-in models)."""
+        if self._glm is None:
+            raise TypeError(f"ControlVariates has no row norms for the user model "
+                            f"{type(self.model).__name__}")
+        return float(self._glm.max_row_norm(self.model))
+
     def residual_bound(self, theta, theta_new) -> float:
         """B with ``max_i |r_i| <= B`` over all N rows (see Notes), in O(d)."""
         if self._glm is None:
@@ -698,25 +758,32 @@ class ControlVariates(BaseModel):
                             f"{type(self.model).__name__}; use ConfidenceTest(range='full-data')")
         theta = np.asarray(theta, dtype=float)
         theta_new = np.asarray(theta_new, dtype=float)
-        R = self._glm.max_row_norm(self.model)
+        R = self.max_row_norm
         du = float(np.linalg.norm(theta - self._theta_c))
         dv = float(np.linalg.norm(theta_new - self._theta_c))
         step = float(np.linalg.norm(theta_new - theta))
         if self.order == 2:
-            return self._glm.m3(self.model) / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
-        return 0.5 * self._glm.m2(self.model) * R**2 * step * (du + dv)
+            return self.taylor_constant / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
+        return 0.5 * self.taylor_constant * R**2 * step * (du + dv)
 
     def _loglik_ratio_range(self, theta, theta_new):
         return self.proxy_total(theta, theta_new) / self.N, self.residual_bound(theta, theta_new)
 
     def _loglik_ratio_bound(self, theta, theta_new):
-        centre, half = self._loglik_ratio_range(theta, theta_new)
-        return abs(centre) + half
+        center, half = self._loglik_ratio_range(theta, theta_new)
+        return abs(center) + half
 
     def loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
         """``(P/N, B)``: every row's ratio lies in ``[P/N - B, P/N + B]`` (see Notes)."""
+        if self._loglik_ratio_range is None:
+            self.residual_bound(theta, theta_new)  # raises the TypeError that says why
         return self._loglik_ratio_range(self._check_theta("theta", theta),
                                         self._check_theta("theta_new", theta_new))
+
+    def loglik_ratio_bound(self, theta, theta_new) -> float:
+        """``|P/N| + B >= max_i |r_i + P/N|`` (the protocol's bound; see Notes)."""
+        center, half = self.loglik_ratio_range(theta, theta_new)
+        return abs(center) + half
 
     def logprior(self, theta) -> float:
         return float(self.model.logprior(np.asarray(theta, dtype=float)))
@@ -726,7 +793,7 @@ class ControlVariates(BaseModel):
 
     def __repr__(self):
         return (f"ControlVariates({type(self.model).__name__}(N={self.N}, dim={self.dim}), "
-                f"order={self.order}, centre={self.centre.method}, offset={self.centre.offset:.3g})")
+                f"order={self.order}, center={self.center.method}, offset={self.center.offset:.3g})")
 
 
 def _ascent_direction(grad, hess) -> np.ndarray:

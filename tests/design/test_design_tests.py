@@ -125,7 +125,7 @@ def test_trial_chain_of_samplers_control_variates():
     y = (rng.random(N) < 1 / (1 + np.exp(-X @ [0.2, 1.0, -0.5]))).astype(float)
     plain = LogisticRegression(X, y)
     cv = ControlVariates(plain)
-    thetas = cv.centre.theta + rng.normal(0, 0.03, (4, 3))
+    thetas = cv.center.theta + rng.normal(0, 0.03, (4, 3))
     news = thetas + rng.normal(0, 0.03, (4, 3))
     tc = TrialChain.from_model(cv, thetas, news)
     full = TrialChain.from_model(plain, thetas, news)
@@ -388,7 +388,7 @@ def test_designed_tests_on_a_logistic_regression_with_control_variates(real_test
     L = np.linalg.cholesky(cv.laplace_covariance())
 
     def pairs(n):
-        theta = cv.centre.theta + rng.standard_normal((n, d + 1)) @ L.T
+        theta = cv.center.theta + rng.standard_normal((n, d + 1)) @ L.T
         return theta, theta + 2.38 / np.sqrt(d + 1) * rng.standard_normal((n, d + 1)) @ L.T
 
     trial = TrialChain.from_model(cv, *pairs(20))
@@ -400,7 +400,7 @@ def test_designed_tests_on_a_logistic_regression_with_control_variates(real_test
         assert des.data_fraction * N <= 1.5 * des.m          # one minibatch per step
         test = (AustereTest.from_design(des, threshold="t") if kind == "austere"
                 else BarkerTest.from_design(des))
-        chain = sample(cv, test, walk, cv.centre.theta, 300, rng=rng)
+        chain = sample(cv, test, walk, cv.center.theta, 300, rng=rng)
         assert chain.stats["n_used"].mean() == pytest.approx(des.data_fraction * N, rel=0.2)
         err, frac = evaluate(des, fresh)
         for p in range(5):

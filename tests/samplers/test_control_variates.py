@@ -1,4 +1,4 @@
-"""ControlVariates: compiled kernels against NumPy, exactness of the mean, the centre's sums,
+"""ControlVariates: compiled kernels against NumPy, exactness of the mean, the center's sums,
 the residual bound, the compiled and reference paths, and bad input."""
 
 import math
@@ -49,9 +49,9 @@ MODELS["logistic-f32-tempered"] = LogisticRegression(
 
 
 def _points(cv, rng, scale):
-    """A random pair (theta, theta_new) around the centre at posterior scale times ``scale``."""
+    """A random pair (theta, theta_new) around the center at posterior scale times ``scale``."""
     sd = np.sqrt(np.diag(cv.laplace_covariance()))
-    theta = cv.centre.theta + scale * sd * rng.normal(size=cv.dim)
+    theta = cv.center.theta + scale * sd * rng.normal(size=cv.dim)
     return theta, theta + scale * sd * rng.normal(size=cv.dim)
 
 
@@ -67,18 +67,18 @@ def _row_hessians(model, theta, idx, h=1e-4):
     return out
 
 
-def _reference_ratio(model, centre, order, theta, theta_new, idx):
+def _reference_ratio(model, center, order, theta, theta_new, idx):
     """r_i + P/N from the model's public per-row values and derivatives (NumPy only)."""
     l = model.loglik_ratio(theta, theta_new, idx)
-    G = model.grad_loglik(centre, idx)
-    u, u_new = theta - centre, theta_new - centre
+    G = model.grad_loglik(center, idx)
+    u, u_new = theta - center, theta_new - center
     proxy = G @ (theta_new - theta)
     all_rows = np.arange(model.N)
-    P = model.grad_loglik(centre, all_rows).sum(axis=0) @ (theta_new - theta)
+    P = model.grad_loglik(center, all_rows).sum(axis=0) @ (theta_new - theta)
     if order == 2:
-        Hs = _row_hessians(model, centre, idx)
+        Hs = _row_hessians(model, center, idx)
         proxy += 0.5 * (np.einsum("nij,i,j->n", Hs, u_new, u_new) - np.einsum("nij,i,j->n", Hs, u, u))
-        H = _row_hessians(model, centre, all_rows).sum(axis=0)
+        H = _row_hessians(model, center, all_rows).sum(axis=0)
         P += 0.5 * (u_new @ H @ u_new - u @ H @ u)
     return l - proxy + P / model.N
 
@@ -93,7 +93,7 @@ def test_compiled_rows_match_numpy_reference(name, order):
     for _ in range(3):
         theta, theta_new = _points(cv, rng, 1.0)
         got = cv.loglik_ratio(theta, theta_new, idx)
-        want = _reference_ratio(model, cv.centre.theta, order, theta, theta_new, idx)
+        want = _reference_ratio(model, cv.center.theta, order, theta, theta_new, idx)
         scale = np.abs(model.loglik_ratio(theta, theta_new, idx)).max()
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-6 * scale)
         # the residual gradient plus (g + H u)/N: its rows sum to the full gradient
@@ -104,13 +104,13 @@ def test_compiled_rows_match_numpy_reference(name, order):
         np.testing.assert_allclose(cv.loglik(theta, all_rows).sum(),
                                    model.loglik(theta, all_rows).sum(), rtol=1e-11)
         # the compiled gradient rows against the definition grad l_i - grad proxy_i + (g+Hu)/N
-        G_c = model.grad_loglik(cv.centre.theta, idx)
+        G_c = model.grad_loglik(cv.center.theta, idx)
         want_g = model.grad_loglik(theta, idx) - G_c
         if order == 2:
-            want_g -= _row_hessians(model, cv.centre.theta, idx) @ (theta - cv.centre.theta)
-            want_g += (cv.centre.grad + cv.centre.hess @ (theta - cv.centre.theta)) / model.N
+            want_g -= _row_hessians(model, cv.center.theta, idx) @ (theta - cv.center.theta)
+            want_g += (cv.center.grad + cv.center.hess @ (theta - cv.center.theta)) / model.N
         else:
-            want_g += cv.centre.grad / model.N
+            want_g += cv.center.grad / model.N
         np.testing.assert_allclose(cv.grad_loglik(theta, idx), want_g, rtol=1e-6,
                                    atol=1e-6 * np.abs(want_g).max())
 
@@ -132,11 +132,11 @@ def test_mean_over_all_rows_is_the_true_mean(name, order):
 
 
 @pytest.mark.parametrize("name", list(MODELS))
-def test_centre_sums_match_finite_differences_of_the_full_loglik(name):
+def test_center_sums_match_finite_differences_of_the_full_loglik(name):
     model = MODELS[name]
     cv = ControlVariates(model)
     rows = np.arange(model.N)
-    c = cv.centre.theta.copy()
+    c = cv.center.theta.copy()
     d = c.shape[0]
 
     def total(t):
@@ -153,14 +153,14 @@ def test_centre_sums_match_finite_differences_of_the_full_loglik(name):
             f = np.zeros(d)
             f[k] = h
             H[j, k] = (total(c + e + f) - total(c + e - f) - total(c - e + f) + total(c - e - f)) / (4 * h * h)
-    scale = np.abs(cv.centre.hess).max()
-    np.testing.assert_allclose(cv.centre.grad, g, atol=1e-5 * scale)
-    np.testing.assert_allclose(cv.centre.hess, H, atol=1e-4 * scale)
-    assert cv.centre.loglik == pytest.approx(total(c), rel=1e-12)
+    scale = np.abs(cv.center.hess).max()
+    np.testing.assert_allclose(cv.center.grad, g, atol=1e-5 * scale)
+    np.testing.assert_allclose(cv.center.hess, H, atol=1e-4 * scale)
+    assert cv.center.loglik == pytest.approx(total(c), rel=1e-12)
     # at the mode the posterior gradient vanishes
-    assert cv.centre.method == "newton" and cv.centre.offset < 1e-6
+    assert cv.center.method == "newton" and cv.center.offset < 1e-6
     prior_grad = model.grad_logprior(c)
-    np.testing.assert_allclose(cv.centre.grad + prior_grad, 0.0, atol=1e-6 * scale)
+    np.testing.assert_allclose(cv.center.grad + prior_grad, 0.0, atol=1e-6 * scale)
 
 
 @pytest.mark.parametrize("order", [1, 2])
@@ -189,15 +189,15 @@ def test_residual_bound_holds_and_is_not_vacuous(name, order):
         assert worst > 0.1
 
 
-def test_order1_and_order2_residuals_shrink_with_the_distance_to_the_centre():
+def test_order1_and_order2_residuals_shrink_with_the_distance_to_the_center():
     cv1 = ControlVariates(MODELS["logistic"], order=1)
-    cv2 = ControlVariates(MODELS["logistic"], order=2, center=cv1.centre.theta)
+    cv2 = ControlVariates(MODELS["logistic"], order=2, center=cv1.center.theta)
     rows = np.arange(cv1.N)
     sd = np.sqrt(np.diag(cv1.laplace_covariance()))
     step = 0.05 * sd
     spreads = {1: [], 2: []}
     for dist in (1.0, 0.5, 0.25):
-        theta = cv1.centre.theta + dist * sd
+        theta = cv1.center.theta + dist * sd
         for order, cv in ((1, cv1), (2, cv2)):
             spreads[order].append(cv.loglik_ratio(theta, theta + step, rows).std())
     # r = R(s') - R(s) with R(t) ~ f2 t^2 / 2 (order 1) or f3 t^3 / 6 (order 2): spreads
@@ -239,11 +239,11 @@ def test_user_model_path_matches_the_compiled_wrapper(grads, hess):
     model = MODELS["logistic"]
     cv = ControlVariates(model)
     user = ControlVariates(UserLogistic(model, grads, hess))
-    assert user.centre.method == "lbfgs"
-    np.testing.assert_allclose(user.centre.theta, cv.centre.theta, atol=1e-4 * np.abs(cv.centre.theta).max())
-    same = ControlVariates(UserLogistic(model, grads, hess), center=cv.centre.theta)
+    assert user.center.method == "lbfgs"
+    np.testing.assert_allclose(user.center.theta, cv.center.theta, atol=1e-4 * np.abs(cv.center.theta).max())
+    same = ControlVariates(UserLogistic(model, grads, hess), center=cv.center.theta)
     tol = 1e-10 if grads and hess else 1e-5
-    np.testing.assert_allclose(same.centre.hess, cv.centre.hess, rtol=tol, atol=tol * np.abs(cv.centre.hess).max())
+    np.testing.assert_allclose(same.center.hess, cv.center.hess, rtol=tol, atol=tol * np.abs(cv.center.hess).max())
     rng = np.random.default_rng(2)
     idx = rng.choice(model.N, 200, replace=False)
     theta, theta_new = _points(cv, rng, 1.0)
@@ -280,8 +280,8 @@ class PlainCV:
 def test_compiled_loops_on_the_wrapper_are_bit_identical_to_reference(test):
     cv = ControlVariates(MODELS["logistic"])
     proposal = RandomWalk(2.0 * cv.laplace_covariance() / cv.dim)
-    fast = sample(cv, test, proposal, cv.centre.theta, 120, rng=4)
-    slow = sample(PlainCV(cv), test, proposal, cv.centre.theta, 120, rng=4)
+    fast = sample(cv, test, proposal, cv.center.theta, 120, rng=4)
+    slow = sample(PlainCV(cv), test, proposal, cv.center.theta, 120, rng=4)
     np.testing.assert_array_equal(fast.samples, slow.samples)
     for key in fast.stats:
         np.testing.assert_array_equal(fast.stats[key], slow.stats[key], err_msg=key)
@@ -290,10 +290,10 @@ def test_compiled_loops_on_the_wrapper_are_bit_identical_to_reference(test):
 
 def test_confidence_test_uses_the_half_width_not_the_shift():
     # Every row of a quadratic model's order-2 wrapper equals P/N: the range has width 0 and
-    # the confidence test decides without reading a row, from the centre P/N.
+    # the confidence test decides without reading a row, from the center P/N.
     cv = ControlVariates(MODELS["linear"])
     chain = sample(cv, ConfidenceTest(delta=0.01), RandomWalk(2.0 * cv.laplace_covariance() / 3),
-                   cv.centre.theta, 200, rng=1)
+                   cv.center.theta, 200, rng=1)
     assert chain.stats["n_used"].max() == 0 and 0.2 < chain.acceptance_rate < 0.9
 
 
@@ -322,7 +322,7 @@ def test_order_must_be_1_or_2(order):
         ControlVariates(MODELS["mean"], order=order)
 
 
-def test_centre_with_infinite_loglik_is_refused():
+def test_center_with_infinite_loglik_is_refused():
     model = PositiveRate(np.random.default_rng(0).exponential(1.0, 500))
     with pytest.raises(ValueError, match="center"):
         ControlVariates(model, center=[-1.0], order=1)
@@ -340,13 +340,24 @@ def test_user_model_without_gradients_is_refused_beyond_the_fd_limit():
         ControlVariates(model, center=[1.0], order=1)
 
 
-def test_far_centre_is_allowed_and_reported():
+def test_confidence_test_refuses_a_user_model_wrapper_without_a_bound():
+    cv = ControlVariates(UserLogistic(MODELS["logistic"]))
+    with pytest.raises(TypeError, match="full-data"):
+        sample(cv, ConfidenceTest(), RandomWalk.from_laplace(cv), cv.center.theta, 5, rng=0)
+    with pytest.raises(TypeError, match="full-data"):
+        cv.loglik_ratio_bound(cv.center.theta, cv.center.theta)
+    chain = sample(cv, ConfidenceTest(range="full-data"), RandomWalk.from_laplace(cv),
+                   cv.center.theta, 5, rng=0)
+    assert set(chain.stats["n_scanned"]) <= {0, cv.N}
+
+
+def test_far_center_is_allowed_and_reported():
     model = MODELS["logistic"]
-    mode = ControlVariates(model).centre
+    mode = ControlVariates(model).center
     sd = np.sqrt(np.diag(np.linalg.inv(-mode.posterior_hess)))
     far = ControlVariates(model, center=mode.theta + 20 * sd)
-    assert far.centre.method == "given" and far.centre.offset > 5
-    assert np.linalg.norm(far.centre.posterior_grad) > 1e3 * np.linalg.norm(mode.posterior_grad)
+    assert far.center.method == "given" and far.center.offset > 5
+    assert np.linalg.norm(far.center.posterior_grad) > 1e3 * np.linalg.norm(mode.posterior_grad)
 
 
 def test_rows_cannot_be_read_without_the_pair():
@@ -355,7 +366,7 @@ def test_rows_cannot_be_read_without_the_pair():
         cv._kernel_data()
 
 
-def test_memmap_data_and_a_given_centre(tmp_path):
+def test_memmap_data_and_a_given_center(tmp_path):
     X, y, _ = logistic_regression(5000, 3, rng=7)
     path = tmp_path / "X.f32"
     mm = np.memmap(path, dtype=np.float32, mode="w+", shape=X.shape)
@@ -363,5 +374,105 @@ def test_memmap_data_and_a_given_centre(tmp_path):
     mm.flush()
     model = LogisticRegression(np.memmap(path, dtype=np.float32, mode="r", shape=X.shape), y)
     cv = ControlVariates(model)
-    again = ControlVariates(model, center=cv.centre.theta)
-    assert again.centre.n_passes == 1 and math.isclose(again.centre.loglik, cv.centre.loglik)
+    again = ControlVariates(model, center=cv.center.theta)
+    assert again.center.n_passes == 1 and math.isclose(again.center.loglik, cv.center.loglik)
+
+
+# --- proposals from the Laplace covariance ----------------------------------------------------
+
+
+def test_laplace_scaled_proposals():
+    from samplers import Langevin, LaplaceApproximation
+
+    cv = ControlVariates(MODELS["logistic"])
+    cov = cv.laplace_covariance()
+    np.testing.assert_allclose(cov, np.linalg.inv(-cv.center.posterior_hess), rtol=1e-10)
+    walk = RandomWalk.from_laplace(cv)
+    np.testing.assert_allclose(walk.scale, 2.38**2 / cv.dim * cov)
+    same = RandomWalk.from_laplace(LaplaceApproximation(cv.center.theta, cov))
+    np.testing.assert_array_equal(same.scale, walk.scale)
+    mala = Langevin.from_laplace(cv, batch_size=64)
+    assert mala.step_size == pytest.approx(1.65**2 / cv.dim ** (1 / 3))
+    assert mala.batch_size == 64
+    np.testing.assert_array_equal(mala.covariance, cov)
+
+
+def test_preconditioned_langevin_q_ratio_is_the_gaussian_density_ratio():
+    from scipy import stats
+
+    from samplers import Langevin
+
+    cv = ControlVariates(MODELS["logistic"])
+    cov = cv.laplace_covariance()
+    mala = Langevin(0.7, None, cov)
+    rng = np.random.default_rng(0)
+    x, y = cv.center.theta, cv.center.theta + rng.normal(size=cv.dim) * 0.01
+    gx, gy = rng.normal(size=cv.dim) * 50, rng.normal(size=cv.dim) * 50
+    want = (stats.multivariate_normal(y + 0.35 * cov @ gy, 0.7 * cov).logpdf(x)
+            - stats.multivariate_normal(x + 0.35 * cov @ gx, 0.7 * cov).logpdf(y))
+    got = mala._log_q(x, y, gy) - mala._log_q(y, x, gx)
+    assert got == pytest.approx(want, rel=1e-9, abs=1e-9)
+
+
+@pytest.mark.parametrize("bad, match", [
+    (np.array([[1.0, 2.0], [2.0, 1.0]]), "positive definite"),
+    (np.array([[1.0, 0.5], [0.0, 1.0]]), "symmetric"),
+    (np.ones(3), "dimension"),
+    (np.array([[np.nan, 0.0], [0.0, 1.0]]), "finite"),
+])
+def test_bad_covariances_are_refused(bad, match):
+    from samplers import Langevin
+
+    with pytest.raises(ValueError, match=match):
+        RandomWalk.from_laplace(bad)
+    with pytest.raises(ValueError, match=match):
+        Langevin(0.1, None, bad)
+
+
+def test_langevin_covariance_must_match_the_model():
+    from samplers import Langevin
+
+    cv = ControlVariates(MODELS["logistic"])
+    with pytest.raises(ValueError, match="covariance is 2 x 2"):
+        sample(cv, AustereTest(), Langevin(0.1, 10, np.eye(2)), cv.center.theta, 3, rng=0)
+
+
+def test_wrapper_pickles_for_process_pools():
+    import pickle
+
+    cv = ControlVariates(MODELS["logistic"])
+    back = pickle.loads(pickle.dumps(cv))
+    rows = np.arange(50)
+    theta = cv.center.theta + 0.01
+    np.testing.assert_array_equal(back.loglik_ratio(cv.center.theta, theta, rows),
+                                  cv.loglik_ratio(cv.center.theta, theta, rows))
+
+
+def test_no_mode_is_an_error_that_says_what_to_do():
+    X = np.column_stack([np.ones(200), np.linspace(-1, 1, 200)])
+    y = (X[:, 1] > 0).astype(float)  # separable: under a flat prior the likelihood has no maximum
+    with pytest.raises(RuntimeError, match="no mode"):
+        ControlVariates(LogisticRegression(X, y))
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 3.0)), start=[0.1, 0.1])
+    assert cv.center.offset < 1e-6
+
+
+@pytest.mark.parametrize("name", ["logistic", "robust", "linear"])
+@pytest.mark.parametrize("order", [1, 2])
+def test_taylor_constants_are_the_suprema_of_the_derivatives(name, order):
+    """M2 = sup |f''| and M3 = sup |f'''| against the derivatives on a fine grid (by finite
+    differences of the model's own per-row log-likelihood in the linear predictor)."""
+    model = MODELS[name]
+    cv = ControlVariates(model, order=order)
+    eta = np.linspace(-12.0, 12.0, 4801)
+    h = eta[1] - eta[0]
+    if name == "logistic":
+        f = -np.logaddexp(0.0, -eta)
+    elif name == "robust":
+        z = eta / model.scale
+        f = -0.5 * (model.df + 1.0) * np.log1p(z * z / model.df)
+    else:
+        f = -0.5 * (eta / model.noise_sd) ** 2
+    deriv = np.diff(f, n=order + 1) / h ** (order + 1)
+    assert cv.taylor_constant == pytest.approx(np.abs(deriv).max() / model.temperature,
+                                               rel=2e-3, abs=1e-5)

@@ -60,7 +60,7 @@ class _Reference:
             return -np.logaddexp(0.0, -s * (X @ t)).sum() - 0.5 * (t @ t) / 25.0
 
         rng = np.random.default_rng(seed)
-        theta = cv.centre.theta.copy()
+        theta = cv.center.theta.copy()
         lp = logpost(theta)
         self.samples = np.empty((n_steps, 3))
         for k in range(n_steps):
@@ -112,7 +112,7 @@ def test_logistic_regression_with_and_without_control_variates_matches_exact_mh(
     ref = _logistic_reference()
     model = _wrap(LOGISTIC, order)
     cv = model if order is not None else ControlVariates(LOGISTIC)
-    chain = sample(model, test, RandomWalk.from_laplace(cv), cv.centre.theta, 5000, rng=7)
+    chain = sample(model, test, RandomWalk.from_laplace(cv), cv.center.theta, 5000, rng=7)
     _compare(chain, ref)
     if order == 2 and isinstance(test, (AustereTest, BarkerTest)):
         assert chain.mean_data_fraction < 0.1
@@ -124,7 +124,7 @@ def test_cv_langevin_matches_exact_mh():
     ref = _logistic_reference()
     cv = ControlVariates(LOGISTIC)
     chain = sample(cv, AustereTest(m=100, epsilon=0.01), Langevin.from_laplace(cv, batch_size=50),
-                   cv.centre.theta, 6000, rng=8)
+                   cv.center.theta, 6000, rng=8)
     _compare(chain, ref)
     assert chain.acceptance_rate > 0.4
     assert set(chain.stats["n_grad"]) == {100}
@@ -133,7 +133,7 @@ def test_cv_langevin_matches_exact_mh():
 def test_preconditioned_full_gradient_langevin_matches_exact_mh():
     ref = _logistic_reference()
     cv = ControlVariates(LOGISTIC)
-    chain = sample(LOGISTIC, ExactTest(), Langevin.from_laplace(cv), cv.centre.theta, 3000, rng=9)
+    chain = sample(LOGISTIC, ExactTest(), Langevin.from_laplace(cv), cv.center.theta, 3000, rng=9)
     _compare(chain, ref)
     assert chain.acceptance_rate > 0.4
 
