@@ -20,8 +20,9 @@ Logistic regression, d = 10 + intercept, N(0, 10^2) prior, the Laplace-scaled ra
    per step.
 
 Run:  python benchmarks/bench_cv_design.py [--sizes 100000 1000000] [--tolerance 0.01]
-          [--pairs 40] [--fresh 10] [--tests 1000] [--steps 300]
-Writes benchmarks/results/cv_design.json.
+          [--pairs 40] [--fresh 10] [--tests 1000] [--steps 300] [--models plain cv]
+          [--out cv_design]
+Writes benchmarks/results/<out>.json.
 """
 
 from __future__ import annotations
@@ -132,6 +133,8 @@ def main(argv=None):
     ap.add_argument("--tests", type=int, default=1000)
     ap.add_argument("--steps", type=int, default=300)
     ap.add_argument("--kinds", nargs="+", default=["austere", "barker", "confidence"])
+    ap.add_argument("--models", nargs="+", default=["plain", "cv"], choices=["plain", "cv"])
+    ap.add_argument("--out", default="cv_design", help="results/<out>.json")
     args = ap.parse_args(argv)
     rng = np.random.default_rng(20261123)
     out = []
@@ -154,6 +157,8 @@ def main(argv=None):
         th, nw = pairs(cv, args.pairs, rng)
         fth, fnw = pairs(cv, args.fresh, rng)
         for label, model in (("plain", plain), ("cv", cv)):
+            if label not in args.models:
+                continue
             t0 = time.perf_counter()
             trial = design.TrialChain.from_model(model, th, nw)
             t_trial = time.perf_counter() - t0
@@ -215,7 +220,7 @@ def main(argv=None):
                       f"{row['mean_delta_realised']:>+8.4f}±{row['mean_delta_se']:.4f} "
                       f"{row['max_abs_gap_in_se']:>6.1f} {t_design:>8.1f}",
                       flush=True)
-    write("cv_design", dict(args=vars(args), rows=out))
+    write(args.out, dict(args=vars(args), rows=out))
 
 
 if __name__ == "__main__":
