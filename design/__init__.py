@@ -4,9 +4,14 @@
   standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1);
 * :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
   a :class:`TrialChain` (Eq. 6);
-* :func:`optimize` -- the (m, epsilon) that uses the least data within a tolerance, by the
-  average (Eq. 7) or worst-case (Eq. 8) design (:data:`METHODS`), returned as a
-  :class:`Design`; :data:`THRESHOLDS` names the sequential test's threshold laws.
+* :func:`optimize` -- the settings that use the least data within a tolerance: (m, epsilon)
+  of the sequential t-test by the average (Eq. 7) or worst-case (Eq. 8) design
+  (:data:`METHODS`), returned as a :class:`Design` (:data:`THRESHOLDS` names the sequential
+  test's threshold laws); with ``test="barker"`` m and the Novak threshold of the minibatch
+  Barker test (:class:`BarkerDesign`); with ``test="confidence"`` the first batch and
+  growth factor of the confidence sampler (:class:`ConfidenceDesign`).
+* :func:`evaluate` -- a design's predicted error and data use at the pairs of any trial
+  chain (fresh pairs, to check a design out of sample).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
   correction tables built offline, and the skew-corrected family.
 * :mod:`design.exact_minibatch`: expected batch and proposal scale of the exact minibatch
@@ -30,9 +35,12 @@ __getattr__, __dir__, __all__ = attach(
     {
         "AcceptanceError": "._acceptance_error",
         "acceptance_error": "._acceptance_error",
+        "BarkerDesign": "._barker_design",
+        "ConfidenceDesign": "._confidence_design",
         "Design": "._optimize",
         "InfeasibleDesignError": "._optimize",
-        "optimize": "._optimize",
+        "evaluate": "._dispatch",
+        "optimize": "._dispatch",
         "SequentialError": "._sequential",
         "sequential_error": "._sequential",
         "TrialChain": "._trial",
@@ -49,7 +57,10 @@ __getattr__, __dir__, __all__ = attach(
 if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from . import acceptance, correction, reference_tables
     from ._acceptance_error import AcceptanceError, acceptance_error
-    from ._optimize import Design, InfeasibleDesignError, optimize
+    from ._barker_design import BarkerDesign
+    from ._confidence_design import ConfidenceDesign
+    from ._dispatch import evaluate, optimize
+    from ._optimize import Design, InfeasibleDesignError
     from ._sequential import SequentialError, sequential_error
     from ._trial import TrialChain
     from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch

@@ -6,6 +6,7 @@ import os
 import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
@@ -47,6 +48,8 @@ class Design:
 
     Attributes
     ----------
+    test : str
+        ``"austere"`` (class constant): the test kind this design is for.
     m : int
         Minibatch size.
     epsilon : float
@@ -71,6 +74,7 @@ class Design:
         Error and data fraction at every grid point.
     """
 
+    test: ClassVar[str] = "austere"
     m: int
     epsilon: float
     threshold: str
@@ -113,6 +117,9 @@ class Design:
             f"(about {n_used:,.0f} of {self.N:,} points per test)",
             f"  grid                  {len(self.m_grid)} m x {len(self.epsilon_grid)} eps, "
             f"{feasible} within tolerance",
+            "  chosen because        the least expected data among the grid points within "
+            "the tolerance" + (" (one minibatch per test: the smallest m that meets it)"
+                               if n_used < 1.5 * self.m else ""),
         ])
 
     def plot(self, ax=None):

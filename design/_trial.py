@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import operator
 import os
 from dataclasses import dataclass
@@ -17,7 +18,11 @@ from ._pair_scan import pair_moments
 __all__ = ["TrialChain"]
 
 _FORMAT = "austerity.TrialChain"
-_VERSION = 1
+_VERSION = 2
+_READS = (1, 2)   # version 1: mu, sigma, c0, N only
+#: Optional per-pair fields: the shape of the l_i population (the Barker design) and the
+#: range of the l_i (the confidence design). None when the source did not record them.
+_SHAPE_FIELDS = ("skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs", "range_bound")
 
 
 def _readonly(a):
@@ -45,12 +50,35 @@ class TrialChain:
         theta)) / N, per pair; 0 for a flat prior and a symmetric proposal.
     N : int
         Number of data points, >= 2.
+    skewness, kurtosis : array_like, shape (n_pairs,), optional
+        Population skewness m3 / sigma^3 and excess kurtosis m4 / sigma^4 - 3 of the l_i,
+        per pair: the Barker design's error term (``optimize(..., test="barker")``).
+    abs_z1, abs_z3 : array_like, shape (n_pairs,), optional
+        mean |z| and mean |z|^3 of the standardized l_i, z = (l - mu) / sigma, per pair:
+        Corollary 1 of Seita et al. (2017), the Barker test's Novak bound.
+    max_abs : array_like, shape (n_pairs,), optional
+        max_i |l_i| over all N rows, per pair (what ``ConfidenceTest(range="full-data")``
+        would use).
+    range_bound : array_like, shape (n_pairs,), optional
+        The model's range C, per pair: every l_i lies in [centre - C, centre + C]
+        (``model.loglik_ratio_range`` gives (centre, C); ``model.loglik_ratio_bound`` C with
+        centre 0). It is the range ``ConfidenceTest(range="model")`` uses, which the
+        confidence design needs.
 
     Notes
     -----
     Exact MH accepts theta' with probability Pa = min(1, exp(N (mu - c0))); the
     approximate test accepts iff it decides mu > mu0(u), u ~ U(0, 1). The standardized mean
     is mu_std(u) = (mu - mu0(u)) sqrt(N - 1) / sigma (Korattikara et al. 2014, section 5.1).
+
+    **Control variates.** A trial chain of a control-variate model
+    (``samplers.ControlVariates``, whose per-row ratio is the Taylor residual
+    r_i = l_i - proxy_i plus P / N, P the proxy's sum over all rows) records the residuals:
+    ``mu`` is still the mean of the true l_i (the P / N term makes the means equal), but
+    ``sigma``, the shape fields and the range are those of the r_i, which are orders of
+    magnitude smaller near the centre. This is all the design needs: every test on the
+    wrapper sees the residuals, so ``optimize`` on such a trial chain predicts the tests run
+    on the wrapper (typically one minibatch per step).
 
     Examples
     --------
@@ -64,6 +92,12 @@ class TrialChain:
     sigma: np.ndarray
     c0: np.ndarray
     N: int
+    skewness: np.ndarray | None = None
+    kurtosis: np.ndarray | None = None
+    abs_z1: np.ndarray | None = None
+    abs_z3: np.ndarray | None = None
+    max_abs: np.ndarray | None = None
+    range_bound: np.ndarray | None = None
 
     def __post_init__(self):
         N = check_int("N", self.N, low=2)
@@ -86,6 +120,19 @@ class TrialChain:
         object.__setattr__(self, "mu", _readonly(mu))
         object.__setattr__(self, "sigma", _readonly(sigma))
         object.__setattr__(self, "c0", _readonly(c0))
+        for name in _SHAPE_FIELDS:
+            value = getattr(self, name)
+            if value is None:
+                continue
+            arr = check_finite_array(name, value, ndim=1)
+            if arr.shape != mu.shape:
+                raise ValueError(f"{name} must have one value per pair ({mu.size}), got "
+                                 f"{arr.size}")
+            if name != "skewness" and np.any(arr < (-2.0 if name == "kurtosis" else 0.0)):
+                low = "-2 (excess kurtosis)" if name == "kurtosis" else "0"
+                raise ValueError(f"{name} must be >= {low} for every pair, got "
+                                 f"{float(arr.min())!r}")
+            object.__setattr__(self, name, _readonly(arr))
 
     def __repr__(self):
         return (f"TrialChain(n_pairs={self.n_pairs}, N={self.N}, mu={short_array(self.mu)}, "
@@ -131,7 +178,7 @@ class TrialChain:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_model(cls, model, thetas, theta_news, log_q_ratios=None, *, chunk=65_536,
+    def from_model(cls, model, thetas, theta_news=None, log_q_ratios=None, *, chunk=65_536,
                    workers=None, progress=None):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
@@ -145,7 +192,8 @@ class TrialChain:
             rows ``idx`` at k parameter vectors, shape (len(idx), k): for a linear predictor
             one BLAS product ``X[idx] @ thetas.T``) is preferred when present.
         thetas, theta_news : array_like, shape (n_pairs, ...)
-            Current and proposed parameters of each pair.
+            Current and proposed parameters of each pair. With ``theta_news`` omitted,
+            ``thetas`` holds the pairs, shape (n_pairs, 2, ...): ``from_model(model, pairs)``.
         log_q_ratios : array_like, shape (n_pairs,), optional
             log q(theta | theta') - log q(theta' | theta) per pair; zero (a symmetric
             proposal) when omitted.
@@ -169,6 +217,15 @@ class TrialChain:
         accumulated chunk by chunk with the pairwise update of Chan, Golub & LeVeque (1979),
         in chunk order, which does not lose precision when |mu| << sigma.
 
+        The shape of the l_i (skewness, excess kurtosis, mean |z|, mean |z|^3) and max |l_i|
+        take one more chunked pass per pair about that mean. ``range_bound`` is the
+        half-width of ``model.loglik_ratio_range(theta, theta')`` (a control-variate wrapper:
+        the residual bound, about the centre P / N), else ``model.loglik_ratio_bound(theta,
+        theta')``, checked to hold every l_i; None if the model has neither.
+
+        For a control-variate wrapper the l_i are the wrapper's ratios, r_i + P / N: the
+        trial chain then records the residuals' sd, shape and range (see the class Notes).
+
         Examples
         --------
         >>> import numpy as np
@@ -181,11 +238,17 @@ class TrialChain:
         ...         return 0.0
         >>> model = UnitGaussianMean(np.random.default_rng(0).normal(size=1000))
         >>> tc = TrialChain.from_model(model, [[0.0], [0.0]], [[0.01], [-0.02]], chunk=300)
-        >>> tc.n_pairs, tc.N, tc.sigma.round(4)
-        (2, 1000, array([0.0098, 0.0195]))
+        >>> tc.n_pairs, tc.N, tc.sigma.round(4), tc.range_bound is None
+        (2, 1000, array([0.0098, 0.0195]), True)
         """
         N = check_int("model.N", getattr(model, "N", None), low=2)
         chunk = check_int("chunk", chunk, low=1)
+        if theta_news is None:
+            pairs = check_finite_array("pairs", thetas)
+            if pairs.ndim < 2 or pairs.shape[1] != 2:
+                raise ValueError("pairs (thetas without theta_news) must have shape "
+                                 f"(n_pairs, 2, ...), got {pairs.shape}")
+            thetas, theta_news = pairs[:, 0], pairs[:, 1]
         thetas = check_finite_array("thetas", thetas)
         theta_news = check_finite_array("theta_news", theta_news)
         if thetas.ndim == 0 or thetas.shape != theta_news.shape:
@@ -204,13 +267,69 @@ class TrialChain:
         workers = check_int("workers", workers, low=1)
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
                                  workers=workers, progress=progress)
-        c0 = np.empty(n_pairs)
+        fused = getattr(model, "loglik_ratio", None)
+        bound = getattr(model, "loglik_ratio_bound", None)
+        ranged = getattr(model, "loglik_ratio_range", None)
+
+        def diffs(theta, theta_new, idx):
+            if fused is not None:
+                out = fused(theta, theta_new, idx)
+            else:
+                out = np.asarray(model.loglik(theta_new, idx), dtype=float) - np.asarray(
+                    model.loglik(theta, idx), dtype=float)
+            out = np.asarray(out, dtype=float)
+            if out.shape != idx.shape or not np.all(np.isfinite(out)):
+                raise ValueError(
+                    f"model log-likelihood differences must be {idx.size} finite values for "
+                    f"an index chunk of size {idx.size}, got shape {out.shape}"
+                    + ("" if out.shape != idx.shape else " with non-finite values"))
+            return out
+
+        fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):
-            dprior = float(model.logprior(theta_news[p])) - float(model.logprior(thetas[p]))
+            theta, theta_new = thetas[p], theta_news[p]
+            mean, sd = float(mu[p]), float(sigma[p])
+            lo, hi = math.inf, -math.inf
+            sums = np.zeros(4)          # one pass per pair: max |l|, sum d^3, d^4, |d|, |d|^3
+            for start in range(0, N, chunk):
+                idx = np.arange(start, min(start + chunk, N))
+                l = diffs(theta, theta_new, idx)
+                lo, hi = min(lo, float(l.min())), max(hi, float(l.max()))
+                d = l - mean
+                a = np.abs(d)
+                d2 = d * d
+                sums += (np.sum(d2 * d), np.sum(d2 * d2), np.sum(a), np.sum(a * d2))
+            var = sd * sd
+            fields["mu"][p] = mean
+            fields["sigma"][p] = sd
+            if sd > 0:
+                fields["skewness"][p] = sums[0] / N / sd**3
+                fields["kurtosis"][p] = max(sums[1] / N / var**2 - 3.0, -2.0)
+                fields["abs_z1"][p] = sums[2] / N / sd
+                fields["abs_z3"][p] = sums[3] / N / sd**3
+            else:                                       # refused below by __post_init__
+                for k in ("skewness", "kurtosis", "abs_z1", "abs_z3"):
+                    fields[k][p] = 0.0
+            fields["max_abs"][p] = max(abs(lo), abs(hi))
+            if ranged is not None or bound is not None:
+                if ranged is not None:
+                    centre, C = (float(v) for v in ranged(theta, theta_new))
+                    name = "loglik_ratio_range"
+                else:
+                    centre, C, name = 0.0, float(bound(theta, theta_new)), "loglik_ratio_bound"
+                reach = max(hi - centre, centre - lo)
+                if not C >= reach * (1.0 - 1e-9):
+                    raise ValueError(
+                        f"model.{name} is not a bound for pair {p}: it gives half-width {C!r} "
+                        f"about {centre!r}, but an l_i lies {reach!r} away")
+                fields["range_bound"][p] = C
+            dprior = float(model.logprior(theta_new)) - float(model.logprior(theta))
             if not np.isfinite(dprior):
                 raise ValueError(f"model.logprior is not finite for pair {p}")
-            c0[p] = -(dprior + lqr[p]) / N
-        return cls(mu=mu, sigma=sigma, c0=c0, N=N)
+            fields["c0"][p] = -(dprior + lqr[p]) / N
+        if bound is None and ranged is None:
+            fields["range_bound"] = None
+        return cls(N=N, **fields)
 
     @classmethod
     def from_chain(cls, chain):
@@ -223,6 +342,11 @@ class TrialChain:
         pooled. Steps where the test read no data (a proposal outside the prior's support:
         ``log_const = -inf`` and the statistics NaN) are left out: the sampler rejects them
         without error.
+
+        Exact MH on a control-variate wrapper records the wrapper's ratios, so ``sigma`` is
+        the sd of the residuals. A chain records no shape or range of the l_i: such a trial
+        chain serves the Austere design; the Barker and confidence designs need
+        :meth:`from_model`.
         """
         stats = getattr(chain, "stats", None)
         missing = [k for k in ("l_mean", "l_std", "log_const")
@@ -256,9 +380,10 @@ class TrialChain:
         >>> back.N, back.sigma
         (10000, array([0.01]))
         """
+        extra = {k: getattr(self, k) for k in _SHAPE_FIELDS if getattr(self, k) is not None}
         with open(path, "wb") as fh:
             np.savez(fh, format=np.array(_FORMAT), version=np.array(_VERSION),
-                     mu=self.mu, sigma=self.sigma, c0=self.c0, N=np.array(self.N))
+                     mu=self.mu, sigma=self.sigma, c0=self.c0, N=np.array(self.N), **extra)
 
     @classmethod
     def load(cls, path) -> "TrialChain":
@@ -273,15 +398,16 @@ class TrialChain:
         except (TypeError, ValueError):
             raise ValueError(f"{path} has an unreadable TrialChain file version {raw!r}; this "
                              f"version of austerity reads version {_VERSION}") from None
-        if version != _VERSION:
+        if version not in _READS:
             raise ValueError(
                 f"{path} has TrialChain file version {version}; this version of austerity "
-                f"reads version {_VERSION}")
+                f"reads versions {', '.join(map(str, _READS))}")
         missing = [k for k in ("mu", "sigma", "c0", "N") if k not in contents]
         if missing:
             raise ValueError(f"{path} is a corrupt TrialChain file: missing {missing}")
         try:
             return cls(mu=contents["mu"], sigma=contents["sigma"], c0=contents["c0"],
-                       N=contents["N"].item())
+                       N=contents["N"].item(), **{k: contents[k] for k in _SHAPE_FIELDS
+                                                  if k in contents})
         except (TypeError, ValueError) as exc:
             raise ValueError(f"{path} holds an invalid TrialChain: {exc}") from exc

@@ -65,6 +65,17 @@ class AcceptanceTest:
         raise NotImplementedError
 
 
+def _design_for(design, kind: str, cls: str):
+    """Refuse a design made for another test kind (``design.test`` names it)."""
+    made_for = getattr(design, "test", None)
+    if made_for != kind:
+        hint = (f"; build it with design.optimize(trial, tolerance, test={kind!r})"
+                if made_for is not None else "")
+        raise ValueError(f"{cls}.from_design needs a design made with test={kind!r}, got a "
+                         f"{type(design).__name__} made for test={made_for!r}{hint}")
+    return design
+
+
 def _nonfinite_decision(mean: float, theta_new) -> bool:
     """A batch mean of -inf rejects (theta_new has zero likelihood); NaN and +inf are errors.
 
@@ -205,6 +216,7 @@ class AustereTest(AcceptanceTest):
         overrides the design's; a threshold different from the one the design was made for
         raises ``ValueError`` unless ``allow_mismatch=True``.
         """
+        _design_for(design, "austere", cls.__name__)
         if threshold is not None and threshold != design.threshold and not allow_mismatch:
             raise ValueError(
                 f"threshold={threshold!r} differs from the design's threshold "
@@ -364,6 +376,15 @@ class ConfidenceTest(AcceptanceTest):
             raise ValueError(f"bound must be one of {_BOUNDS}, got {self.bound!r}")
         if self.range not in ("model", "full-data"):
             raise ValueError(f"range must be 'model' or 'full-data', got {self.range!r}")
+
+    @classmethod
+    def from_design(cls, design) -> "ConfidenceTest":
+        """The test a ``design.optimize(trial, tolerance, test="confidence")`` result
+        prescribes: its ``batch_size``, ``gamma``, ``delta``, ``p`` and ``bound``, with the
+        range from the model (the range the design's trial chain recorded)."""
+        _design_for(design, "confidence", cls.__name__)
+        return cls(delta=design.delta, gamma=design.gamma, p=design.p, bound=design.bound,
+                   batch_size=design.batch_size, range="model")
 
     def check(self, view):
         if self.range == "model" and view.range is None:
@@ -578,6 +599,15 @@ class BarkerTest(AcceptanceTest):
         else:
             density, cdf, step = a.density[None, :], a.cdf[None, :], 1.0
         set_(self, "_draw_args", (float(a.x0), float(a.spacing), float(step), density, cdf))
+
+    @classmethod
+    def from_design(cls, design) -> "BarkerTest":
+        """The test a ``design.optimize(trial, tolerance, test="barker")`` result prescribes:
+        its ``m`` and Novak threshold ``delta`` (None: the variance condition alone), with
+        the default ``sigma = 1`` correction and the finite-population factor the design
+        assumes."""
+        _design_for(design, "barker", cls.__name__)
+        return cls(m=design.m, delta=design.delta)
 
     def _custom_correction(self):
         """The correction table, or None if it is the shipped default."""

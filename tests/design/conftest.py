@@ -44,3 +44,9 @@ def logistic_pairs():
 def coarse_dp():
     """Re-implementation of the authors' 100-bin dynamic programme."""
     return _load("coarse_dp")
+
+
+@pytest.fixture(scope="session")
+def real_tests():
+    """Populations of l_i as a model, and drivers of the samplers' real test loops."""
+    return _load("real_tests")

@@ -54,7 +54,15 @@ def test_from_model_matches_a_direct_computation(fused, chunk):
     np.testing.assert_allclose(tc.c0, c0, rtol=1e-12)
     assert tc.N == 1000
     n_chunks = -(-1000 // chunk)
-    assert model.calls == 4 * n_chunks * (1 if fused else 2)
+    assert model.calls == 2 * 4 * n_chunks * (1 if fused else 2)   # two passes per pair
+    l = -0.5 * (x[None, :] - theta_news) ** 2 + 0.5 * (x[None, :] - thetas) ** 2
+    z = (l - l.mean(axis=1, keepdims=True)) / l.std(axis=1, keepdims=True)
+    np.testing.assert_allclose(tc.skewness, np.mean(z**3, axis=1), rtol=1e-9)
+    np.testing.assert_allclose(tc.kurtosis, np.mean(z**4, axis=1) - 3, rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(tc.abs_z1, np.mean(np.abs(z), axis=1), rtol=1e-9)
+    np.testing.assert_allclose(tc.abs_z3, np.mean(np.abs(z) ** 3, axis=1), rtol=1e-9)
+    np.testing.assert_array_equal(tc.max_abs, np.abs(l).max(axis=1))
+    assert tc.range_bound is None           # the model has no loglik_ratio_bound
     for a, b in zip((thetas, theta_news, lqr), keep):
         np.testing.assert_array_equal(a, b)
 
@@ -191,10 +199,10 @@ def test_load_rejects_other_files(tmp_path):
     newer = tmp_path / "newer.npz"
     with np.load(good) as z:
         contents = dict(z)
-    contents["version"] = np.array(2)
+    contents["version"] = np.array(3)
     with open(newer, "wb") as fh:
         np.savez(fh, **contents)
-    with pytest.raises(ValueError, match="version 2; this version of austerity reads version 1"):
+    with pytest.raises(ValueError, match="version 3; this version of austerity reads versions 1, 2"):
         TrialChain.load(newer)
 
     other = tmp_path / "other.npz"
