@@ -21,15 +21,16 @@ TESTS = ("austere", "barker", "confidence")
 SMALL_M = (10, 20, 30)
 
 _OPTIONS = {   # the options each test kind takes besides tolerance and method
-    "austere": ("m_grid", "epsilon_grid", "threshold", "workers"),
+    "austere": ("m_grid", "epsilon_grid", "threshold", "prediction_threshold", "workers",
+                "progress", "exact"),
     "barker": ("m_grid", "delta_grid"),
     "confidence": ("m_grid", "gamma_grid", "bound"),
 }
 
 
 def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m_grid=None,
-             epsilon_grid=None, threshold=None, workers=None, delta_grid=None,
-             gamma_grid=None, bound=None):
+             epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
+             progress=None, exact=None, delta_grid=None, gamma_grid=None, bound=None):
     """The settings of a minibatch MH test that read the least data within a tolerance.
 
     Parameters
@@ -68,9 +69,11 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
     method : {"average", "worst-case"}
     m_grid : sequence of int, optional
         Minibatch sizes (Austere, Barker) or first batch sizes (confidence) to search.
-    epsilon_grid, threshold, workers
-        Austere only: per-stage errors, ``"normal"`` (default) or ``"t"`` threshold model,
-        threads.
+    epsilon_grid, threshold, prediction_threshold, workers, progress, exact
+        Austere only: per-stage errors; the threshold of the test that will run (``"t"``,
+        the default, as ``AustereTest``); the threshold law the dynamic programme predicts
+        it with (``"normal"``, the default); threads; a progress bar or callback; the
+        reference DP without merged stages (see :func:`design._optimize.optimize`).
     delta_grid : sequence of (float or None), optional
         Barker only: Novak thresholds (default None, 0.9, 0.7, 0.5).
     gamma_grid : sequence of float, optional
@@ -116,8 +119,11 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
     tolerance = check_interval("tolerance", tolerance, 0.0, 0.5)
     if method not in _optimize.METHODS:
         raise ValueError(f"method must be 'average' or 'worst-case', got {method!r}")
-    given = dict(m_grid=m_grid, epsilon_grid=epsilon_grid, threshold=threshold,
-                 workers=workers, delta_grid=delta_grid, gamma_grid=gamma_grid, bound=bound)
+    given = dict(m_grid=m_grid, epsilon_grid=epsilon_grid,
+                 threshold=None if threshold == "t" else threshold,
+                 prediction_threshold=None if prediction_threshold == "normal"
+                 else prediction_threshold, workers=workers,
+                 progress=progress, exact=exact, delta_grid=delta_grid, gamma_grid=gamma_grid, bound=bound)
     for name, value in given.items():
         if value is not None and name not in _OPTIONS[test]:
             takers = [t for t, opts in _OPTIONS.items() if name in opts]
@@ -133,17 +139,17 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
         return optimize_confidence(trial_chain, tolerance, method=method, m_grid=m_grid,
                                    gamma_grid=gamma_grid,
                                    bound="bernstein-serfling" if bound is None else bound)
-    threshold = "normal" if threshold is None else threshold
+    laws = dict(threshold=threshold, prediction_threshold=prediction_threshold)
     design = _optimize.optimize(trial_chain, tolerance, method=method, m_grid=m_grid,
-                                epsilon_grid=epsilon_grid, threshold=threshold,
-                                workers=workers)
+                                epsilon_grid=epsilon_grid, workers=workers, progress=progress,
+                                exact=bool(exact), **laws)
     if m_grid is None and isinstance(trial_chain, TrialChain) and method == "average" \
             and design.m == int(design.m_grid[0]):
-        design = _smaller_m(design, trial_chain, tolerance, threshold, workers)
+        design = _smaller_m(design, trial_chain, tolerance, laws, workers)
     return design
 
 
-def _smaller_m(design, trial, tolerance, threshold, workers):
+def _smaller_m(design, trial, tolerance, laws, workers):
     """Try the minibatch sizes of ``SMALL_M`` below the grid at the chosen epsilon.
 
     The returned design's grid has the extra rows, with NaN at the epsilons not evaluated.
@@ -153,8 +159,7 @@ def _smaller_m(design, trial, tolerance, threshold, workers):
         return design
     try:
         extra = _optimize.optimize(trial, tolerance, method="average", m_grid=small,
-                                   epsilon_grid=[design.epsilon], threshold=threshold,
-                                   workers=workers)
+                                   epsilon_grid=[design.epsilon], workers=workers, **laws)
     except _optimize.InfeasibleDesignError:
         return design
     if not extra.data_fraction < design.data_fraction:
@@ -219,7 +224,7 @@ def evaluate(design, trial_chain):
     N = trial_chain.N
     if kind == "austere":
         r = acceptance_error(trial_chain, m=design.m, epsilon=design.epsilon,
-                             threshold=design.threshold)
+                             threshold=design.prediction_threshold)
         return np.array(r.delta), np.array(r.data_fraction)
     if kind == "barker":
         needs(trial_chain, ("skewness", "kurtosis", "abs_z1", "abs_z3"), "Barker",

@@ -145,7 +145,7 @@ def test_evaluate_reproduces_the_design(three_designs):
     for kind, d in designs.items():
         err, frac = evaluate(d, tc)
         if kind == "austere":
-            r = acceptance_error(tc, m=d.m, epsilon=d.epsilon, threshold=d.threshold)
+            r = acceptance_error(tc, m=d.m, epsilon=d.epsilon, threshold=d.prediction_threshold)
             np.testing.assert_allclose(frac, r.data_fraction, rtol=1e-12)
         else:
             np.testing.assert_allclose(err, d.pair_error, rtol=1e-12, atol=1e-300)

@@ -17,6 +17,7 @@ from design import TrialChain
 from samplers import _seq
 from samplers._accept import _BOUNDS
 from design._lib.jit import jit
+from design._lib.rows import new_order, restart_order
 from samplers.models._kernels import prefetch_data0
 from validation._kernels import vector_ratio
 
@@ -55,14 +56,15 @@ class Populations:
 
 def _austere_driver(loop):
     @jit
-    def run(l, perm, m, log_const, crit, rng, accepted, exact, n_used):
+    def run(l, order, m, log_const, crit, rng, accepted, exact, n_used):
         N = l.shape[0]
         data = (l,)
         theta = np.zeros(1)
         mu = np.mean(l)
         for k in range(accepted.shape[0]):
             mu0 = (-rng.standard_exponential() - log_const) / N
-            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, perm, 0, m, mu0, crit,
+            restart_order(order)
+            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, order, 0, m, mu0, crit,
                                          0, 0.0, 0.0, 0)
             accepted[k] = acc
             exact[k] = mu > mu0
@@ -72,12 +74,13 @@ def _austere_driver(loop):
 
 def _barker_driver(loop):
     @jit
-    def run(l, perm, m, log_const, sigma, delta, check_eps, fpc, skewed, x0, h, step,
+    def run(l, order, m, log_const, sigma, delta, check_eps, fpc, skewed, x0, h, step,
             density, cdf, rng, accepted, n_used):
         data = (l,)
         theta = np.zeros(1)
         for k in range(accepted.shape[0]):
-            _, acc, n, _, _, _, _, _ = loop(data, theta, theta, rng, perm, m, log_const, sigma,
+            restart_order(order)
+            _, acc, n, _, _, _, _, _ = loop(data, theta, theta, rng, order, m, log_const, sigma,
                                             delta, check_eps, fpc, skewed, x0, h, step,
                                             density, cdf)
             accepted[k] = acc
@@ -109,23 +112,23 @@ def simulate(test, l, log_const, n_tests, rng, C=None):
 
     l = np.ascontiguousarray(l, dtype=float)
     N = l.size
-    perm = np.arange(N)
+    order = new_order(N)
     acc = np.empty(n_tests, dtype=np.bool_)
     used = np.empty(n_tests, dtype=np.int64)
     kind = type(test).__name__
     if kind == "AustereTest":
         exact = np.empty(n_tests, dtype=np.bool_)
         crit = test.critical_values(N, -(-N // test.m))
-        _driver("austere")(l, perm, test.m, log_const, crit, rng, acc, exact, used)
+        _driver("austere")(l, order, test.m, log_const, crit, rng, acc, exact, used)
         d = acc.astype(float) - exact
     elif kind == "ConfidenceTest":
         exact = np.empty(n_tests, dtype=np.bool_)
-        repeated_confidence()(l, perm, float(np.mean(l)), log_const, float(C), test.delta, test.p,
+        repeated_confidence()(l, order, float(np.mean(l)), log_const, float(C), test.delta, test.p,
                               test.gamma, _BOUNDS.index(test.bound), test.batch_size, rng,
                               acc, exact, used)
         d = acc.astype(float) - exact
     else:
-        _driver("barker")(l, perm, test.m, log_const, *test._settings(), *test._draw_args,
+        _driver("barker")(l, order, test.m, log_const, *test._settings(), *test._draw_args,
                           rng, acc, used)
         d = acc.astype(float) - special.expit(N * np.mean(l) + log_const)
     return float(d.mean()), float(d.std() / math.sqrt(n_tests)) or 1.0 / n_tests, float(
