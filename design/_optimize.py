@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import ClassVar
@@ -11,6 +10,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._lib.checks import check_int, check_interval
+from ._lib.progress import progress_callback
 
 from ._acceptance_error import PairIntegrals, mu_table_edge
 from ._names import METHODS
@@ -291,20 +291,6 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         m_grid=m_grid, epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
 
 
-def _progress_callback(progress, total):
-    """(callback(done, total) or None, close()) for ``optimize``'s ``progress`` argument."""
-    if callable(progress):
-        return progress, lambda: None
-    if progress is None:
-        progress = sys.stderr is not None and sys.stderr.isatty()
-    if not progress:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc="design grid", unit="cell", leave=False)
-    return (lambda done, _total: bar.update(done - bar.n)), bar.close
-
-
 def _run_cells(evaluate, cells, workers, progress):
     """``[evaluate(m, eps) for (m, eps) in cells]`` on ``workers`` threads, interruptibly.
 
@@ -314,7 +300,7 @@ def _run_cells(evaluate, cells, workers, progress):
     second) are waited for. ``concurrent.futures``' ``with`` block followed by ``map`` would
     instead wait for every queued cell.
     """
-    callback, close = _progress_callback(progress, len(cells))
+    callback, close = progress_callback(progress, len(cells), desc="design grid", unit="cell")
     results = [None] * len(cells)
     try:
         if workers == 1 or len(cells) == 1:

@@ -22,10 +22,11 @@ stops the pass at once (queued chunks are cancelled).
 
 from __future__ import annotations
 
-import sys
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
+
+from ._lib.progress import progress_callback
 
 __all__ = ["pair_moments"]
 
@@ -85,19 +86,6 @@ def _chunk_moments(diffs_fn, model, args, start, stop):
     return idx.size, mean, np.sum((L - mean) ** 2, axis=0)
 
 
-def _progress(progress, total):
-    if callable(progress):
-        return progress, lambda: None
-    if progress is None:
-        progress = sys.stderr is not None and sys.stderr.isatty()
-    if not progress:
-        return None, lambda: None
-    from tqdm.auto import tqdm
-
-    bar = tqdm(total=total, desc="trial-pair statistics", unit="chunk", leave=False)
-    return (lambda done, _total: bar.update(done - bar.n)), bar.close
-
-
 def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=None):
     """(mu, sigma) of l_i over all N rows for every pair, in one chunked pass.
 
@@ -113,7 +101,7 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
         diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
     starts = list(range(0, N, chunk))
     total = len(starts)
-    callback, close = _progress(progress, total)
+    callback, close = progress_callback(progress, total, desc="trial-pair statistics", unit="chunk")
     P = thetas.shape[0]
     n_acc, mean, m2 = 0, np.zeros(P), np.zeros(P)
 

@@ -75,6 +75,27 @@ def progress_bar(total=None, *, desc: str, progress=None, unit: str = "it", stre
                 dynamic_ncols=True, leave=True)
 
 
+
+def progress_callback(progress, total, *, desc: str, unit: str = "it"):
+    """``(callback(done, total) or None, close)`` for a ``progress`` argument that may also be
+    a callable: a callable is used as it is; otherwise a :func:`progress_bar` is advanced to
+    ``done`` (None when the bar is off).
+
+    Examples
+    --------
+    >>> callback, close = progress_callback(False, 10, desc="cells")
+    >>> callback is None
+    True
+    >>> close()
+    """
+    if callable(progress):
+        return progress, lambda: None
+    bar = progress_bar(total, desc=desc, progress=progress, unit=unit)
+    if bar.disable:
+        return None, bar.close
+    return (lambda done, _total: bar.update(done - bar.n)), bar.close
+
+
 @contextmanager
 def compile_notice(enabled: bool = True, stream=None):
     """Print one line, once per process, when numba starts compiling inside this block.
