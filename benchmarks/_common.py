@@ -40,3 +40,15 @@ def write(name: str, payload: dict) -> Path:
     path.write_text(json.dumps({"machine": machine(), **payload}, indent=2, default=float) + "\n")
     print(f"\nwrote {path.relative_to(Path.cwd()) if path.is_relative_to(Path.cwd()) else path}")
     return path
+
+
+def cv_logistic_dataset(N, rng, d=10):
+    """The control-variate benchmarks' logistic regression: d standard-normal covariates and
+    an intercept column, coefficients N(0, 1/d), labels drawn from the model."""
+    import numpy as np
+
+    theta = rng.normal(0.0, 1.0 / np.sqrt(d), d + 1)
+    X = rng.normal(size=(N, d + 1))
+    X[:, -1] = 1.0
+    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ theta)))).astype(float)
+    return X, y

@@ -37,7 +37,7 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
-from _common import write  # noqa: E402
+from _common import cv_logistic_dataset, write  # noqa: E402
 
 import design  # noqa: E402
 from samplers import (  # noqa: E402
@@ -56,13 +56,6 @@ from samplers import (  # noqa: E402
 D = 10
 
 
-def dataset(N, rng):
-    """Logistic regression rows: d = 10 Gaussian covariates and an intercept."""
-    theta = rng.normal(0.0, 1.0 / np.sqrt(D), D + 1)
-    X = rng.normal(size=(N, D + 1))
-    X[:, -1] = 1.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ theta)))).astype(float)
-    return X, y
 
 
 class PairFlip(Proposal):
@@ -150,7 +143,7 @@ def main(argv=None):
           f"{'fresh':>10} {'rows real':>10} {'chain':>10} {'ratio':>6} {'err pred':>9} "
           f"{'|D| fresh':>9} {'|D| real':>9} {'D real':>16} {'gap':>6} {'design s':>8}")
     for N in args.sizes:
-        X, y = dataset(N, rng)
+        X, y = cv_logistic_dataset(N, rng, D)
         plain = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
         cv = ControlVariates(plain)
         walk = RandomWalk.from_laplace(cv)

@@ -34,7 +34,7 @@ import numba
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import cv_logistic_dataset, write  # noqa: E402
 
 from samplers import (  # noqa: E402
     AustereTest,
@@ -49,12 +49,6 @@ from samplers import (  # noqa: E402
 D = 10
 
 
-def dataset(N, rng):
-    theta = rng.normal(0.0, 1.0 / np.sqrt(D), D + 1)
-    X = rng.normal(size=(N, D + 1))
-    X[:, -1] = 1.0
-    y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ theta)))).astype(float)
-    return X, y
 
 
 def run_chain(model, cv, test, steps, seed, proposal=None):
@@ -185,7 +179,7 @@ def main(argv=None):
     test = AustereTest(m=args.m, epsilon=0.01)
     rows = []
     for N in args.sizes:
-        X, y = dataset(N, rng)
+        X, y = cv_logistic_dataset(N, rng, D)
         model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
         t0 = time.perf_counter()
         cv = ControlVariates(model)
