@@ -21,18 +21,8 @@ The pieces:
 """
 
 from . import datasets, priors
-from ._accept import (
-    AcceptanceTest,
-    AustereInfo,
-    AustereTest,
-    BarkerInfo,
-    BarkerTest,
-    ConfidenceInfo,
-    ConfidenceTest,
-    ExactInfo,
-    ExactTest,
-    confidence_radius,
-)
+from . import mhtests
+from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._chain import Chain, Chains, State, StepInfo, mh_step, sample, sample_chains
 from design._lib.rows import IndexSampler
 from .models import (
@@ -64,8 +54,7 @@ from .models import (
 from .models import LaplaceApproximation, laplace_approximation
 
 __all__ = [
-    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
-    "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
+    *mhtests.__all__,
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",

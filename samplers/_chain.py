@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._accept import AcceptanceTest
+from .mhtests import AcceptanceTest
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from ._view import check_model
