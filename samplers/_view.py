@@ -6,7 +6,7 @@ import numbers
 
 import numpy as np
 
-from .models._base import BaseModel
+from .models.compiled import compiled_view, is_compiled
 
 __all__ = ["ModelView", "check_model"]
 
@@ -19,8 +19,10 @@ FULL_CHUNK = 1 << 16
 class ModelView:
     """Fast access to a (checked) model: ``N``, ``dim``, ``ratio``, ``grad``, ``bound``, priors.
 
-    Built-in models expose their private kernels directly; a user's model is wrapped so that
-    its results come back as float arrays.
+    A compiled model (:mod:`samplers.models.compiled`: ``row_kernels``, ``kernel_data()``,
+    e.g. every built-in model) gives its row kernels, from which the compiled loops and the
+    batch functions are built; a user's model is wrapped so that its results come back as
+    float arrays, and the tests take their Python paths.
     """
 
     def __init__(self, model, dim: int):
@@ -29,16 +31,17 @@ class ModelView:
         self.dim = dim
         self.logprior = model.logprior
         #: Per-row l_i and prefetch kernels and their data tuple, for compiled test loops
-        #: (built-in models; None for a user's model, which takes the Python path).
+        #: (compiled models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = None
-        if isinstance(model, BaseModel):
-            self.row_ratio = model._row_ratio
-            self.row_prefetch = model._row_prefetch
-            self.kernel_data = model._kernel_data
-            self.ratio = model._loglik_ratio
-            self.grad = model._grad_loglik
-            self.bound = model._loglik_ratio_bound
-            self.grad_logprior = model.grad_logprior
+        if is_compiled(model):
+            batches = compiled_view(model)
+            self.row_ratio = batches.kernels.ratio
+            self.row_prefetch = batches.kernels.prefetch
+            self.kernel_data = batches.kernel_data
+            self.ratio = batches.ratio
+            self.grad = batches.grad
+            self.bound = batches.bound
+            self.grad_logprior = getattr(model, "grad_logprior", None)
             return
         if hasattr(model, "loglik_ratio"):
             fused = model.loglik_ratio

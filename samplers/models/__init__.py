@@ -1,6 +1,7 @@
 """Models: the protocol a user's model follows and the built-in models with numba kernels."""
 
 from ._base import BaseModel, Model, loglik_ratio
+from .compiled import CompiledModel, RowKernels
 from .gaussian import Gaussian, GaussianMean
 from .linear import LinearRegression
 from .logistic import LogisticRegression
@@ -18,6 +19,8 @@ __all__ = [
     "Model",
     "BaseModel",
     "loglik_ratio",
+    "CompiledModel",
+    "RowKernels",
     "GaussianMean",
     "Gaussian",
     "LogisticRegression",

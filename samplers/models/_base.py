@@ -27,6 +27,7 @@ import numpy as np
 from design._lib.checks import check_finite_array, check_positive
 from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
+from .compiled import RowKernels
 
 __all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows"]
 
@@ -180,15 +181,27 @@ class BaseModel:
     the private ones directly after checking once. Data arrays that are memmaps are pickled
     as a reference to their file, so process pools do not copy them.
 
-    Subclasses set ``N`` and ``dim``, define the per-row kernels ``_row_loglik``,
-    ``_row_ratio``, ``_row_grad`` and ``_row_prefetch`` (jitted, wrapped in ``staticmethod``, see
-    :mod:`samplers.models._kernels`), ``_kernel_data()`` (the tuple of arrays and constants
-    the row kernels read, temperature included) and ``_loglik_ratio_bound``.
+    Implements the compiled-model interface (:mod:`samplers.models.compiled`:
+    ``row_kernels``, ``kernel_data()``, ``kernel_ratio_bound``) that the samplers use.
+    Subclasses set ``N`` and ``dim`` and either set ``row_kernels`` (a
+    :class:`~samplers.models.compiled.RowKernels`) or define the per-row kernels
+    ``_row_loglik``, ``_row_ratio``, ``_row_grad`` and ``_row_prefetch`` (jitted, wrapped in
+    ``staticmethod``), which the class collects into ``row_kernels``; and they define
+    ``_kernel_data()`` (the tuple of arrays and constants the row kernels read, temperature
+    included) and ``_loglik_ratio_bound``.
     """
 
     N: int
     dim: int
     _row_loglik = _row_ratio = _row_grad = _row_prefetch = None
+    #: The per-row kernels (compiled-model interface), collected from ``_row_*``.
+    row_kernels: RowKernels | None = None
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if "row_kernels" not in cls.__dict__ and cls._row_ratio is not None:
+            cls.row_kernels = RowKernels(ratio=cls._row_ratio, prefetch=cls._row_prefetch,
+                                         loglik=cls._row_loglik, grad=cls._row_grad)
 
     def __init__(self, *, prior: Prior | None, temperature: float, dim: int):
         self.dim = dim
@@ -230,21 +243,34 @@ class BaseModel:
         """Gradient of the log prior density at ``theta``."""
         return self.prior.grad(np.asarray(theta, dtype=float))
 
-    # -- unchecked batch methods used by the samplers -----------------------------------------
+    # -- the compiled-model interface (samplers.models.compiled): no argument checks ---------
+
+    def kernel_data(self) -> tuple:
+        """The tuple of arrays and constants the row kernels read (temperature included)."""
+        return self._kernel_data()
+
+    def kernel_ratio_bound(self, theta, theta_new) -> float:
+        """:meth:`loglik_ratio_bound` without argument checks (validated float arrays)."""
+        return self._loglik_ratio_bound(theta, theta_new)
+
+    # -- unchecked batch methods -------------------------------------------------------------
 
     def _loglik(self, theta, idx):
+        k = self.row_kernels
         out = np.empty(idx.shape[0])
-        batch_loglik(self._row_loglik, self._row_prefetch)(self._kernel_data(), idx, theta, out)
+        batch_loglik(k.loglik, k.prefetch)(self.kernel_data(), idx, theta, out)
         return out
 
     def _loglik_ratio(self, theta, theta_new, idx):
+        k = self.row_kernels
         out = np.empty(idx.shape[0])
-        batch_ratio(self._row_ratio, self._row_prefetch)(self._kernel_data(), idx, theta, theta_new, out)
+        batch_ratio(k.ratio, k.prefetch)(self.kernel_data(), idx, theta, theta_new, out)
         return out
 
     def _grad_loglik(self, theta, idx):
+        k = self.row_kernels
         out = np.empty((idx.shape[0], self.dim))
-        batch_grad(self._row_grad, self._row_prefetch)(self._kernel_data(), idx, theta, out)
+        batch_grad(k.grad, k.prefetch)(self.kernel_data(), idx, theta, out)
         return out
 
     def _kernel_data(self) -> tuple:
