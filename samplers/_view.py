@@ -33,6 +33,8 @@ class ModelView:
         #: Per-row l_i and prefetch kernels and their data tuple, for compiled test loops
         #: (compiled models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = None
+        #: The sequential-test engine's buffer of l_i, reused between decisions.
+        self.engine_values = None
         if is_compiled(model):
             batches = compiled_view(model)
             self.row_ratio = batches.kernels.ratio

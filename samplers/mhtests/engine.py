@@ -176,17 +176,27 @@ def compiled_driver(row_ratio, row_prefetch, rule, epilogue=keep):
 
 def run_compiled(view, batches, rng, theta, theta_new, rule, epilogue, mu0, settings, carry,
                  resume: Run | None = None) -> Run:
-    """One call of the compiled driver (from the start, or resuming a MORE)."""
+    """One call of the compiled driver (from the start, or resuming a MORE).
+
+    ``view`` is a :class:`~samplers._view.ModelView` (or any object with ``row_ratio``,
+    ``row_prefetch``, ``kernel_data`` and, optionally, an ``engine_values`` slot where the
+    driver's buffer of l_i is kept between decisions)."""
     drive = compiled_driver(view.row_ratio, view.row_prefetch, rule, epilogue)
     perm, _ = batches.kernel_state()
     if resume is None:
-        state = (_NO_VALUES, 0, 0, 0, 0.0, 0.0, 0.0)
+        # The buffer of l_i is reused from the view's previous decision (its contents do not
+        # matter): allocating a fresh one per decision, grown by doubling, cost more than
+        # the rows themselves on a cheap model (fresh pages fault on first write).
+        values = getattr(view, "engine_values", None)
+        state = (_NO_VALUES if values is None else values, 0, 0, 0, 0.0, 0.0, 0.0)
     else:
         carry = resume.carry
         state = (resume.values, resume.n_used, resume.k, resume.stage, resume.mean, resume.m2,
                  resume.m3)
-    out = Run(*drive(view.kernel_data(), theta, theta_new, rng, perm, mu0, settings, carry,
-                     *state))
+    out = Run._make(drive(view.kernel_data(), theta, theta_new, rng, perm, mu0, settings,
+                          carry, *state))
+    if hasattr(view, "engine_values"):
+        view.engine_values = out.values
     batches.set_cursor(out.n_used)
     return out
 
