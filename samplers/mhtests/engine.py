@@ -9,7 +9,7 @@ any) once the rule stops.
 
 The rule
 --------
-A rule is a small jitted function (``samplers._jit.jit``)::
+A rule is a small jitted function (``design._lib.jit.jit``)::
 
     rule(values, k, N, stage, mean, m2, m3, mu0, settings, carry)
         -> (status, accepted, carry, grow)
@@ -115,7 +115,9 @@ def _grown(values, n, needed, N):
     return grown
 
 
-def _batch_of_ratios(row_ratio, row_prefetch):
+@cache
+def batch_of_ratios(row_ratio, row_prefetch):
+    """Compiled ``fill``: the next rows of the order and their l_i (memoised per kernel)."""
     ratios = batch_ratio(row_ratio, row_prefetch)
 
     @jit
@@ -125,9 +127,6 @@ def _batch_of_ratios(row_ratio, row_prefetch):
         ratios(data, rows, theta, theta_new, out)
 
     return fill
-
-
-batch_of_ratios = cache(_batch_of_ratios)
 
 
 @cache
