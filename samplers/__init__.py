@@ -26,18 +26,8 @@ The pieces:
 """
 
 from . import datasets, priors
-from ._accept import (
-    AcceptanceTest,
-    AustereInfo,
-    AustereTest,
-    BarkerInfo,
-    BarkerTest,
-    ConfidenceInfo,
-    ConfidenceTest,
-    ExactInfo,
-    ExactTest,
-    confidence_radius,
-)
+from . import mhtests
+from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._arviz import import_arviz
 from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
 from design._lib.rows import IndexSampler
@@ -78,8 +68,7 @@ from ._poisson import AliasTable, PoissonBatches
 from .models.remainder import TaylorRemainder
 
 __all__ = [
-    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
-    "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
+    *mhtests.__all__,
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
     "import_arviz", "ChainInterrupted",
     "IndexSampler",

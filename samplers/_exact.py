@@ -47,7 +47,8 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._accept import AcceptanceTest, _nonfinite_decision
+from .mhtests.base import AcceptanceTest
+from .mhtests.base import nonfinite_decision as _nonfinite_decision
 from design._lib.checks import check_finite_array, check_interval
 from design._lib.jit import jit
 from design._lib.moments import RunningMoments
