@@ -33,7 +33,7 @@ from samplers import (  # noqa: E402
     IndexSampler,
     LogisticRegression,
 )
-from samplers._view import check_model  # noqa: E402
+from samplers import check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
 
 

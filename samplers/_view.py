@@ -53,6 +53,9 @@ class ModelView:
     float arrays, and the tests take their Python paths.
     """
 
+    #: Rows per chunk of a full-data pass (:meth:`chunks`, :meth:`full_ratio_moments`, ...).
+    FULL_CHUNK = FULL_CHUNK
+
     def __init__(self, model, dim: int):
         self.model = model
         self.N = int(model.N)
@@ -190,6 +193,18 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
     or ``logprior``, a non-finite or ill-shaped ``theta0``, a non-finite log prior at
     ``theta0``, and log-likelihoods at ``theta0`` that are not finite or not one per row
     (probed on up to 1024 rows spread over the data).
+
+    Every chain starts with this check; the :class:`ModelView` it returns is what the
+    proposals (``check``, ``init``, ``propose``) and the tests (``check``, ``decide``)
+    receive, and what ``validation`` builds to draw proposals outside a chain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import GaussianMean, check_model
+    >>> view, theta = check_model(GaussianMean(np.zeros(100)), [0.5])
+    >>> view.N, theta
+    (100, array([0.5]))
     """
     for attr in ("loglik", "logprior"):
         if not callable(getattr(model, attr, None)):

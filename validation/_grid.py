@@ -18,7 +18,7 @@ from scipy import special
 
 from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
 from design._lib.rows import new_order
-from samplers._view import check_model
+from samplers import check_model
 
 from ._bounds import stationary_bound, subsampling_bound
 from ._kernels import dobrushin, doeblin, path_thresholds

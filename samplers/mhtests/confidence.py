@@ -16,8 +16,6 @@ from .base import IntervalTest, design_for, nonfinite_decision
 
 __all__ = ["ConfidenceInfo", "ConfidenceTest", "confidence_radius"]
 
-_BOUNDS = BOUNDS  # the bounds in the order of their codes (kept for older imports)
-
 
 class ConfidenceInfo(NamedTuple):
     n_used: int
