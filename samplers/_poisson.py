@@ -1,6 +1,6 @@
 """Poisson minibatches: a Poisson number of rows drawn with replacement, in O(batch).
 
-The exact minibatch tests (:mod:`samplers._exact`) read a Poisson process of rows: ``B ~
+The exact minibatch tests (:mod:`samplers.mhtests.poisson`) read a Poisson process of rows: ``B ~
 Poisson(rate)`` draws, each row ``i`` with probability ``w_i / sum_j w_j``. Uniform
 probabilities need nothing; weighted ones use Walker's alias table (Vose's O(N)
 construction, built once; Vose 1991, "A linear algorithm for generating random numbers with

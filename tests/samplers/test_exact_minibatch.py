@@ -414,7 +414,7 @@ def test_equal_seeds_give_identical_chains():
 
 def test_a_prepared_test_pickles_without_its_tables():
     # deepcopy goes through the same __reduce_ex__ / __getstate__ as pickle, without looking the
-    # class up by name (the doctest collection may import samplers._exact a second time)
+    # class up by name (the doctest collection may import samplers.mhtests.poisson a second time)
     import copy
 
     test = SMHTest(2)
