@@ -15,8 +15,9 @@ The pieces:
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
-  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x; :func:`import_arviz` imports ArviZ
-  with the toolkit's fixes);
+  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x, with ``lp`` from
+  :func:`log_posterior` when given the model; :func:`import_arviz` imports ArviZ with the
+  toolkit's fixes);
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
@@ -40,6 +41,7 @@ from ._accept import (
 )
 from ._arviz import import_arviz
 from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._lp import log_posterior
 from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
@@ -80,7 +82,7 @@ from .models.remainder import TaylorRemainder
 __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
-    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
+    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
     "import_arviz", "ChainInterrupted",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
