@@ -22,10 +22,13 @@ stops the pass at once (queued chunks are cancelled).
 
 from __future__ import annotations
 
+import math
+
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from ._lib.jit import jit
 from ._lib.progress import progress_callback
 
 __all__ = ["pair_moments"]
@@ -48,13 +51,47 @@ def distinct_vectors(thetas, theta_news):
     return np.ascontiguousarray(uniq), inverse[:P], inverse[P:]
 
 
-def _chunk_diffs_many(model, vectors, old, new, idx):
-    ll = np.asarray(model.loglik_many(vectors, idx), dtype=float)
+@jit
+def _pair_columns_moments(ll, old, new):
+    """Mean and sum of squared deviations of ll[:, new[p]] - ll[:, old[p]] for every p.
+
+    Two passes over the rows (the mean, then the deviations), without forming the
+    differences; ``finite`` is False if any difference is not finite.
+    """
+    n, P = ll.shape[0], old.shape[0]
+    mean = np.zeros(P)
+    m2 = np.zeros(P)
+    for r in range(n):
+        row = ll[r]
+        for p in range(P):
+            mean[p] += row[new[p]] - row[old[p]]
+    finite = True
+    for p in range(P):
+        mean[p] /= n
+        finite = finite and math.isfinite(mean[p])
+    for r in range(n):
+        row = ll[r]
+        for p in range(P):
+            d = row[new[p]] - row[old[p]] - mean[p]
+            m2[p] += d * d
+    return mean, m2, finite
+
+
+def _chunk_moments_many(model, vectors, old, new, start, stop):
+    """(rows, mean, M2) of every pair's l_i over rows start..stop-1 from one
+    ``loglik_many`` call (the differences are never formed)."""
+    idx = np.arange(start, stop)
+    ll = np.ascontiguousarray(model.loglik_many(vectors, idx), dtype=np.float64)
     if ll.shape != (idx.size, vectors.shape[0]):
         raise ValueError(f"model.loglik_many must return shape {(idx.size, vectors.shape[0])} "
                          f"for {idx.size} rows and {vectors.shape[0]} parameter vectors, "
                          f"got {ll.shape}")
-    return ll[:, new] - ll[:, old]
+    mean, m2, finite = _pair_columns_moments(ll, old, new)
+    if not (finite and np.all(np.isfinite(m2))):
+        raise ValueError(
+            f"model log-likelihood differences must be {idx.size} finite values for an index "
+            f"chunk of size {idx.size}, got non-finite values")
+    return idx.size, mean, m2
 
 
 def _chunk_diffs_generic(model, thetas, theta_news, idx):
@@ -75,9 +112,9 @@ def _chunk_diffs_generic(model, thetas, theta_news, idx):
     return out
 
 
-def _chunk_moments(diffs_fn, model, args, start, stop):
+def _chunk_moments_generic(model, thetas, theta_news, start, stop):
     idx = np.arange(start, stop)
-    L = diffs_fn(model, *args, idx)
+    L = _chunk_diffs_generic(model, thetas, theta_news, idx)
     if not np.all(np.isfinite(L)):
         raise ValueError(
             f"model log-likelihood differences must be {idx.size} finite values for an index "
@@ -94,11 +131,11 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     in the main thread after each chunk (an exception it raises stops the pass).
     """
     if callable(getattr(model, "loglik_many", None)):
-        diffs_fn, args = _chunk_diffs_many, distinct_vectors(thetas, theta_news)
+        chunk_fn, args = _chunk_moments_many, distinct_vectors(thetas, theta_news)
         # a chunk's (rows x vectors) matrices stay at MAX_ENTRIES (8 MB) each
         chunk = min(chunk, max(1024, MAX_ENTRIES // args[0].shape[0]))
     else:
-        diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
+        chunk_fn, args = _chunk_moments_generic, (thetas, theta_news)
     starts = list(range(0, N, chunk))
     total = len(starts)
     callback, close = progress_callback(progress, total, desc="trial-pair statistics", unit="chunk")
@@ -117,7 +154,7 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     try:
         if workers <= 1 or total == 1:
             for k, s in enumerate(starts):
-                merge(_chunk_moments(diffs_fn, model, args, s, min(s + chunk, N)))
+                merge(chunk_fn(model, *args, s, min(s + chunk, N)))
                 if callback is not None:
                     callback(k + 1, total)
         else:
@@ -127,8 +164,7 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
                 while merged < total:
                     while nxt < total and len(futures) < 2 * workers:
                         s = starts[nxt]
-                        futures[pool.submit(_chunk_moments, diffs_fn, model, args, s,
-                                            min(s + chunk, N))] = nxt
+                        futures[pool.submit(chunk_fn, model, *args, s, min(s + chunk, N))] = nxt
                         nxt += 1
                     finished, _ = wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
                     for fut in finished:
