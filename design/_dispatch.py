@@ -22,7 +22,7 @@ SMALL_M = (10, 20, 30)
 
 _OPTIONS = {   # the options each test kind takes besides tolerance and method
     "austere": ("m_grid", "epsilon_grid", "threshold", "prediction_threshold", "workers",
-                "progress", "exact"),
+                "progress", "exact", "search"),
     "barker": ("m_grid", "delta_grid"),
     "confidence": ("m_grid", "gamma_grid", "bound"),
 }
@@ -30,7 +30,8 @@ _OPTIONS = {   # the options each test kind takes besides tolerance and method
 
 def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
-             progress=None, exact=None, delta_grid=None, gamma_grid=None, bound=None):
+             progress=None, exact=None, search=None, delta_grid=None, gamma_grid=None,
+             bound=None):
     """The settings of a minibatch MH test that read the least data within a tolerance.
 
     Parameters
@@ -69,11 +70,12 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
     method : {"average", "worst-case"}
     m_grid : sequence of int, optional
         Minibatch sizes (Austere, Barker) or first batch sizes (confidence) to search.
-    epsilon_grid, threshold, prediction_threshold, workers, progress, exact
+    epsilon_grid, threshold, prediction_threshold, workers, progress, exact, search
         Austere only: per-stage errors; the threshold of the test that will run (``"t"``,
         the default, as ``AustereTest``); the threshold law the dynamic programme predicts
         it with (``"normal"``, the default); threads; a progress bar or callback; the
-        reference DP without merged stages (see :func:`design._optimize.optimize`).
+        reference DP without merged stages; which grid cells to evaluate (the worst case
+        bisects in epsilon by default; see :func:`design._optimize.optimize`).
     delta_grid : sequence of (float or None), optional
         Barker only: Novak thresholds (default None, 0.9, 0.7, 0.5).
     gamma_grid : sequence of float, optional
@@ -123,7 +125,8 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
                  threshold=None if threshold == "t" else threshold,
                  prediction_threshold=None if prediction_threshold == "normal"
                  else prediction_threshold, workers=workers,
-                 progress=progress, exact=exact, delta_grid=delta_grid, gamma_grid=gamma_grid, bound=bound)
+                 progress=progress, exact=exact, search=search, delta_grid=delta_grid,
+                 gamma_grid=gamma_grid, bound=bound)
     for name, value in given.items():
         if value is not None and name not in _OPTIONS[test]:
             takers = [t for t, opts in _OPTIONS.items() if name in opts]
@@ -142,7 +145,8 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
     laws = dict(threshold=threshold, prediction_threshold=prediction_threshold)
     design = _optimize.optimize(trial_chain, tolerance, method=method, m_grid=m_grid,
                                 epsilon_grid=epsilon_grid, workers=workers, progress=progress,
-                                exact=bool(exact), **laws)
+                                exact=bool(exact),
+                                search="auto" if search is None else search, **laws)
     if m_grid is None and isinstance(trial_chain, TrialChain) and method == "average" \
             and design.m == int(design.m_grid[0]):
         design = _smaller_m(design, trial_chain, tolerance, laws, workers)

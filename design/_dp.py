@@ -175,20 +175,101 @@ def _interior_edges(q, finest, coarsest, ratio):
 @jit
 def _taylor_sums(t, w, n, stride):
     """c_k = sum_i w_i t_i^(stride k) / (stride k)!, k < n: the coefficients of
-    sum_i w_i exp(a t_i) (stride 1) or of sum_i w_i cosh(a t_i) (stride 2) in powers of a."""
+    sum_i w_i exp(a t_i) (stride 1) or of sum_i w_i cosh(a t_i) (stride 2) in powers of a.
+
+    The sum over i of each c_k is split over four partial sums, so the additions are not
+    one chain of dependent operations.
+    """
     c = np.zeros(n)
+    m = t.shape[0]
     pw = w.copy()
+    tt = t.copy()
+    if stride == 2:
+        for i in range(m):
+            tt[i] = t[i] * t[i]
     for k in range(n):
-        acc = 0.0
-        for i in range(t.shape[0]):
-            acc += pw[i]
-        c[k] = acc
+        s0 = s1 = s2 = s3 = 0.0
+        i = 0
+        while i + 4 <= m:
+            s0 += pw[i]
+            s1 += pw[i + 1]
+            s2 += pw[i + 2]
+            s3 += pw[i + 3]
+            i += 4
+        while i < m:
+            s0 += pw[i]
+            i += 1
+        c[k] = (s0 + s1) + (s2 + s3)
         f = 1.0
         for r in range(stride):
             f /= stride * k + r + 1
-        for i in range(t.shape[0]):
-            pw[i] *= t[i] ** stride * f
+        for i in range(m):
+            pw[i] *= tt[i] * f
     return c
+
+
+@jit
+def _padded(F, M, pad):
+    """G with G[c + i] = F[|i|] for |i| <= M and 0 for M < |i| <= M + pad (c = M + pad)."""
+    c = M + pad
+    G = np.zeros(2 * c + 1)
+    for i in range(M + 1):
+        G[c + i] = F[i]
+        G[c - i] = F[i]
+    return G
+
+
+@jit
+def _grid_pad(rho, h, s, W):
+    """Zero padding ``_grid_dots`` reads past the grid: more than one window of the kernel."""
+    return int(2.0 * W * s / (rho * h)) + 3
+
+
+@jit
+def _grid_dots(ys, G, c, h, rho, s, W, out):
+    """out[b] = h * sum_i F[|i|] K_s(ys[b] - rho i h): ``_grid_dot`` at every point at once.
+
+    ``G`` is the symmetric grid of F zero-padded by ``_padded`` with ``_grid_pad`` (centre
+    index ``c``). Each point's window is clipped to the grid as in ``_grid_dot`` and its
+    Gaussian factors come from the same recurrence, in the same order; but the loop runs
+    over the points in lockstep, so the recurrences of different points overlap instead of
+    each waiting on its own previous step. A point whose window is shorter than the longest
+    adds zeros (read from the padding) for the remaining steps, which changes no sum.
+    """
+    n = ys.shape[0]
+    dx = rho * h
+    d = dx / s
+    qd = math.exp(-d * d)
+    base = np.empty(n, dtype=np.int64)
+    cnt = np.empty(n, dtype=np.int64)
+    e = np.empty(n)
+    r = np.empty(n)
+    acc = np.zeros(n)
+    M = c - _grid_pad(rho, h, s, W)
+    L = 0
+    for b in range(n):
+        y = ys[b]
+        i_lo = max(int(math.ceil((y - W * s) / dx)), -M)
+        i_hi = min(int(math.floor((y + W * s) / dx)), M)
+        base[b] = c + i_lo
+        cnt[b] = i_hi - i_lo + 1
+        if cnt[b] <= 0:                   # the window misses the grid: a zero sum
+            base[b] = c
+            e[b] = r[b] = 0.0
+            continue
+        L = max(L, cnt[b])
+        u = (y - i_lo * dx) / s
+        e[b] = math.exp(-0.5 * u * u)
+        r[b] = math.exp(u * d - 0.5 * d * d)
+    for t in range(L):
+        for b in range(n):
+            f = G[base[b] + t] if t < cnt[b] else 0.0
+            acc[b] += f * e[b]
+            e[b] *= r[b]
+            r[b] *= qd
+    scale = h / (s * _SQRT_2PI)
+    for b in range(n):
+        out[b] = acc[b] * scale
 
 
 @jit
@@ -198,6 +279,18 @@ def _eval_points(ys, F, M, h, rho, s, W, xb, wfb):
     for b in range(ys.shape[0]):
         y = ys[b]
         out[b] = _grid_dot(y, F, M, h, rho, s, W) - _band_dot(y, xb, wfb, rho, s, W)
+    return out
+
+
+@jit
+def _eval_many_points(ys, G, c, h, rho, s, W, xb, wfb):
+    """``_eval_points`` with the grid sums in lockstep (``_grid_dots``; ``G``, ``c``: the
+    grid of f_j padded by ``_padded``): faster for the tens of interior nodes, not for the
+    dozen band nodes, whose cost is the band integral."""
+    out = np.empty(ys.shape[0])
+    _grid_dots(ys, G, c, h, rho, s, W, out)
+    for b in range(ys.shape[0]):
+        out[b] -= _band_dot(ys[b], xb, wfb, rho, s, W)
     return out
 
 
@@ -265,7 +358,8 @@ _BAND_SERIES_LIMIT = 3.0
 
 @jit
 def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, lag3_pi, lag3_st, xb, wfb, xi,
-                      wfi, coeffs, use_series, active, surv_mu, err, right, pibar, stages):
+                      wfi, coeffs, use_series, active, surv_mu, err, right, pibar, stages,
+                      work, nterms):
     """Add the stage-j contributions of every drift mu (likelihood-ratio reweighting).
 
     With a = mu sqrt(tau_j): wrong-side stops D = exp(-a^2/2) sum_b wfb exp(-a xb) (lower
@@ -279,23 +373,30 @@ def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, lag3_pi, lag3_st, x
     stops weighted by the drift towards the boundary crossed, a - q / 2 above and
     -a - q / 2 below (the in-transit correction of a merged stage, see ``_stages``; zero for
     an exact stage, which leaves the sums bit-identical).
+
+    Both series run over all drifts in lockstep (the inner loop is over the drifts, so it
+    vectorises; one drift's Horner recurrence alone is a chain of dependent operations). A
+    drift whose series has n terms takes coefficient 0 above n, which keeps its sum at
+    exactly 0 until term n - 1: the same numbers as its own n-term recurrence. ``work``
+    (float64[4, n_mu]) and ``nterms`` (int64[2, n_mu]) are scratch space.
     """
+    n_mu = mus.shape[0]
     a_cut = qj + math.sqrt(qj * qj + 80.0)            # exp(a q - a^2/2) < e^-40 beyond
     centre = half = 0.0
     if xb.shape[0] > 0:
         centre = 0.5 * (xb[0] + xb[-1])
         half = 0.5 * (xb[-1] - xb[0])
-    need = 1                                          # band terms the active drifts use
-    for k in range(mus.shape[0]):
-        if active[k]:
-            a = mus[k] * sq
-            if a * half <= _BAND_SERIES_LIMIT:
-                need = max(need, min(_N_BAND_MOM, 14 + int(5.0 * a * half)))
-    cband = _taylor_sums(xb - centre, wfb, need, 1)
-    for k in range(mus.shape[0]):
+    av, ya, accb, accs = work[0], work[1], work[2], work[3]
+    nb, ns = nterms[0], nterms[1]
+    nb_max = ns_max = 1
+    for k in range(n_mu):                             # retire, and size both series
+        nb[k] = ns[k] = 0
+        accb[k] = accs[k] = 0.0
         if not active[k]:
             continue
         a = mus[k] * sq
+        av[k] = -a
+        ya[k] = a * a
         if a > a_cut:                                 # all survivors stop, rightly
             active[k] = False
             right[k] += surv_mu[k]
@@ -304,28 +405,39 @@ def _accumulate_stage(mus, sq, qj, dpi, wst, lag_pi, lag_st, lag3_pi, lag3_st, x
             stages[k] += (lag_st + lag3_st * nu) * surv_mu[k]
             surv_mu[k] = 0.0
             continue
-        g = math.exp(-0.5 * a * a)
         if a * half <= _BAND_SERIES_LIMIT:
-            n_terms = min(_N_BAND_MOM, 14 + int(5.0 * a * half))
-            acc = 0.0
-            for r in range(n_terms - 1, -1, -1):      # sum_k (-a)^k C_k
-                acc = acc * -a + cband[r]
-            dlow = acc * math.exp(-a * centre - 0.5 * a * a)
+            nb[k] = 1 if a == 0.0 else min(_N_BAND_MOM, 14 + int(5.0 * a * half))
+            nb_max = max(nb_max, nb[k])
+        x = a * qj
+        if use_series and x <= _SERIES_LIMIT:
+            ns[k] = min(coeffs.shape[0], int(0.5 * (x + 8.5 * math.sqrt(x) + 10.0)) + 1)
+            ns_max = max(ns_max, ns[k])
+    cband = _taylor_sums(xb - centre, wfb, nb_max, 1)
+    for r in range(nb_max - 1, -1, -1):               # sum_k (-a)^k C_k
+        c = cband[r]
+        for k in range(n_mu):
+            accb[k] = accb[k] * av[k] + (c if r < nb[k] else 0.0)
+    if use_series:
+        for r in range(min(ns_max, coeffs.shape[0]) - 1, -1, -1):   # sum_r c_r a^(2r)
+            c = coeffs[r]
+            for k in range(n_mu):
+                accs[k] = accs[k] * ya[k] + (c if r < ns[k] else 0.0)
+    for k in range(n_mu):
+        if not active[k]:
+            continue
+        a = -av[k]
+        g = math.exp(-0.5 * a * a)
+        if nb[k] > 0:
+            dlow = accb[k] * math.exp(-a * centre - 0.5 * a * a)
         else:
             dlow = 0.0
             for b in range(xb.shape[0]):
                 dlow += wfb[b] * math.exp(-a * xb[b])
             dlow *= g
-        x = a * qj
         if not use_series:                            # driftless survival carried along
             svk = coeffs[0]
-        elif x <= _SERIES_LIMIT:
-            n_terms = min(coeffs.shape[0], int(0.5 * (x + 8.5 * math.sqrt(x) + 10.0)) + 1)
-            acc = 0.0
-            y = a * a
-            for r in range(n_terms - 1, -1, -1):
-                acc = acc * y + coeffs[r]
-            svk = g * acc
+        elif ns[k] > 0:
+            svk = g * accs[k]
         else:
             svk = 0.0
             for i in range(xi.shape[0]):
@@ -394,6 +506,8 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
     pibar = np.full(n_mu, pi[0])
     stages = np.ones(n_mu)
     active = np.ones(n_mu, dtype=np.bool_)
+    work = np.zeros((4, n_mu))
+    nterms = np.zeros((2, n_mu), dtype=np.int64)
     exits = np.zeros(J1)
     surv = np.zeros(J1)
     s_all = np.ones(J1)                               # kernel sd from stage j to j + 1
@@ -442,7 +556,7 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         surv[j] = sv
         _accumulate_stage(mus, math.sqrt(tau[j]), qj, pi[j + 1] - pi[j], wst[j], lag_pi[j],
                           lag_st[j], lag3_pi[j], lag3_st[j], xb, wfb, xi, wfi, coeffs, interior,
-                          active, surv_mu, err, right, pibar, stages)
+                          active, surv_mu, err, right, pibar, stages, work, nterms)
         if j == J1 - 1:
             break
         if stop_tol > 0.0:                            # retire drifts that have all stopped
@@ -469,12 +583,13 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         toeplitz = h_hi / window <= rho * h <= h_hi
         hn = rho * h if toeplitz else h_hi
         Mn = int(math.ceil(max(Xn, qn) / hn)) + 1
+        pad = _grid_pad(rho, h, s, W)
+        G = _padded(F, M, pad) if interior or not toeplitz else F
         if toeplitz:
             Fn = _toeplitz_step(F, M, h, hn, Mn, s, W)
         else:
             Fn = np.empty(Mn + 1)
-            for k in range(Mn + 1):
-                Fn[k] = _grid_dot(k * hn, F, M, h, rho, s, W)
+            _grid_dots(np.arange(Mn + 1) * hn, G, M + pad, h, rho, s, W, Fn)
         _subtract_bands(Fn, hn, xb, wfb, rho, s, W)
         xbn, wbn = _panel_rule(_band_edges(qn, Xn, band_width * min(s, s_after)),
                                band_t, band_w)
@@ -482,7 +597,7 @@ def dp_kernel(tau, q, pi, mus, W, lam, window, band_width, int_finest, int_coars
         if interior:   # f_{j+1} is negligible beyond Xn, so no nodes are needed there
             xi, wi = _panel_rule(_interior_edges(min(qn, Xn), int_finest * s, int_coarsest,
                                                  int_ratio), gl_t, gl_w)
-            fi = _eval_points(xi, F, M, h, rho, s, W, xb, wfb)
+            fi = _eval_many_points(xi, G, M + pad, h, rho, s, W, xb, wfb)
         F, M, h, X = Fn, Mn, hn, Xn
         xb, wb, fb = xbn, wbn, fbn
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import os
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from typing import ClassVar
 import numpy as np
 
 from ._lib.checks import check_int, check_interval
-from ._lib.progress import progress_callback
+from ._lib.progress import progress_bar
 
 from ._acceptance_error import PairIntegrals, mu_table_edge
 from ._names import METHODS
@@ -22,7 +23,8 @@ __all__ = ["Design", "InfeasibleDesignError", "optimize",
 
 DEFAULT_M_GRID = (50, 75, 100, 150, 200, 300, 400, 500, 750, 1000)
 DEFAULT_EPSILON_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
-_MAX_HALVINGS = 20   # how far below the grid the infeasible-design search goes in epsilon
+_MAX_HALVINGS = 20
+SEARCHES = ("auto", "full", "bisect")   # how far below the grid the infeasible-design search goes in epsilon
 
 
 class InfeasibleDesignError(ValueError):
@@ -71,7 +73,8 @@ class Design:
     m_grid, epsilon_grid : numpy.ndarray
         The grid searched.
     error_grid, data_grid : numpy.ndarray, shape (len(m_grid), len(epsilon_grid))
-        Error and data fraction at every grid point.
+        Error and data fraction at every grid point evaluated (NaN at the cells a
+        worst-case bisection did not need; see :func:`optimize`).
     """
 
     test: ClassVar[str] = "austere"
@@ -105,6 +108,9 @@ class Design:
             head = "worst-case design"
             err = "worst case E(0)"
         feasible = int(np.sum(self.error_grid <= self.tolerance))
+        evaluated = int(np.sum(~np.isnan(self.error_grid)))
+        cells = ("" if evaluated == self.error_grid.size else
+                 f" ({evaluated} evaluated: bisection in epsilon)")
         n_used = self.data_fraction * self.N
         return "\n".join([
             f"Sequential test design ({head}, N = {self.N:,}, tolerance {self.tolerance:g})",
@@ -116,7 +122,7 @@ class Design:
             f"  expected data use     {self.data_fraction:.4g}  "
             f"(about {n_used:,.0f} of {self.N:,} points per test)",
             f"  grid                  {len(self.m_grid)} m x {len(self.epsilon_grid)} eps, "
-            f"{feasible} within tolerance",
+            f"{feasible} within tolerance{cells}",
             "  chosen because        the least expected data among the grid points within "
             "the tolerance" + (" (one minibatch per test: the smallest m that meets it)"
                                if n_used < 1.5 * self.m else ""),
@@ -176,7 +182,7 @@ class _Evaluator:
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
-             progress=None, exact=False) -> Design:
+             progress=None, exact=False, search="auto") -> Design:
     """Minibatch size and per-stage error that use the least data within a tolerance.
 
     Parameters
@@ -222,10 +228,31 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         grid cell). By default stages are merged where N / m is large, which keeps the cost
         nearly independent of N and E, pi-bar within 1e-6 of the exact values up to
         N / m = 1.5e5 (see :func:`sequential_error`).
+    search : {"auto", "full", "bisect"}
+        Which grid cells to evaluate. ``"full"``: all of them. ``"bisect"`` (worst case
+        only; the default there, ``"auto"``): for each m only the cells that locate the
+        largest feasible epsilon, typically 2-3 of 9 (see Notes); the other cells of
+        ``Design.error_grid`` and ``data_grid`` are NaN. The average design always uses
+        ``"full"``.
 
     Returns
     -------
     Design
+
+    Notes
+    -----
+    Why bisection cannot miss the worst-case optimum: lowering epsilon raises every
+    threshold q_j (Phi^-1(1 - eps) and t_{n-1}^-1(1 - eps) both decrease in eps; the merged
+    plan shifts all of them by the same amount), so on every path of the statistic the
+    stopping stage can only come later. At mu_std = 0 the error E(0) is half the
+    probability of stopping before n = N and pi-bar(0) the expected stopping size, so E(0)
+    increases and pi-bar(0) decreases with epsilon, path by path. For each m the feasible
+    epsilons (E(0) <= tolerance) are therefore those below a boundary, and the least data
+    among them is at the largest feasible epsilon, which the search always evaluates; the
+    design is the best of these over m: the same cell as the full search (checked in
+    ``tests/design/test_optimize.py``). The average design's mean |Delta| has no such
+    path-wise order (a lower threshold can turn a wrong early stop into a right one), so it
+    is searched in full.
 
     Raises
     ------
@@ -266,14 +293,17 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     if workers is None:
         workers = os.cpu_count() or 1
     workers = check_int("workers", workers, low=1)
+    if search not in SEARCHES:
+        raise ValueError(f"search must be one of {SEARCHES}, got {search!r}")
+    if search == "bisect" and method != "worst-case":
+        raise ValueError("search='bisect' needs method='worst-case' (the average design's "
+                         "error is not monotone in epsilon), got method='average'")
+    bisect = method == "worst-case" and search != "full"
 
     evaluate = _Evaluator(method, N, prediction_threshold, trial, int(m_grid[0]),
                           float(epsilon_grid[0]), exact=bool(exact))
-    cells = [(int(m), float(eps)) for m in m_grid for eps in epsilon_grid]  # small m first
-    results = _run_cells(evaluate, cells, workers, progress)
-    shape = (m_grid.size, epsilon_grid.size)
-    error_grid = np.array([r[0] for r in results], dtype=float).reshape(shape)
-    data_grid = np.array([r[1] for r in results], dtype=float).reshape(shape)
+    error_grid, data_grid = _search(evaluate, m_grid, epsilon_grid, tolerance,
+                                    _cells_bisect if bisect else _cells_full, workers, progress)
     for a in (m_grid, epsilon_grid, error_grid, data_grid):
         a.setflags(write=False)
 
@@ -291,44 +321,127 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         m_grid=m_grid, epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
 
 
-def _run_cells(evaluate, cells, workers, progress):
-    """``[evaluate(m, eps) for (m, eps) in cells]`` on ``workers`` threads, interruptibly.
+def _trisect(lo, hi):
+    """Probes that cut the unknown boundary lo <= b <= hi into three near-equal parts.
 
-    The main thread waits on the futures with a timeout, so a KeyboardInterrupt (or an
-    exception from the progress callback) reaches it at once; the pool is then shut down
-    with the cells not yet started cancelled, so only the running ones (each a fraction of a
-    second) are waited for. ``concurrent.futures``' ``with`` block followed by ``map`` would
-    instead wait for every queued cell.
+    Probing k tells whether b > k (k feasible) or b <= k; two probes leave at most
+    ceil((hi - lo + 1) / 3) candidates.
     """
-    callback, close = progress_callback(progress, len(cells), desc="design grid", unit="cell")
-    results = [None] * len(cells)
+    n = hi - lo + 1                       # candidates lo..hi
+    return sorted({lo + (j * n) // 3 - 1 for j in (1, 2)} & set(range(lo, hi)))
+
+
+def _cells_full(n_m, n_eps, feasible):
+    """Every cell of the grid, in one batch (small m first)."""
+    yield [(i, k) for i in range(n_m) for k in range(n_eps)]
+
+
+def _cells_bisect(n_m, n_eps, feasible):
+    """The cells that locate, for each m, the largest feasible epsilon (see ``optimize``).
+
+    A generator of batches of cells (i, k); ``feasible(i, k)`` reads a cell's result, which
+    the caller has stored before asking for the next batch. For row i the boundary b_i (the
+    number of feasible epsilons) is bracketed as lo <= b_i <= hi: the epsilons below lo are
+    feasible, those from hi on are not. Row 0 is searched by trisection (two probes per
+    batch, so two threads are busy); a later row first probes b - 1 and b for the previous
+    row's b (the boundary rarely moves between neighbouring m), then trisects what is left.
+    A row whose results are not monotone (possible only for errors within rounding of the
+    tolerance) is evaluated in full. The cells depend only on the results, never on the
+    number of threads.
+    """
+    guess = None
+    for i in range(n_m):
+        lo, hi = 0, n_eps
+        batch = [] if guess is None else [k for k in (guess - 1, guess) if 0 <= k < n_eps]
+        while True:
+            batch = batch or _trisect(lo, hi)
+            if not batch:
+                break
+            yield [(i, k) for k in batch]
+            for k in batch:
+                if feasible(i, k):
+                    lo = max(lo, k + 1)
+                else:
+                    hi = min(hi, k)
+            batch = []
+            if lo > hi:                      # not monotone: evaluate the whole row
+                yield [(i, k) for k in range(n_eps)]
+                lo = hi = sum(bool(feasible(i, k)) for k in range(n_eps))
+        guess = lo
+
+
+#: Cells the bisection evaluates at most per row: two guesses, then trisection.
+def _bisect_bound(n_eps):
+    return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
+
+
+def _search(evaluate, m_grid, epsilon_grid, tolerance, cells, workers, progress):
+    """Evaluate the batches of cells that ``cells`` yields; return (error, data) grids.
+
+    Cells not evaluated are NaN. A batch is chosen from the results of the ones before; the
+    cells of a batch run on ``workers`` threads. The main thread waits on the futures with a
+    timeout, so a KeyboardInterrupt (or an exception from the progress callback) reaches it
+    at once; the pool is then shut down with the cells not yet started cancelled, so only
+    the running ones (each a fraction of a second) are waited for. (``concurrent.futures``'
+    ``with`` block followed by ``map`` would instead wait for every queued cell.)
+    """
+    n_m, n_eps = m_grid.size, epsilon_grid.size
+    error = np.full((n_m, n_eps), np.nan)
+    data = np.full((n_m, n_eps), np.nan)
+    full = cells is _cells_full
+    total = n_m * n_eps if full else min(n_m * n_eps, n_m * _bisect_bound(n_eps))
+    callback, close = _progress_callback(progress, total)
+    done = 0
+
+    def store(cell, result):
+        nonlocal done
+        error[cell], data[cell] = result
+        done += 1
+        if callback is not None:
+            callback(done, total)
+
+    pool = None
     try:
-        if workers == 1 or len(cells) == 1:
-            for i, (m, eps) in enumerate(cells):
-                results[i] = evaluate(m, eps)
-                if callback is not None:
-                    callback(i + 1, len(cells))
-            return results
-        pool = ThreadPoolExecutor(max_workers=min(workers, len(cells)))
-        try:
-            pending = {pool.submit(evaluate, m, eps): i for i, (m, eps) in enumerate(cells)}
-            done = 0
+        for batch in cells(n_m, n_eps, lambda i, k: error[i, k] <= tolerance):
+            batch = [c for c in batch if np.isnan(error[c])]
+            if workers == 1 or len(batch) == 1:
+                for i, k in batch:
+                    store((i, k), evaluate(int(m_grid[i]), float(epsilon_grid[k])))
+                continue
+            if pool is None:
+                pool = ThreadPoolExecutor(max_workers=workers)
+            pending = {pool.submit(evaluate, int(m_grid[i]), float(epsilon_grid[k])): (i, k)
+                       for i, k in batch}
             while pending:
                 finished, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
                 for fut in finished:
-                    results[pending.pop(fut)] = fut.result()
-                    done += 1
-                if finished and callback is not None:
-                    callback(done, len(cells))
-        finally:
-            pool.shutdown(wait=True, cancel_futures=True)
-        return results
+                    store(pending.pop(fut), fut.result())
+        if callback is not None and done < total:
+            callback(done, done)             # the search needed fewer cells than the bound
+        return error, data
     finally:
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
         close()
 
 
+def _progress_callback(progress, total):
+    """``progress_callback`` whose bar follows a total that may shrink to the cells done."""
+    if callable(progress):
+        return progress, lambda: None
+    bar = progress_bar(total, desc="design grid", progress=progress, unit="cell")
+    if bar.disable:
+        return None, bar.close
+
+    def update(done, new_total):
+        if new_total != bar.total:
+            bar.total = new_total
+        bar.update(done - bar.n)
+    return update, bar.close
+
+
 def _infeasible(evaluate, tolerance, m_grid, epsilon_grid, error_grid, N, method):
-    i, k = np.unravel_index(np.argmin(error_grid), error_grid.shape)
+    i, k = np.unravel_index(np.nanargmin(error_grid), error_grid.shape)
     m_best, eps_best = int(m_grid[i]), float(epsilon_grid[k])
     what = "mean |Delta|" if method == "average" else "E(0)"
     found = None

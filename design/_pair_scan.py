@@ -22,13 +22,16 @@ stops the pass at once (queued chunks are cancelled).
 
 from __future__ import annotations
 
+import math
+
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from ._lib.jit import jit
 from ._lib.progress import progress_callback
 
-__all__ = ["pair_moments"]
+__all__ = ["pair_moments", "pair_shape_sums"]
 
 #: Largest rows x parameter-vectors block one ``loglik_many`` call computes.
 MAX_ENTRIES = 1 << 20
@@ -48,13 +51,47 @@ def distinct_vectors(thetas, theta_news):
     return np.ascontiguousarray(uniq), inverse[:P], inverse[P:]
 
 
-def _chunk_diffs_many(model, vectors, old, new, idx):
-    ll = np.asarray(model.loglik_many(vectors, idx), dtype=float)
+@jit
+def _pair_columns_moments(ll, old, new):
+    """Mean and sum of squared deviations of ll[:, new[p]] - ll[:, old[p]] for every p.
+
+    Two passes over the rows (the mean, then the deviations), without forming the
+    differences; ``finite`` is False if any difference is not finite.
+    """
+    n, P = ll.shape[0], old.shape[0]
+    mean = np.zeros(P)
+    m2 = np.zeros(P)
+    for r in range(n):
+        row = ll[r]
+        for p in range(P):
+            mean[p] += row[new[p]] - row[old[p]]
+    finite = True
+    for p in range(P):
+        mean[p] /= n
+        finite = finite and math.isfinite(mean[p])
+    for r in range(n):
+        row = ll[r]
+        for p in range(P):
+            d = row[new[p]] - row[old[p]] - mean[p]
+            m2[p] += d * d
+    return mean, m2, finite
+
+
+def _chunk_moments_many(model, vectors, old, new, start, stop):
+    """(rows, mean, M2) of every pair's l_i over rows start..stop-1 from one
+    ``loglik_many`` call (the differences are never formed)."""
+    idx = np.arange(start, stop)
+    ll = np.ascontiguousarray(model.loglik_many(vectors, idx), dtype=np.float64)
     if ll.shape != (idx.size, vectors.shape[0]):
         raise ValueError(f"model.loglik_many must return shape {(idx.size, vectors.shape[0])} "
                          f"for {idx.size} rows and {vectors.shape[0]} parameter vectors, "
                          f"got {ll.shape}")
-    return ll[:, new] - ll[:, old]
+    mean, m2, finite = _pair_columns_moments(ll, old, new)
+    if not (finite and np.all(np.isfinite(m2))):
+        raise ValueError(
+            f"model log-likelihood differences must be {idx.size} finite values for an index "
+            f"chunk of size {idx.size}, got non-finite values")
+    return idx.size, mean, m2
 
 
 def _chunk_diffs_generic(model, thetas, theta_news, idx):
@@ -75,15 +112,115 @@ def _chunk_diffs_generic(model, thetas, theta_news, idx):
     return out
 
 
-def _chunk_moments(diffs_fn, model, args, start, stop):
+def _chunk_moments_generic(model, thetas, theta_news, start, stop):
     idx = np.arange(start, stop)
-    L = diffs_fn(model, *args, idx)
+    L = _chunk_diffs_generic(model, thetas, theta_news, idx)
     if not np.all(np.isfinite(L)):
         raise ValueError(
             f"model log-likelihood differences must be {idx.size} finite values for an index "
             f"chunk of size {idx.size}, got shape {L.shape} with non-finite values")
     mean = L.mean(axis=0)
     return idx.size, mean, np.sum((L - mean) ** 2, axis=0)
+
+
+@jit
+def _pair_columns_shape(ll, old, new, mean):
+    """Per pair p, over the rows of ``ll``, with l = ll[:, new[p]] - ll[:, old[p]] and
+    d = l - mean[p]: rows (min l, max l, sum d^3, sum d^4, sum |d|, sum |d|^3), shape (P, 6)."""
+    n, P = ll.shape[0], old.shape[0]
+    out = np.zeros((P, 6))
+    for p in range(P):
+        out[p, 0] = math.inf
+        out[p, 1] = -math.inf
+    for r in range(n):
+        row = ll[r]
+        for p in range(P):
+            l = row[new[p]] - row[old[p]]
+            d = l - mean[p]
+            o = out[p]
+            o[0] = min(o[0], l)
+            o[1] = max(o[1], l)
+            a = abs(d)
+            d2 = d * d
+            o[2] += d2 * d
+            o[3] += d2 * d2
+            o[4] += a
+            o[5] += a * d2
+    return out
+
+
+def _chunk_shape_many(model, vectors, old, new, mean, start, stop):
+    idx = np.arange(start, stop)
+    ll = np.ascontiguousarray(model.loglik_many(vectors, idx), dtype=np.float64)
+    if ll.shape != (idx.size, vectors.shape[0]):
+        raise ValueError(f"model.loglik_many must return shape {(idx.size, vectors.shape[0])} "
+                         f"for {idx.size} rows and {vectors.shape[0]} parameter vectors, "
+                         f"got {ll.shape}")
+    return _pair_columns_shape(ll, old, new, mean)
+
+
+def _chunk_shape_generic(model, thetas, theta_news, mean, start, stop):
+    idx = np.arange(start, stop)
+    L = _chunk_diffs_generic(model, thetas, theta_news, idx)
+    if not np.all(np.isfinite(L)):
+        raise ValueError(
+            f"model log-likelihood differences must be {idx.size} finite values for an index "
+            f"chunk of size {idx.size}, got shape {L.shape} with non-finite values")
+    d = L - mean
+    a = np.abs(d)
+    d2 = d * d
+    return np.stack([L.min(axis=0), L.max(axis=0), np.sum(d2 * d, axis=0),
+                     np.sum(d2 * d2, axis=0), np.sum(a, axis=0), np.sum(a * d2, axis=0)],
+                    axis=1)
+
+
+def _chunk_plan(model, thetas, theta_news, chunk, many_fn, generic_fn):
+    """(chunk function, its leading arguments, chunk size) for this model."""
+    if callable(getattr(model, "loglik_many", None)):
+        args = distinct_vectors(thetas, theta_news)
+        # a chunk's (rows x vectors) matrix stays at MAX_ENTRIES (8 MB)
+        return many_fn, args, min(chunk, max(1024, MAX_ENTRIES // args[0].shape[0]))
+    return generic_fn, (thetas, theta_news), chunk
+
+
+def _scan(model, chunk_fn, args, merge, *, N, chunk, workers, progress, desc):
+    """``merge(chunk_fn(model, *args, start, stop))`` for every chunk, in chunk order.
+
+    Chunks run on ``workers`` threads, at most 2 x workers in flight; results are merged in
+    chunk order, so nothing depends on the thread timing. The main thread waits with a
+    timeout, so Ctrl-C (or an exception from the progress callback) stops the pass at once
+    (queued chunks are cancelled).
+    """
+    starts = list(range(0, N, chunk))
+    total = len(starts)
+    callback, close = progress_callback(progress, total, desc=desc, unit="chunk")
+    try:
+        if workers <= 1 or total == 1:
+            for k, s in enumerate(starts):
+                merge(chunk_fn(model, *args, s, min(s + chunk, N)))
+                if callback is not None:
+                    callback(k + 1, total)
+            return
+        pool = ThreadPoolExecutor(max_workers=workers)
+        try:
+            futures, done_res, nxt, merged = {}, {}, 0, 0
+            while merged < total:
+                while nxt < total and len(futures) < 2 * workers:
+                    s = starts[nxt]
+                    futures[pool.submit(chunk_fn, model, *args, s, min(s + chunk, N))] = nxt
+                    nxt += 1
+                finished, _ = wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
+                for fut in finished:
+                    done_res[futures.pop(fut)] = fut.result()
+                while merged in done_res:              # merge in chunk order
+                    merge(done_res.pop(merged))
+                    merged += 1
+                if finished and callback is not None:
+                    callback(merged, total)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    finally:
+        close()
 
 
 def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=None):
@@ -93,15 +230,8 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
     None (a tqdm bar when stderr is a terminal), a bool, or ``callback(done, total)`` called
     in the main thread after each chunk (an exception it raises stops the pass).
     """
-    if callable(getattr(model, "loglik_many", None)):
-        diffs_fn, args = _chunk_diffs_many, distinct_vectors(thetas, theta_news)
-        # a chunk's (rows x vectors) matrices stay at MAX_ENTRIES (8 MB) each
-        chunk = min(chunk, max(1024, MAX_ENTRIES // args[0].shape[0]))
-    else:
-        diffs_fn, args = _chunk_diffs_generic, (thetas, theta_news)
-    starts = list(range(0, N, chunk))
-    total = len(starts)
-    callback, close = progress_callback(progress, total, desc="trial-pair statistics", unit="chunk")
+    chunk_fn, args, chunk = _chunk_plan(model, thetas, theta_news, chunk,
+                                        _chunk_moments_many, _chunk_moments_generic)
     P = thetas.shape[0]
     n_acc, mean, m2 = 0, np.zeros(P), np.zeros(P)
 
@@ -114,32 +244,29 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
         m2 = m2 + m2_b + delta * delta * (n_acc * n_b / n)
         n_acc = n
 
-    try:
-        if workers <= 1 or total == 1:
-            for k, s in enumerate(starts):
-                merge(_chunk_moments(diffs_fn, model, args, s, min(s + chunk, N)))
-                if callback is not None:
-                    callback(k + 1, total)
-        else:
-            pool = ThreadPoolExecutor(max_workers=workers)
-            try:
-                futures, done_res, nxt, merged = {}, {}, 0, 0
-                while merged < total:
-                    while nxt < total and len(futures) < 2 * workers:
-                        s = starts[nxt]
-                        futures[pool.submit(_chunk_moments, diffs_fn, model, args, s,
-                                            min(s + chunk, N))] = nxt
-                        nxt += 1
-                    finished, _ = wait(futures, timeout=0.1, return_when=FIRST_COMPLETED)
-                    for fut in finished:
-                        done_res[futures.pop(fut)] = fut.result()
-                    while merged in done_res:              # merge in chunk order
-                        merge(done_res.pop(merged))
-                        merged += 1
-                    if finished and callback is not None:
-                        callback(merged, total)
-            finally:
-                pool.shutdown(wait=True, cancel_futures=True)
-    finally:
-        close()
+    _scan(model, chunk_fn, args, merge, N=N, chunk=chunk, workers=workers, progress=progress,
+          desc="trial-pair statistics")
     return mean, np.sqrt(m2 / N)
+
+
+def pair_shape_sums(model, thetas, theta_news, mean, *, N, chunk, workers=2, progress=None):
+    """Per pair, with d_i = l_i - mean: min l, max l, sum d^3, sum d^4, sum |d|, sum |d|^3
+    over all N rows (columns of a (n_pairs, 6) array), in one chunked pass for all pairs.
+
+    The second pass of ``TrialChain.from_model`` (the shape of the l_i about the mean of
+    :func:`pair_moments`); the same chunks, threads and interruption.
+    """
+    chunk_fn, args, chunk = _chunk_plan(model, thetas, theta_news, chunk,
+                                        _chunk_shape_many, _chunk_shape_generic)
+    mean = np.ascontiguousarray(mean, dtype=np.float64)
+    acc = np.zeros((thetas.shape[0], 6))
+    acc[:, 0], acc[:, 1] = np.inf, -np.inf
+
+    def merge(res):
+        acc[:, 0] = np.minimum(acc[:, 0], res[:, 0])
+        acc[:, 1] = np.maximum(acc[:, 1], res[:, 1])
+        acc[:, 2:] += res[:, 2:]
+
+    _scan(model, chunk_fn, (*args, mean), merge, N=N, chunk=chunk, workers=workers,
+          progress=progress, desc="trial-pair shapes")
+    return acc

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import operator
 import os
 from dataclasses import dataclass
@@ -13,7 +12,7 @@ from ._lib.checks import check_finite_array, check_int
 from ._lib.npz import read_npz
 from ._lib.summary import short_array
 
-from ._pair_scan import pair_moments
+from ._pair_scan import pair_moments, pair_shape_sums
 
 __all__ = ["TrialChain"]
 
@@ -218,7 +217,8 @@ class TrialChain:
         in chunk order, which does not lose precision when |mu| << sigma.
 
         The shape of the l_i (skewness, excess kurtosis, mean |z|, mean |z|^3) and max |l_i|
-        take one more chunked pass per pair about that mean. ``range_bound`` is the
+        take one more chunked pass about that mean, again for all pairs at once
+        (``design._pair_scan.pair_shape_sums``). ``range_bound`` is the
         half-width of ``model.loglik_ratio_range(theta, theta')`` (a control-variate wrapper:
         the residual bound, about the centre P / N), else ``model.loglik_ratio_bound(theta,
         theta')``, checked to hold every l_i; None if the model has neither.
@@ -267,38 +267,16 @@ class TrialChain:
         workers = check_int("workers", workers, low=1)
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
                                  workers=workers, progress=progress)
-        fused = getattr(model, "loglik_ratio", None)
         bound = getattr(model, "loglik_ratio_bound", None)
         ranged = getattr(model, "loglik_ratio_range", None)
-
-        def diffs(theta, theta_new, idx):
-            if fused is not None:
-                out = fused(theta, theta_new, idx)
-            else:
-                out = np.asarray(model.loglik(theta_new, idx), dtype=float) - np.asarray(
-                    model.loglik(theta, idx), dtype=float)
-            out = np.asarray(out, dtype=float)
-            if out.shape != idx.shape or not np.all(np.isfinite(out)):
-                raise ValueError(
-                    f"model log-likelihood differences must be {idx.size} finite values for "
-                    f"an index chunk of size {idx.size}, got shape {out.shape}"
-                    + ("" if out.shape != idx.shape else " with non-finite values"))
-            return out
-
+        shape = pair_shape_sums(model, thetas, theta_news, mu, N=N, chunk=chunk,
+                                workers=workers, progress=progress)
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):
             theta, theta_new = thetas[p], theta_news[p]
             mean, sd = float(mu[p]), float(sigma[p])
-            lo, hi = math.inf, -math.inf
-            sums = np.zeros(4)          # one pass per pair: max |l|, sum d^3, d^4, |d|, |d|^3
-            for start in range(0, N, chunk):
-                idx = np.arange(start, min(start + chunk, N))
-                l = diffs(theta, theta_new, idx)
-                lo, hi = min(lo, float(l.min())), max(hi, float(l.max()))
-                d = l - mean
-                a = np.abs(d)
-                d2 = d * d
-                sums += (np.sum(d2 * d), np.sum(d2 * d2), np.sum(a), np.sum(a * d2))
+            lo, hi = shape[p, 0], shape[p, 1]
+            sums = shape[p, 2:]
             var = sd * sd
             fields["mu"][p] = mean
             fields["sigma"][p] = sd

@@ -25,7 +25,8 @@ def test_exception_from_the_progress_callback_stops_the_grid(workers):
         raise Stop
 
     with pytest.raises(Stop):
-        optimize(10**9, 0.1, method="worst-case", workers=workers, progress=progress, **GRID)
+        optimize(10**9, 0.1, method="worst-case", workers=workers, progress=progress,
+                 search="full", **GRID)
     assert len(seen) == 1
     done, total = seen[0]
     assert total == 16 and done <= workers
@@ -40,7 +41,7 @@ def test_keyboard_interrupt_reaches_the_caller_and_cancels_the_rest():
     timer.start()
     try:
         with pytest.raises(KeyboardInterrupt):
-            optimize(10**9, 0.1, method="worst-case", workers=2,
+            optimize(10**9, 0.1, method="worst-case", workers=2, search="full",
                      progress=lambda done, total: seen.append(done))
     finally:
         timer.cancel()
@@ -50,11 +51,30 @@ def test_keyboard_interrupt_reaches_the_caller_and_cancels_the_rest():
 
 def test_progress_callback_sees_every_cell():
     seen = []
-    d = optimize(100_000, 0.1, method="worst-case", workers=2,
+    d = optimize(100_000, 0.1, method="worst-case", workers=2, search="full",
                  progress=lambda done, total: seen.append((done, total)), **GRID)
     assert seen[-1] == (16, 16)
     assert [s[0] for s in seen] == sorted(s[0] for s in seen)
     assert d.error_grid.shape == (4, 4)
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bisection_reports_progress_and_stops_on_interrupt(workers):
+    """The default worst-case search: the total is a bound that ends at the cells done;
+    Ctrl-C between two batches (or inside one) stops it."""
+    seen = []
+    d = optimize(100_000, 0.1, method="worst-case", workers=workers,
+                 progress=lambda done, total: seen.append((done, total)), **GRID)
+    done = int(np.sum(~np.isnan(d.error_grid)))
+    assert seen[-1] == (done, done) and done < 16
+    assert [s[0] for s in seen] == sorted(s[0] for s in seen)
+
+    def progress(done, total):
+        if done >= 2:
+            raise KeyboardInterrupt
+    with pytest.raises(KeyboardInterrupt):
+        optimize(10**9, 0.1, method="worst-case", workers=workers, progress=progress, **GRID)
+    assert not [t for t in threading.enumerate() if t.name.startswith("ThreadPoolExecutor")]
 
 
 def test_trial_statistics_pass_stops_on_an_exception_from_progress():

@@ -147,3 +147,23 @@ def test_public_exact_switch():
     np.testing.assert_array_equal(exact.error, ref["error"])
     np.testing.assert_allclose(fast.error, exact.error, rtol=0, atol=1e-6)
     np.testing.assert_allclose(fast.data_fraction, exact.data_fraction, rtol=0, atol=1e-6)
+
+
+def test_grid_dots_match_a_direct_gaussian_sum():
+    """The compiled lockstep grid sums against the trapezoid sum written out in NumPy."""
+    from design import _dp
+
+    rng = np.random.default_rng(3)
+    M, h, rho, s, W = 150, 0.02, 0.99, 0.035, 7.0
+    F = np.exp(-0.5 * (np.arange(M + 1) * h) ** 2) * (1 + 0.1 * rng.uniform(size=M + 1))
+    pad = _dp._grid_pad(rho, h, s, W)
+    G = _dp._padded(F, M, pad)
+    ys = np.concatenate([[0.0, 1e-3], rng.uniform(0, rho * M * h + W * s, 40), [3 * M * h]])
+    out = np.empty(ys.size)
+    _dp._grid_dots(ys, G, M + pad, h, rho, s, W, out)
+    i = np.arange(-M, M + 1)
+    diff = ys[:, None] - rho * h * i[None, :]
+    kern = np.where(np.abs(diff) <= W * s, np.exp(-0.5 * (diff / s) ** 2), 0.0)
+    ref = h * kern @ F[np.abs(i)] / (s * np.sqrt(2 * np.pi))
+    np.testing.assert_allclose(out, ref, rtol=1e-12, atol=1e-300)
+    assert out[-1] == 0.0                          # a window beyond the grid

@@ -3,6 +3,8 @@
 import matplotlib
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from design import (Design, InfeasibleDesignError, TrialChain, acceptance_error, optimize,
                     sequential_error)
@@ -44,6 +46,54 @@ def test_worst_case_design():
     assert (d2.m, d2.epsilon) == (d.m, d.epsilon)
 
 
+@pytest.mark.parametrize("tolerance", [0.02, 0.1, 0.3])
+@pytest.mark.parametrize("threshold", ["normal", "t"])
+def test_worst_case_bisection_finds_the_full_search_design(tolerance, threshold):
+    """The default worst-case search (bisection in epsilon) evaluates a few cells per m and
+    picks the same design as evaluating the whole grid; the cells it did evaluate hold the
+    same numbers."""
+    kw = dict(method="worst-case", m_grid=[20, 50, 100, 200, 1000],
+              epsilon_grid=[0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2],
+              prediction_threshold=threshold)
+    full = optimize(N, tolerance, search="full", **kw)
+    fast = optimize(N, tolerance, **kw)
+    assert (fast.m, fast.epsilon) == (full.m, full.epsilon)
+    assert (fast.error, fast.data_fraction) == (full.error, full.data_fraction)
+    done = ~np.isnan(fast.error_grid)
+    assert done.sum() < 0.5 * done.size
+    np.testing.assert_array_equal(fast.error_grid[done], full.error_grid[done])
+    np.testing.assert_array_equal(fast.data_grid[done], full.data_grid[done])
+    # the full grid is monotone in epsilon, which is what makes bisection exact
+    assert np.all(np.diff(full.error_grid, axis=1) > 0)
+    assert np.all(np.diff(full.data_grid, axis=1) < 0)
+    assert "evaluated: bisection in epsilon" in str(fast)
+
+
+@settings(max_examples=200)
+@given(st.lists(st.integers(0, 9), min_size=1, max_size=12), st.integers(1, 9))
+def test_bisection_cells_locate_every_boundary(boundaries, n_eps):
+    """For any monotone feasibility table the search evaluates the last feasible cell of
+    every row (and none twice), whatever the boundaries."""
+    from design._optimize import _cells_bisect
+
+    b = [min(x, n_eps) for x in boundaries]
+    seen = set()
+    for batch in _cells_bisect(len(b), n_eps, lambda i, k: (i, k) in seen and k < b[i]):
+        assert not seen & set(batch)
+        seen |= set(batch)
+    for i, bi in enumerate(b):
+        row = {k for (r, k) in seen if r == i}
+        assert bi == 0 or bi - 1 in row
+        assert bi == n_eps or bi in row or bi == 0 and 0 in row
+
+
+def test_bisection_is_for_the_worst_case_only():
+    with pytest.raises(ValueError, match="search='bisect' needs method='worst-case'"):
+        optimize(_trial(), 0.01, search="bisect", m_grid=M_GRID, epsilon_grid=EPS_GRID)
+    with pytest.raises(ValueError, match="search must be one of"):
+        optimize(N, 0.01, method="worst-case", search="coarse")
+
+
 def test_average_design():
     trial = _trial()
     d = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, threshold="t",
@@ -57,7 +107,7 @@ def test_average_design():
     assert d.data_fraction == pytest.approx(r.mean_data_fraction, abs=1e-7)
     # the average |Delta| is below the worst case E(0) at every grid point
     w = optimize(N, 0.49, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID,
-                 threshold="t", prediction_threshold="t")
+                 threshold="t", prediction_threshold="t", search="full")
     assert np.all(d.error_grid <= w.error_grid)
 
 

@@ -137,3 +137,49 @@ def test_shared_states_of_a_chain_are_evaluated_once():
     mu, sigma = per_pair_reference(model, thetas, news, 1000)
     np.testing.assert_allclose(tc.mu, mu, rtol=1e-9, atol=1e-16)
     np.testing.assert_allclose(tc.sigma, sigma, rtol=1e-9)
+
+
+def test_compiled_pair_kernels_match_numpy():
+    """The per-chunk kernels of both passes against plain NumPy on the same block."""
+    from design._pair_scan import _pair_columns_moments, _pair_columns_shape
+
+    rng = np.random.default_rng(11)
+    ll = rng.normal(size=(777, 9)) * rng.uniform(0.1, 3.0, 9)
+    old, new = np.array([0, 2, 4, 4, 8]), np.array([1, 3, 5, 0, 7])
+    L = ll[:, new] - ll[:, old]
+    mean, m2, finite = _pair_columns_moments(ll, old, new)
+    assert finite
+    np.testing.assert_allclose(mean, L.mean(axis=0), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(m2, ((L - L.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-12)
+    c = L.mean(axis=0) + 0.01
+    d = L - c
+    ref = np.stack([L.min(0), L.max(0), (d**3).sum(0), (d**4).sum(0), np.abs(d).sum(0),
+                    (np.abs(d) ** 3).sum(0)], axis=1)
+    np.testing.assert_allclose(_pair_columns_shape(ll, old, new, c), ref, rtol=1e-11,
+                               atol=1e-12)
+    ll[5, 3] = np.inf
+    assert not _pair_columns_moments(ll, old, new)[2]
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_shape_pass_is_the_same_for_both_model_interfaces(workers):
+    """All pairs' shape sums from loglik_many blocks equal those from per-pair ratios."""
+    from design._pair_scan import pair_moments, pair_shape_sums
+
+    rng = np.random.default_rng(5)
+    X, beta = _data(3000, 3, rng)
+    y = (rng.uniform(size=3000) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+    model = LogisticRegression(X, y)
+    thetas = beta + 0.1 * rng.normal(size=(6, 3))
+    news = thetas + 0.05 * rng.normal(size=(6, 3))
+
+    class RatioOnly:
+        N = 3000
+
+        def loglik_ratio(self, theta, theta_new, idx):
+            return model.loglik_ratio(theta, theta_new, idx)
+
+    mu, _ = pair_moments(model, thetas, news, N=3000, chunk=700, workers=workers)
+    many = pair_shape_sums(model, thetas, news, mu, N=3000, chunk=700, workers=workers)
+    ratio = pair_shape_sums(RatioOnly(), thetas, news, mu, N=3000, chunk=700, workers=workers)
+    np.testing.assert_allclose(many, ratio, rtol=1e-9, atol=1e-12)
