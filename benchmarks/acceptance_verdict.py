@@ -40,8 +40,10 @@ from samplers import Gaussian, LogisticRegression, laplace_approximation  # noqa
 from validation import acceptance_check, clt_check  # noqa: E402
 
 SIZES = {
-    "small": dict(N_lr=30_000, N_fig4=20_000, pairs=6, paths=1500, n_sim=4000),
-    "full": dict(N_lr=300_000, N_fig4=100_000, pairs=16, paths=4000, n_sim=20_000),
+    "small": dict(N_lr=30_000, N_fig4=20_000, pairs=6, paths=1500, verdict_pairs=6,
+                  verdict_paths=1500, n_sim=4000),
+    "full": dict(N_lr=300_000, N_fig4=100_000, pairs=16, paths=4000, verdict_pairs=12,
+                 verdict_paths=1500, n_sim=20_000),
 }
 
 
@@ -109,7 +111,7 @@ def verdict(name, model, trial_pairs, check_pairs, tolerance, cfg, rng, expect):
     print(f"\n=== {name}: {d!r}")
     t0 = time.perf_counter()
     c = clt_check(model, check_pairs, design=d, n_sim=cfg["n_sim"], search=False,
-                  n_paths=cfg["paths"], rng=rng)
+                  n_paths=cfg["verdict_paths"], rng=rng)
     took = time.perf_counter() - t0
     print(c)
     ok = c.passed == expect
@@ -130,11 +132,11 @@ def verdicts(size, rng, tolerance):
     n = cfg["N_fig4"]
     for name, x, expect in (("lognormal(0, 2)", rng.lognormal(0.0, 2.0, n), False),
                             ("normal(0, 0.1^2)", rng.normal(0.0, 0.1, n), True)):
-        model, trial_pairs = gaussian_pairs(x, cfg["pairs"], rng)
+        model, trial_pairs = gaussian_pairs(x, cfg["verdict_pairs"], rng)
         out[name], _ = verdict(name, model, trial_pairs, trial_pairs, tolerance, cfg, rng,
                                expect)
     model = skewed_logistic(cfg["N_lr"], rng)
-    trial_pairs = logistic_pairs(model, cfg["pairs"], rng)
+    trial_pairs = logistic_pairs(model, cfg["verdict_pairs"], rng)
     out["skewed logistic"], trial = verdict("skewed logistic regression", model, trial_pairs,
                                             trial_pairs, tolerance, cfg, rng, True)
     t0 = time.perf_counter()

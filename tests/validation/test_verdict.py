@@ -153,3 +153,16 @@ def test_acceptance_check_arguments():
     b = acceptance_check(l, m=100, epsilon=0.05, tolerance=0.2, n_paths=200, rng=3)
     np.testing.assert_array_equal(a.delta_simulated, b.delta_simulated)
     assert a.n_pairs == 2 and "AcceptanceCheck(passed=" in repr(a)
+
+
+def test_sequential_check_with_a_design_gives_the_verdict():
+    rng = np.random.default_rng(11)
+    N = 20_000
+    l = rng.normal(-1e-4, 0.01, N)
+    trial = TrialChain(mu=[l.mean()], sigma=[l.std()], c0=[0.0], N=N)
+    d = optimize(trial, 0.2, m_grid=[200], epsilon_grid=[0.05])
+    res = sequential_check(l, design=d, mu_std=[0.0, 1.0], n_tests=300, n_paths=300, rng=2)
+    assert res.m == 200 and res.epsilon == 0.05 and res.acceptance.n_pairs == 1
+    assert res.passed == res.acceptance.passed
+    assert abs(res.acceptance.delta_gaussian[0] - d.error) < 1e-3
+    assert "design tolerance 0.2" in str(res)
