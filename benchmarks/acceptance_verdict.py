@@ -95,11 +95,11 @@ def evidence(size, rng, m, epsilon):
     print(f"\npairs the Gaussian DP misses by > 3 SE: {int(miss.sum())}; of those within 3 SE "
           f"under the corrected DP: {int(fixed.sum())}; corrected DP beyond 3 SE anywhere: "
           f"{int((np.abs(r.z_edgeworth) > 3).sum())}  ({took:.0f} s)")
+    per_pair = {k: getattr(r, k).tolist() for k in (
+        "skewness", "excess_kurtosis", "accept_prob", "delta_simulated", "delta_simulated_se",
+        "delta_gaussian", "delta_edgeworth", "z_gaussian", "z_edgeworth")}
     return dict(N=cfg["N_lr"], m=m, epsilon=epsilon, n_paths=cfg["paths"], seconds=took,
-                skewness=r.skewness, excess_kurtosis=r.excess_kurtosis,
-                delta_simulated=r.delta_simulated, se=r.delta_simulated_se,
-                delta_gaussian=r.delta_gaussian, delta_edgeworth=r.delta_edgeworth,
-                z_gaussian=r.z_gaussian, z_edgeworth=r.z_edgeworth,
+                **per_pair,
                 gaussian_misses=int(miss.sum()), corrected_within_3se_of_those=int(fixed.sum()),
                 corrected_beyond_3se=int((np.abs(r.z_edgeworth) > 3).sum()),
                 gaussian_agrees=r.gaussian_agrees, edgeworth_agrees=r.edgeworth_agrees)

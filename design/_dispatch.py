@@ -82,7 +82,8 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
         skewed data get a design that meets the tolerance under that law; the returned
         Design reports the Gaussian choice it replaced (``gaussian_m``,
         ``gaussian_epsilon``, ``gaussian_corrected_error``). Slower: about a second per
-        pair and visited cell at N = 3e5.
+        pair and visited cell at N = 3e5; the minibatch sizes below the grid
+        (``SMALL_M``) are not tried with it.
     delta_grid : sequence of (float or None), optional
         Barker only: Novak thresholds (default None, 0.9, 0.7, 0.5).
     gamma_grid : sequence of float, optional
