@@ -255,7 +255,9 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
         austere_path_acceptance(l, new_order(N), m, crit, float(c[p]), rngs[p], out)
         pa = math.exp(min(N * pops[-1].mean + c[p], 0.0))
         sim[p] = out.mean() - pa
-        se[p] = max(out.std(ddof=1), 1.0 / n_paths) / math.sqrt(n_paths)
+        # floor 1 / n_paths: paths that all agree (P(accept | path) = 0 or 1 throughout)
+        # do not make the estimate exact
+        se[p] = max(out.std(ddof=1) / math.sqrt(n_paths), 1.0 / n_paths)
         bar.update()
     bar.close()
     trial = TrialChain(mu=[q.mean for q in pops], sigma=[q.sd for q in pops], c0=-c / N, N=N,
