@@ -202,7 +202,7 @@ def acceptance_error(trial_chain, *, m, epsilon, threshold="normal",
 
     **Skewed l_i** (``law="edgeworth"``). The t statistic of a minibatch of skewed l_i is
     itself skewed, against the sign of the skewness gamma: P(T <= x) = Phi(x) +
-    n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, Eq. 2.55), with the
+    n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, section 2.6), with the
     finite-population factors of sampling without replacement. E is then no longer even
     in mu_std: on right-skewed l_i the test rejects too often, so Delta moves down at
     pairs it would accept and the shifts of different pairs partly cancel in the mean.

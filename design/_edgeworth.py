@@ -28,7 +28,7 @@ into a rule on the Gaussian W: stop above when
 
 and below when W < -(c + a) + (c beta / 2)(c + a) - (k3 / 6)((c + a)^2 - 1), to first
 order. At a = 0 and f = 0 this is the classical expansion of the studentized mean,
-P(T <= x) = Phi(x) + n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, Eq. 2.55):
+P(T <= x) = Phi(x) + n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, section 2.6):
 the t statistic is skewed against the sign of gamma, so on right-skewed l_i the test
 stops below too often and above too rarely. The noise e of the sample variance makes the
 threshold itself random; averaged over it (a Gaussian e of variance v), P(W - c e / 2 > t)
@@ -36,7 +36,11 @@ threshold itself random; averaged over it (a Gaussian e of variance v), P(W - c 
 Gaussian data v = 2 / n is the Student-t heaviness that the ``"normal"`` prediction of
 the t-test already absorbs (see :func:`design.sequential_error`), so only the excess
 v_ex = (kappa - gamma^2) (1 - f) / n enters: heavy tails (kappa > gamma^2) make the
-statistic heavier-tailed and the early stops more frequent on both sides.
+statistic heavier-tailed and the early stops more frequent on both sides. This is the
+part of the n^-1 term of the i.i.d. expansion, -n^-1 x (kappa (x^2 - 3) / 12 - gamma^2
+(x^4 + 2 x^2 - 3) / 18 - (x^2 + 3) / 4) phi(x), that comes from the noise of the sample
+variance; the rest of that term (the kurtosis of the mean itself, the square of the skew
+term) is neglected, which is what ``edgeworth_reliable`` bounds.
 
 **The programme.** With these stage-dependent, drift-dependent and asymmetric thresholds
 [L_j, U_j] in the space of the Gaussian walk Z (U = a + the upper W-threshold above), the
