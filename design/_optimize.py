@@ -147,9 +147,12 @@ class Design:
     def _correction_lines(self):
         if self.law == "gaussian":
             return []
+        head = "  law of the statistic  Edgeworth-corrected (skewness, kurtosis of the l_i)"
+        if self.gaussian_m is None:
+            return [head, "  Gaussian DP's choice  none (no grid point within the tolerance)"]
         same = (self.gaussian_m, self.gaussian_epsilon) == (self.m, self.epsilon)
         return [
-            "  law of the statistic  Edgeworth-corrected (skewness, kurtosis of the l_i)",
+            head,
             f"  Gaussian DP's choice  m = {self.gaussian_m}, eps = {self.gaussian_epsilon:g}, "
             f"corrected error {self.gaussian_corrected_error:.4g}"
             + ("  (unchanged by the correction)" if same else
@@ -395,13 +398,7 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
                    float(epsilon_grid[np.unravel_index(c, error_grid.shape)[1]]), e, d)
                   for c, e, d in visited)
     if best is None:
-        raise InfeasibleDesignError(
-            f"no (m, epsilon) visited meets tolerance {tolerance:g} under the Edgeworth-"
-            f"corrected law (visited {len(visited)} cells; smallest corrected mean |Delta| "
-            f"{min((v[1] for v in visited), default=float('nan')):.3g}); widen the grid "
-            "(smaller epsilon, larger m) or raise the tolerance.",
-            m=N, epsilon=float(epsilon_grid[0]), error=0.0, data_fraction=1.0,
-            best_on_grid=None)
+        raise _corrected_infeasible(trial, tolerance, cells, N, float(epsilon_grid[0]))
     i, k = np.unravel_index(best[0], error_grid.shape)
     gi, gk = (None, None) if g_cell is None else np.unravel_index(g_cell, error_grid.shape)
     return Design(
@@ -410,6 +407,39 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
         gaussian_m=None if gi is None else int(m_grid[gi]),
         gaussian_epsilon=None if gk is None else float(epsilon_grid[gk]),
         gaussian_corrected_error=g_err, corrected_cells=cells, **common)
+
+
+def _corrected_infeasible(trial, tolerance, cells, N, eps_min):
+    """The error for a corrected search without a feasible cell: epsilon is halved at the
+    visited cell of smallest corrected error (as ``_infeasible`` does for the Gaussian
+    grid) to name the nearest feasible setting."""
+    from ._edgeworth import edgeworth_pair_errors
+
+    if not cells:
+        return InfeasibleDesignError(
+            f"no (m, epsilon) on the grid has a Gaussian error within "
+            f"{CORRECTED_ERROR_SPAN:g} x the tolerance {tolerance:g}; widen the grid or raise "
+            "the tolerance.", m=N, epsilon=eps_min, error=0.0, data_fraction=1.0,
+            best_on_grid=None)
+    m_b, eps_b, err_b, _ = min(cells, key=lambda c: c[1])
+    found = (N, eps_min, 0.0, 1.0)                       # the exact test
+    eps = eps_b
+    for _ in range(6):
+        eps /= 2
+        delta, data = edgeworth_pair_errors(trial, m_b, eps,
+                                            x_edge=mu_table_edge(N, m_b, eps, "normal"))
+        if np.mean(np.abs(delta)) <= tolerance:
+            found = (m_b, eps, float(np.mean(np.abs(delta))), float(np.mean(data)))
+            break
+    m_f, eps_f, err_f, data_f = found
+    return InfeasibleDesignError(
+        f"no (m, epsilon) visited meets tolerance {tolerance:g} under the Edgeworth-corrected "
+        f"law ({len(cells)} cells; the smallest corrected mean |Delta| is {err_b:.3g} at "
+        f"m = {m_b}, epsilon = {eps_b:g}). Nearest feasible setting found: m = {m_f}, "
+        f"epsilon = {eps_f:.3g} (mean |Delta| {err_f:.3g}, data fraction {data_f:.3g}); add "
+        "it to the grid or raise the tolerance.",
+        m=m_f, epsilon=eps_f, error=err_f, data_fraction=data_f,
+        best_on_grid=(m_b, eps_b, err_b))
 
 
 def _run_cells(evaluate, cells, workers, progress):

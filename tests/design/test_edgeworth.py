@@ -110,3 +110,17 @@ def test_bad_law_arguments():
     with pytest.raises(ValueError, match="threshold='normal'"):
         sequential_error(0.0, m=100, epsilon=0.05, N=10_000, threshold="t",
                          law="edgeworth", skewness=1.0, kurtosis=0.0)
+
+
+def test_optimize_edgeworth_infeasible_names_the_nearest_setting():
+    from design import InfeasibleDesignError
+
+    skewed = _trial(20_000, 3, 3.0, 20.0)
+    with pytest.raises(InfeasibleDesignError, match="Edgeworth-corrected") as info:
+        optimize(skewed, 0.08, law="edgeworth", m_grid=[100], epsilon_grid=[0.05, 0.1])
+    err = info.value
+    assert err.best_on_grid[:2] == (100, 0.05) and err.epsilon < 0.05
+    assert err.m == 100 and err.error <= 0.08
+    # Gaussian error 0.101 > 0.1 at eps = 0.05, corrected 0.092: only the correction finds it
+    d = optimize(skewed, 0.1, law="edgeworth", m_grid=[100], epsilon_grid=[0.05])
+    assert d.gaussian_m is None and d.error <= 0.1 and "Gaussian DP's choice  none" in str(d)
