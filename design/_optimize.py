@@ -352,11 +352,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
 
 
 #: The corrected search visits cells whose Gaussian error is at most this times the tolerance,
-CORRECTED_ERROR_SPAN = 4.0
+CORRECTED_ERROR_SPAN = 2.0
 #: stops once no cell left has a Gaussian data fraction below the best corrected one over this,
 CORRECTED_DATA_SLACK = 1.15
 #: and evaluates at most this many cells.
-CORRECTED_MAX_CELLS = 16
+CORRECTED_MAX_CELLS = 12
 
 
 def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_grid, common):
