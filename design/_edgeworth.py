@@ -69,6 +69,7 @@ A. Korattikara, Y. Chen, M. Welling. Austerity in MCMC Land. ICML 2014 (section 
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
@@ -283,7 +284,31 @@ def _side_nodes(lo, hi, kappa):
     return x, w
 
 
-def edgeworth_pair_errors(trial, m, epsilon, *, x_edge):
+def _pair_nodes(k, c, x_edge):
+    """Signed mu_std nodes, u-weights, signs (-1: accepted side) and the tail mass beyond
+    ``x_edge`` of one pair (kappa = k, mu_std(u = 1) = c)."""
+    xs, ws, signs = [], [], []
+    tail = 0.0
+    lo = max(c, 0.0)                 # accepted side: mu_std = x >= max(c, 0)
+    hi = min(lo + _WEIGHT_CUT / k, x_edge)
+    if lo + _WEIGHT_CUT / k > x_edge:
+        tail += math.exp(k * (c - max(lo, x_edge)))
+    x, w = _side_nodes(lo, hi, k)
+    xs.append(x)
+    ws.append(w * k * np.exp(k * (c - x)))
+    signs.append(np.full(x.size, -1.0))
+    if c < 0.0:                      # rejected side: mu_std = -y, y in [0, -c]
+        y_lo, y_hi = max(0.0, -c - _WEIGHT_CUT / k), min(-c, x_edge)
+        if -c > x_edge:
+            tail -= math.expm1(k * (c + x_edge))
+        y, w = _side_nodes(y_lo, y_hi, k)
+        xs.append(-y)
+        ws.append(w * k * np.exp(k * (c + y)))
+        signs.append(np.full(y.size, 1.0))
+    return np.concatenate(xs), np.concatenate(ws), np.concatenate(signs), tail
+
+
+def edgeworth_pair_errors(trial, m, epsilon, *, x_edge, workers=None):
     """(delta, data_fraction) per pair of a trial chain under the corrected law.
 
     For pair p with kappa = N sigma / sqrt(N - 1) and mu_c = mu_std(u = 1), mu_std(u) =
@@ -292,41 +317,28 @@ def edgeworth_pair_errors(trial, m, epsilon, *, x_edge):
         Delta = int_{x < 0} E(x) w(x) dx - int_{x > 0} E(x) w(x) dx
 
     with E(x) the probability of an early stop on the wrong side at the signed mu_std = x
-    (no longer even in x). Beyond ``x_edge`` E is 0 and the data fraction m / N.
+    (no longer even in x). Beyond ``x_edge`` E is 0 and the data fraction m / N. Pairs run
+    on ``workers`` threads (the kernel releases the GIL; default: every core); each pair's
+    result does not depend on the threads.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
     N = trial.N
-    kappa = trial.mu_std_scale
-    mu_c = trial.mu_std_at_one
-    delta = np.zeros(trial.n_pairs)
-    data = np.zeros(trial.n_pairs)
-    for p in range(trial.n_pairs):
-        k, c = float(kappa[p]), float(mu_c[p])
-        xs, ws, signs = [], [], []
-        tail = 0.0
-        # accepted side: mu_std = x >= max(c, 0)
-        lo = max(c, 0.0)
-        hi = min(lo + _WEIGHT_CUT / k, x_edge)
-        if lo + _WEIGHT_CUT / k > x_edge:
-            tail += math.exp(k * (c - max(lo, x_edge)))
-        x, w = _side_nodes(lo, hi, k)
-        xs.append(x)
-        ws.append(w * k * np.exp(k * (c - x)))
-        signs.append(np.full(x.size, -1.0))
-        if c < 0.0:                   # rejected side: mu_std = -y, y in [0, -c]
-            y_lo, y_hi = max(0.0, -c - _WEIGHT_CUT / k), min(-c, x_edge)
-            if -c > x_edge:
-                tail -= math.expm1(k * (c + x_edge))
-            # panels refined towards y = 0 and towards y = -c (where the weight is largest)
-            y, w = _side_nodes(y_lo, y_hi, k)
-            xs.append(-y)
-            ws.append(w * k * np.exp(k * (c + y)))
-            signs.append(np.full(y.size, 1.0))
-        x = np.concatenate(xs)
-        w = np.concatenate(ws)
-        sign = np.concatenate(signs)
+    kappa, mu_c = trial.mu_std_scale, trial.mu_std_at_one
+
+    def one(p):
+        x, w, sign, tail = _pair_nodes(float(kappa[p]), float(mu_c[p]), x_edge)
+        d = f = 0.0
         if x.size:
             err, frac = edgeworth_dp(x, m, epsilon, N, trial.skewness[p], trial.kurtosis[p])
-            delta[p] = np.sum(sign * w * err)
-            data[p] = np.sum(w * frac)
-        data[p] += tail * (m / N)
-    return delta, data
+            d, f = float(np.sum(sign * w * err)), float(np.sum(w * frac))
+        return d, f + tail * (m / N)
+
+    workers = (os.cpu_count() or 1) if workers is None else workers
+    if workers <= 1 or trial.n_pairs == 1:
+        res = [one(p) for p in range(trial.n_pairs)]
+    else:
+        with ThreadPoolExecutor(max_workers=min(workers, trial.n_pairs)) as pool:
+            res = list(pool.map(one, range(trial.n_pairs)))
+    res = np.array(res, dtype=float).reshape(trial.n_pairs, 2)
+    return res[:, 0].copy(), res[:, 1].copy()
