@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 
 import numpy as np
 
@@ -28,7 +29,7 @@ from design._lib.jit import jit
 from design._lib.progress import progress_bar
 from design._lib.rows import new_order, restart_order
 
-from ._kernels import _extend, _narrow, austere_se
+from ._kernels import _extend, _narrow
 from ._ratios import CHUNK, Population
 
 __all__ = ["AcceptanceCheck", "acceptance_check"]
@@ -41,33 +42,47 @@ PASS_MARGIN_Z = 2.0
 _WINDOW = 40.0
 
 
-@jit
-def austere_path_acceptance(l, order, m, crit, log_const, rng, out):
-    """P(accept | path) of the sequential t-test for ``out.size`` random row orders.
+@cache
+def windowed_path_acceptance(radius, grow):
+    """Compiled P(accept | path) of an interval test for random row orders, u integrated.
 
-    ``crit`` are the critical values of |t| per stage, ``log_const`` the data-free part c of
-    the log MH ratio (exact MH accepts iff log u < sum l_i + c). Each path draws rows as a
-    chain's test does (stages of m rows, :func:`design._lib.rows.draw_rows`) until its
-    undecided interval [a, b] leaves the window [(-c - 40) / N, -c / N] or all N rows are
-    read; then P(accept | path) = min(1, exp(N tau + c)), tau = min(max(mean, a), b).
+    ``radius`` and ``grow`` are the test's own (its ``path_spec``, as
+    ``validation._kernels.path_thresholds`` uses them; nothing of its rule is re-derived
+    here). Returns ``run(l, order, settings, log_const, rng, out)``: each path draws rows as
+    the engine does until its undecided interval [a, b] is empty, all N rows are read, or
+    [a, b] leaves the window [(-c - 40) / N, -c / N] (c = ``log_const``, exact MH accepts iff
+    log u < sum l_i + c); then P(accept | path) = min(1, exp(N tau + c)),
+    tau = min(max(mean, a), b), which outside the window is 1 or below e^-40.
     """
-    N = l.shape[0]
-    mu = np.mean(l)
-    hi_win = -log_const / N
-    lo_win = (-log_const - _WINDOW) / N
-    u, rows, buf = np.empty(m), np.empty(m, dtype=np.intp), np.empty(m)
-    for k in range(out.shape[0]):
-        a, b = -math.inf, math.inf
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
-        restart_order(order)
-        while n < N and a < b and a < hi_win and b > lo_win:
-            n, mean, m2 = _extend(l, order, rng, n, mean, m2, min(m, N - n), u, rows, buf)
-            if n < N:
-                r = crit[stage] * austere_se(m2, n, N)
-                a, b = _narrow(a, b, mean - r, mean + r)
-            stage += 1
-        tau = min(max(mu, a), b)      # outside the window only its side matters
-        out[k] = math.exp(min(N * tau + log_const, 0.0))
+
+    @jit
+    def run(l, order, settings, log_const, rng, out):
+        N = l.shape[0]
+        mu = np.mean(l)
+        hi_win = -log_const / N
+        lo_win = (-log_const - _WINDOW) / N
+        u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
+        for p in range(out.shape[0]):
+            n, mean, m2, stage = 0, 0.0, 0.0, 0
+            restart_order(order)
+            r = radius(0, N, 0, mean, m2, settings)
+            if r < 0.0:
+                raise ValueError("the test's settings do not cover a whole pass over N rows")
+            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+            while n < N and a < b and a < hi_win and b > lo_win:
+                take = min(grow(n, N, stage, settings), N - n)
+                n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
+                stage += 1
+                if n < N:
+                    r = radius(n, N, stage, mean, m2, settings)
+                    if r < 0.0:
+                        raise ValueError("the test's settings do not cover a whole pass "
+                                         "over N rows")
+                    a, b = _narrow(a, b, mean - r, mean + r)
+            tau = min(max(mu, a), b)       # outside the window only its side matters
+            out[p] = math.exp(min(N * tau + log_const, 0.0))
+
+    return run
 
 
 def holm(pvalues) -> np.ndarray:
@@ -242,7 +257,8 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
         raise ValueError(f"threshold must be 't' or 'normal', got {threshold!r}")
     c = _log_consts(src, log_const, P)
     rngs = as_generator(rng).spawn(P)
-    crit = AustereTest(m=m, epsilon=epsilon, threshold=threshold).critical_values(N, -(-N // m))
+    spec = AustereTest(m=m, epsilon=epsilon, threshold=threshold).path_spec(N)
+    run = windowed_path_acceptance(spec.radius, spec.grow)
     pops, sim, se = [], np.empty(P), np.empty(P)
     out = np.empty(n_paths)
     bar = progress_bar(P, desc="acceptance check", unit="pair", progress=progress)
@@ -252,7 +268,7 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
             pops.append(Population.of(l))
         except ValueError as exc:
             raise ValueError(f"pair {p}: {exc}") from None
-        austere_path_acceptance(l, new_order(N), m, crit, float(c[p]), rngs[p], out)
+        run(l, new_order(N), spec.settings, float(c[p]), rngs[p], out)
         pa = math.exp(min(N * pops[-1].mean + c[p], 0.0))
         sim[p] = out.mean() - pa
         # floor 1 / n_paths: paths that all agree (P(accept | path) = 0 or 1 throughout)

@@ -15,33 +15,31 @@ from design import TrialChain, optimize
 from design._lib.rows import new_order
 from samplers import AustereTest, Gaussian, LogisticRegression
 from validation import acceptance_check, clt_check, sequential_check
-from validation._kernels import repeated_austere
-from validation._verdict import austere_path_acceptance, holm
+from validation._kernels import repeated_decisions
+from validation._verdict import holm, windowed_path_acceptance
 
 
 def test_path_acceptance_matches_the_test_run_with_random_u():
     """P(accept) from windowed paths (u integrated out) against the real test run with
-    u ~ U(0, 1) drawn (an independent route through the samplers' compiled loop)."""
+    u ~ U(0, 1) drawn (an independent route: the engine's compiled driver)."""
     rng = np.random.default_rng(0)
     N, m, eps = 4000, 100, 0.1
     l = rng.gamma(2.0, 1.0, N) * 0.01
     l = l - l.mean() + 2e-5
+    test = AustereTest(m=m, epsilon=eps)
+    spec = test.path_spec(N)
+    paths_run = windowed_path_acceptance(spec.radius, spec.grow)
+    decide = repeated_decisions(test.engine_spec(N))
     for c in (0.0, -0.15):
-        crit = AustereTest(m=m, epsilon=eps).critical_values(N, -(-N // m))
         paths = np.empty(20_000)
-        austere_path_acceptance(l, new_order(N), m, crit, c, np.random.default_rng(1), paths)
-        run = repeated_austere()
-        order = new_order(N)
-        acc = np.empty(1, dtype=np.bool_)
-        used = np.empty(1, dtype=np.int64)
-        urng = np.random.default_rng(2)
-        hits = 0
+        paths_run(l, new_order(N), spec.settings, c, np.random.default_rng(1), paths)
         n = 8000
-        for _ in range(n):
-            mu0 = (math.log(urng.random()) - c) / N
-            run(l, order, m, mu0, crit, urng, acc, used)
-            hits += bool(acc[0])
-        p_test, p_path = hits / n, paths.mean()
+        acc = np.empty(n, dtype=np.bool_)
+        exact = np.empty(n, dtype=np.bool_)
+        used = np.empty(n, dtype=np.int64)
+        decide(l, new_order(N), float(l.mean()), math.nan, c, np.random.default_rng(2), acc,
+               exact, used)
+        p_test, p_path = acc.mean(), paths.mean()
         se = math.sqrt(p_test * (1 - p_test) / n + paths.var() / paths.size)
         assert abs(p_test - p_path) < 4.5 * se, (c, p_test, p_path, se)
 
