@@ -3,7 +3,10 @@
 * :func:`sequential_error` -- E, pi-bar and expected stages of the sequential t-test at a
   standardized mean, by dynamic programming (Korattikara, Chen & Welling 2014, sec. 5.1);
 * :func:`acceptance_error` -- the error Delta in the acceptance probability of each pair of
-  a :class:`TrialChain` (Eq. 6);
+  a :class:`TrialChain` (Eq. 6); with ``law="edgeworth"`` the per-stage law of the test
+  statistic is corrected for the skewness and kurtosis of each pair's l_i (one-term
+  Edgeworth expansion), as it is in ``sequential_error`` and ``optimize`` with the same
+  option;
 * :func:`optimize` -- the settings that use the least data within a tolerance: (m, epsilon)
   of the sequential t-test by the average (Eq. 7) or worst-case (Eq. 8) design
   (:data:`METHODS`), returned as a :class:`Design` (:data:`THRESHOLDS` names the sequential

@@ -124,6 +124,11 @@ class AcceptanceError:
         Averages over the pairs: the average design's error and cost (Eq. 7).
     m, epsilon, N, threshold
         The test.
+    law : {"gaussian", "edgeworth"}
+        The law of the test statistic the prediction used (see :func:`acceptance_error`).
+    reliable : numpy.ndarray of bool or None
+        ``law="edgeworth"``: per pair, whether the one-term expansion is trusted there
+        (|gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5); None otherwise.
     """
 
     delta: np.ndarray
@@ -135,9 +140,28 @@ class AcceptanceError:
     epsilon: float
     N: int
     threshold: str
+    law: str = "gaussian"
+    reliable: np.ndarray | None = None
 
 
-def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> AcceptanceError:
+#: Laws of the test statistic the prediction can use.
+LAWS = ("gaussian", "edgeworth")
+
+
+def check_law(law, trial_chain=None):
+    """Validate ``law``; the corrected law needs the shape of the l_i in the trial chain."""
+    if law not in LAWS:
+        raise ValueError(f"law must be 'gaussian' or 'edgeworth', got {law!r}")
+    if law == "edgeworth" and trial_chain is not None and (
+            trial_chain.skewness is None or trial_chain.kurtosis is None):
+        raise ValueError("law='edgeworth' needs the skewness and kurtosis of the l_i per pair; "
+                         "the trial chain has none (TrialChain.from_model records them, or "
+                         "pass skewness= and kurtosis= to TrialChain)")
+    return law
+
+
+def acceptance_error(trial_chain, *, m, epsilon, threshold="normal",
+                     law="gaussian") -> AcceptanceError:
     """Error Delta in the acceptance probability of each pair of a trial chain.
 
     Parameters
@@ -150,6 +174,13 @@ def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> Acceptan
         Per-stage error of the sequential test, in (0, 0.5).
     threshold : {"normal", "t"}
         Threshold of the sequential test (see :func:`sequential_error`).
+    law : {"gaussian", "edgeworth"}
+        The law of the test statistic: the Gaussian random walk of
+        :func:`sequential_error` (default), or that walk with each stage's law corrected by
+        the one-term Edgeworth expansion of the studentized mean for the pair's skewness and
+        excess kurtosis of the l_i (``threshold`` must then be ``"normal"``, the model of
+        the t-test; see Notes). The corrected law needs ``trial_chain.skewness`` and
+        ``trial_chain.kurtosis``.
 
     Returns
     -------
@@ -169,6 +200,19 @@ def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> Acceptan
     in mu_std, u = exp(kappa (mu_std(1) - mu_std)), split at mu_std = 0 (see
     ``PairIntegrals``); |Delta| <= E(0).
 
+    **Skewed l_i** (``law="edgeworth"``). The t statistic of a minibatch of skewed l_i is
+    itself skewed, against the sign of the skewness gamma: P(T <= x) = Phi(x) +
+    n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, section 2.6), with the
+    finite-population factors of sampling without replacement. E is then no longer even
+    in mu_std: on right-skewed l_i the test rejects too often, so Delta moves down at
+    pairs it would accept and the shifts of different pairs partly cancel in the mean.
+    Each stage's thresholds on the Gaussian walk are moved by the Cornish-Fisher terms of
+    that expansion (drift included) and scaled for the excess kurtosis; the programme is
+    then run for each pair at its own mu_std (``design._edgeworth``, whose docstring
+    has the derivation; about 1 s per pair at N = 3e5, m = 100). The expansion is trusted
+    while |gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5; beyond, simulate
+    the real test (:func:`validation.acceptance_check`).
+
     Examples
     --------
     >>> from design import TrialChain, acceptance_error
@@ -181,13 +225,27 @@ def acceptance_error(trial_chain, *, m, epsilon, threshold="normal") -> Acceptan
         raise TypeError(f"trial_chain must be a TrialChain, got {type(trial_chain).__name__}")
     N = trial_chain.N
     m, epsilon, N, threshold = check_design_args(m, epsilon, N, threshold)
-    integrals = PairIntegrals(trial_chain, mu_table_edge(N, m, epsilon, threshold))
-    table = run_dp(integrals.knots, m, epsilon, N, threshold)
-    delta, data = integrals.evaluate(table, m, N)
+    law = check_law(law, trial_chain)
+    reliable = None
+    if law == "edgeworth":
+        if threshold != "normal":
+            raise ValueError("law='edgeworth' models the t-test with normal thresholds "
+                             f"(threshold='normal'), got threshold={threshold!r}")
+        from ._edgeworth import edgeworth_pair_errors, edgeworth_reliable
+
+        reliable = edgeworth_reliable(trial_chain.skewness, trial_chain.kurtosis, m)
+        reliable.setflags(write=False)
+        delta, data = edgeworth_pair_errors(
+            trial_chain, m, epsilon, x_edge=mu_table_edge(N, m, epsilon, threshold))
+    else:
+        integrals = PairIntegrals(trial_chain, mu_table_edge(N, m, epsilon, threshold))
+        table = run_dp(integrals.knots, m, epsilon, N, threshold)
+        delta, data = integrals.evaluate(table, m, N)
     for a in (delta, data):
         a.setflags(write=False)
     return AcceptanceError(
         delta=delta, data_fraction=data, accept_prob=trial_chain.accept_prob,
         mean_abs_delta=float(np.mean(np.abs(delta))),
         mean_data_fraction=float(np.mean(data)),
-        m=m, epsilon=epsilon, N=N, threshold=threshold)
+        m=m, epsilon=epsilon, N=N, threshold=threshold, law=law,
+        reliable=reliable)

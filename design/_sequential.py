@@ -146,13 +146,17 @@ class SequentialError:
         pi-bar: expected fraction n / N of the data used when the test stops.
     expected_stages : float or numpy.ndarray
         Expected number of minibatches drawn (stage index at the stop).
-    p_early_correct, p_full : float or numpy.ndarray
+    p_early_correct, p_full : float or numpy.ndarray or None
         Probabilities of the two other outcomes: stopping early on the correct side, and
         reaching n = N, where the decision is exact. ``error + p_early_correct + p_full``
-        is one.
+        is one. None (as is ``expected_stages``) with ``law="edgeworth"``.
     m, epsilon, N, threshold, n_stages
         The test: minibatch size, per-stage error, population size, threshold kind, and
         the number of stages J = ceil(N / m).
+    law : {"gaussian", "edgeworth"}
+        The law of the statistic (see :func:`sequential_error`); with ``"edgeworth"`` the
+        error is not even in mu_std (at mu_std < 0 it is the probability of an early stop
+        above).
     """
 
     mu_std: np.ndarray | float
@@ -166,6 +170,7 @@ class SequentialError:
     N: int
     threshold: str
     n_stages: int
+    law: str = "gaussian"
 
     def __repr__(self):
         return (f"SequentialError(m={self.m}, epsilon={self.epsilon:g}, N={self.N}, "
@@ -174,7 +179,8 @@ class SequentialError:
 
 
 def sequential_error(mu_std, *, m, epsilon, N, threshold="normal",
-                     exact=False) -> SequentialError:
+                     exact=False, law="gaussian", skewness=None,
+                     kurtosis=None) -> SequentialError:
     """Error and expected data use of the sequential t-test, by dynamic programming.
 
     Parameters
@@ -196,6 +202,14 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal",
         about 1e-3 are merged (see Notes): the cost grows only like log(N / m) and E, pi-bar
         stay within 1e-6 of the exact values up to N / m = 1.5e5, within 0.5 delta^2 and
         3 delta^2 beyond (delta, the merge step, grows slowly to 2.6e-3 at N / m = 10^9).
+    law : {"gaussian", "edgeworth"}
+        The law of the statistic: the Gaussian walk (default), or the walk whose per-stage
+        law is corrected for the ``skewness`` and excess ``kurtosis`` of the l_i by the
+        one-term Edgeworth expansion of the studentized mean (``threshold="normal"`` only;
+        see :func:`acceptance_error` and ``design/_edgeworth.py`` for the derivation). Only
+        ``error`` and ``data_fraction`` are computed then; ``exact`` does not apply.
+    skewness, kurtosis : float, optional
+        With ``law="edgeworth"``: population skewness and excess kurtosis of the l_i.
 
     Returns
     -------
@@ -255,6 +269,12 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal",
     m, epsilon, N, threshold = check_design_args(m, epsilon, N, threshold)
     mu = check_finite_array("mu_std", mu_std)
     scalar = mu.ndim == 0
+    if law not in ("gaussian", "edgeworth"):
+        raise ValueError(f"law must be 'gaussian' or 'edgeworth', got {law!r}")
+    if law == "edgeworth":
+        return _edgeworth_error(mu, scalar, m, epsilon, N, threshold, skewness, kurtosis)
+    if skewness is not None or kurtosis is not None:
+        raise TypeError("skewness and kurtosis apply to law='edgeworth' only")
     uniq, inverse = np.unique(np.abs(mu).ravel(), return_inverse=True)
     res = run_dp(uniq, m, epsilon, N, threshold, interior=True,
                  **(dict(merge=0.0, stop_tol=0.0) if exact else {}))
@@ -274,3 +294,30 @@ def sequential_error(mu_std, *, m, epsilon, N, threshold="normal",
         p_full=shaped("p_full"),
         m=m, epsilon=epsilon, N=N, threshold=threshold, n_stages=int(-(-N // m)),
     )
+
+
+def _edgeworth_error(mu, scalar, m, epsilon, N, threshold, skewness, kurtosis):
+    from ._edgeworth import edgeworth_dp
+
+    if threshold != "normal":
+        raise ValueError("law='edgeworth' models the t-test with normal thresholds "
+                         f"(threshold='normal'), got threshold={threshold!r}")
+    if skewness is None or kurtosis is None:
+        raise TypeError("law='edgeworth' needs skewness= and kurtosis= of the l_i")
+    gamma = float(check_finite_array("skewness", skewness, ndim=0))
+    kappa = float(check_finite_array("kurtosis", kurtosis, ndim=0))
+    if kappa < -2.0:
+        raise ValueError(f"kurtosis (excess) must be >= -2, got {kappa!r}")
+    uniq, inverse = np.unique(mu.ravel(), return_inverse=True)
+    err, frac = edgeworth_dp(uniq, m, epsilon, N, gamma, kappa)
+
+    def shaped(values):
+        out = values[inverse].reshape(mu.shape)
+        out.setflags(write=False)
+        return float(out) if scalar else out
+
+    mu.setflags(write=False)
+    return SequentialError(
+        mu_std=float(mu) if scalar else mu, error=shaped(err), data_fraction=shaped(frac),
+        expected_stages=None, p_early_correct=None, p_full=None, m=m, epsilon=epsilon, N=N,
+        threshold=threshold, n_stages=int(-(-N // m)), law="edgeworth")

@@ -4,6 +4,10 @@
   the tests assume? Skewness, kurtosis, Novak's bound, the KS distance of simulated
   without-replacement minibatches, normality tests, the smallest passing batch size
   (Bardenet et al. 2014, section 4.1; Seita et al. 2017, Lemma 3);
+* :func:`acceptance_check` -- the error in the acceptance probability of the sequential
+  t-test on real l_i, pair by pair: the real test simulated (u integrated out) beside the
+  Gaussian and the Edgeworth-corrected predictions, against a design's tolerance (also
+  the verdict of :func:`clt_check` and :func:`sequential_check` given a design);
 * :func:`sequential_check` -- the real sequential t-test run on the real l_i against the
   error and data use :func:`design.sequential_error` predicts;
 * :func:`stationary_bound`, :func:`subsampling_bound`, :func:`delta_max` -- the bounds on
@@ -28,6 +32,8 @@ __getattr__, __dir__, __all__ = attach(
         "delta_max": "._bounds",
         "stationary_bound": "._bounds",
         "subsampling_bound": "._bounds",
+        "AcceptanceCheck": "._verdict",
+        "acceptance_check": "._verdict",
         "CLTCheck": "._clt",
         "clt_check": "._clt",
         "FixedBatchBarker": "._grid",
@@ -44,6 +50,7 @@ __getattr__, __dir__, __all__ = attach(
 if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._bounds import delta_max, stationary_bound, subsampling_bound
     from ._clt import CLTCheck, clt_check
+    from ._verdict import AcceptanceCheck, acceptance_check
     from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
     from ._ratios import loglik_ratios, proposal_pairs
     from ._sequential import SequentialCheck, sequential_check

@@ -15,6 +15,7 @@ from design._lib.rows import new_order
 
 from ._kernels import minibatch_statistics
 from ._ratios import CHUNK, Population, loglik_ratios
+from ._verdict import design_settings, run_acceptance_check
 
 __all__ = ["CLTCheck", "clt_check"]
 
@@ -101,7 +102,10 @@ class CLTCheck:
     Attributes
     ----------
     passed : bool
-        Every pair's KS distance is at most ``tolerance``.
+        The verdict. Given a design: the verdict of :attr:`acceptance`, i.e. the mean over
+        the pairs of |Delta|, the error of the real sequential test in the acceptance
+        probability, meets the design's tolerance. Without a design: every pair's KS
+        distance is at most ``tolerance`` (the same as ``ks_passed``).
     batch_size, tolerance, n_sim, N, n_pairs
         The settings: minibatch size b, threshold on the KS distance, simulated minibatches
         per pair, population size, number of pairs.
@@ -130,6 +134,14 @@ class CLTCheck:
         The simulated t statistics.
     histogram, bin_edges : numpy.ndarray, shape (n_pairs, bins) and (n_pairs, bins + 1)
         Histogram of each pair's standardized l_i.
+    acceptance : AcceptanceCheck or None
+        Given a design: the error in the acceptance probability per pair and averaged as
+        the design averages it, simulated with the real test and predicted by the Gaussian
+        and the Edgeworth-corrected programmes (:func:`acceptance_check`); else None.
+    ks_passed : bool or None
+        Every pair's KS distance is at most ``tolerance`` (supporting detail: at large N
+        and n_sim the KS distance is significant for any skewed l_i, whether or not the
+        design's error is affected).
     """
 
     passed: bool
@@ -154,6 +166,8 @@ class CLTCheck:
     t_statistics: np.ndarray
     histogram: np.ndarray
     bin_edges: np.ndarray
+    acceptance: object = None
+    ks_passed: bool | None = None
 
     @property
     def worst_pair(self) -> int:
@@ -173,7 +187,14 @@ class CLTCheck:
             smallest = f"none up to N/2 = {self.N // 2:,}"
         else:
             smallest = f"{self.min_batch_size:,}"
-        lines = [
+        lines = []
+        if self.acceptance is not None:
+            lines += [f"CLT check: {verdict} (verdict in the currency of the design)",
+                      str(self.acceptance), "",
+                      "Supporting detail: the law of the minibatch t statistic ("
+                      f"KS {'passes' if self.ks_passed else 'fails'})"]
+            verdict = "PASSES" if self.ks_passed else "FAILS"
+        lines += [
             f"CLT check of the minibatch t statistic: {verdict} at tolerance "
             f"{self.tolerance:g} (b = {self.batch_size:,}, N = {self.N:,}, "
             f"{self.n_pairs} pair(s), {self.n_sim:,} minibatches each)",
@@ -281,9 +302,14 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
     return b0 if passed_at_b0 else None
 
 
-def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_000,
-              search=True, chunk=CHUNK, rng=None, progress=None) -> CLTCheck:
+def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,
+              search=True, chunk=CHUNK, rng=None, progress=None, design=None,
+              log_const=None, n_paths=4000, false_alarm=0.01) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
+
+    Given the ``design`` the data are for, the verdict is whether that design keeps its
+    promise on these l_i: the mean error in the acceptance probability against its
+    tolerance (see ``design``). Without one, the verdict is the KS distance below.
 
     The sequential t-test (Korattikara et al. 2014) assumes that the t statistic of a
     minibatch of l_i drawn without replacement follows Student-t with b - 1 degrees of
@@ -299,8 +325,8 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     pairs : (thetas, theta_news), optional
         Arrays of shape (n_pairs, d), e.g. from :func:`proposal_pairs` on a trial chain.
         The N l_i of each pair are computed in one chunked pass over the data (O(N)).
-    batch_size : int
-        Minibatch size b, ``2 <= b < N``.
+    batch_size : int, optional
+        Minibatch size b, ``2 <= b < N``; default: the design's m, else 500.
     tolerance : float
         Largest acceptable KS distance between the simulated t statistics and Student-t,
         in (0, 1). A distance d shifts every tail probability the test relies on by up to
@@ -318,6 +344,15 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     rng : None, int, SeedSequence or Generator
     progress : bool or None
         A progress bar over the pairs; None (default): only if stderr is a terminal.
+    design : Design, optional
+        An Austere design (:func:`design.optimize`). Then the verdict is in the design's
+        currency: the error in the acceptance probability of its test on these l_i, per
+        pair and as the mean |Delta| the design bounds, against its tolerance
+        (:func:`acceptance_check`: the real test simulated on the real l_i, beside the
+        Gaussian and the Edgeworth-corrected predictions); the KS distance and the
+        normality tests stay as supporting detail (``ks_passed``).
+    log_const, n_paths, false_alarm
+        With a design: see :func:`acceptance_check`.
 
     Returns
     -------
@@ -353,6 +388,10 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
     N = src.N
     if N < 4:
         raise ValueError(f"the population must have at least 4 values, got N = {N}")
+    if design is not None:
+        settings = design_settings(design, None, None, None, None)
+    if batch_size is None:
+        batch_size = 500 if design is None else min(design.m, N - 1)
     b = check_int("batch_size", batch_size, low=2, high=N - 1)
     tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
     n_sim = check_int("n_sim", n_sim, low=100)
@@ -406,6 +445,15 @@ def clt_check(source, pairs=None, *, batch_size=500, tolerance=0.05, n_sim=20_00
         smallest = _search(src, order, b, passed, tolerance, n_sim, pair_rngs[-1])
     for a in (*fields.values(), t_all, hist, edges):
         a.setflags(write=False)
-    return CLTCheck(passed=passed, batch_size=b, tolerance=tolerance, n_sim=n_sim, N=N,
+    acceptance = None
+    if design is not None:
+        m, epsilon, design_tol, threshold = settings
+        acceptance = run_acceptance_check(
+            src, m=m, epsilon=epsilon, tolerance=design_tol, threshold=threshold,
+            log_const=log_const, n_paths=n_paths, false_alarm=false_alarm,
+            rng=rng.spawn(1)[0], progress=progress)
+    return CLTCheck(passed=passed if acceptance is None else acceptance.passed, batch_size=b,
+                    tolerance=tolerance, n_sim=n_sim, N=N,
                     n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,
-                    t_statistics=t_all, histogram=hist, bin_edges=edges, **fields)
+                    t_statistics=t_all, histogram=hist, bin_edges=edges,
+                    acceptance=acceptance, ks_passed=passed, **fields)

@@ -40,13 +40,31 @@ class SequentialCheck:
     gap : numpy.ndarray
         ``error - predicted_error``.
     agrees : bool
-        Every ``|gap|`` is at most ``tolerance``.
+        The Gaussian prediction agrees with the real test at family-wise false-alarm rate
+        ``false_alarm``: no cell's ``gap / error_se`` is significant after Holm's
+        correction over the cells (``p_holm > false_alarm`` everywhere). With the
+        deprecated ``tolerance``: every ``|gap|`` is at most it.
     m, epsilon, threshold, prediction_threshold, N, n_tests, tolerance
         The test (minibatch size, per-stage error, critical values of the real test), the
         threshold model of the prediction, the population size, the tests simulated per
-        standardized mean, and the tolerance on the gap.
+        standardized mean, and the deprecated absolute tolerance on the gap (None unless
+        given).
     skewness, excess_kurtosis : float
         Of the l_i.
+    z, p_holm : numpy.ndarray
+        Per cell: ``gap / error_se`` and its two-sided p-value, Holm-adjusted over the cells.
+    predicted_error_edgeworth, z_edgeworth : numpy.ndarray
+        Per cell: the error predicted with the Edgeworth-corrected law (skewness and excess
+        kurtosis of these l_i; :func:`design.sequential_error` with ``law="edgeworth"``),
+        and ``(error - predicted) / error_se``.
+    edgeworth_agrees : bool
+        The same Holm test for the corrected prediction.
+    false_alarm : float
+        Family-wise false-alarm rate of the agreement tests.
+    acceptance : AcceptanceCheck or None
+        Given a design: the error in the acceptance probability on this pair (u integrated
+        out), simulated and predicted, against the design's tolerance
+        (:func:`acceptance_check`); its ``passed`` is also :attr:`passed`.
     """
 
     mu_std: np.ndarray
@@ -64,9 +82,21 @@ class SequentialCheck:
     prediction_threshold: str
     N: int
     n_tests: int
-    tolerance: float
+    tolerance: float | None
     skewness: float
     excess_kurtosis: float
+    z: np.ndarray = None
+    p_holm: np.ndarray = None
+    predicted_error_edgeworth: np.ndarray = None
+    z_edgeworth: np.ndarray = None
+    edgeworth_agrees: bool | None = None
+    false_alarm: float = 0.01
+    acceptance: object = None
+
+    @property
+    def passed(self) -> bool | None:
+        """The verdict against the design's tolerance (None without a design)."""
+        return None if self.acceptance is None else bool(self.acceptance.passed)
 
     @property
     def max_gap(self) -> float:
@@ -74,24 +104,35 @@ class SequentialCheck:
         return float(self.gap[np.argmax(np.abs(self.gap))])
 
     def __str__(self):
-        lines = [
+        rule = (f"tolerance {self.tolerance:g}" if self.tolerance is not None else
+                f"family-wise false-alarm rate {self.false_alarm:g} (Holm over "
+                f"{self.mu_std.size} cells)")
+        lines = []
+        if self.acceptance is not None:
+            lines += [str(self.acceptance), ""]
+        lines += [
             f"Real sequential t-test vs the dynamic programme: "
-            f"{'AGREE' if self.agrees else 'DISAGREE'} at tolerance {self.tolerance:g}",
+            f"{'AGREE' if self.agrees else 'DISAGREE'} at {rule}; Edgeworth-corrected "
+            f"programme: {'AGREES' if self.edgeworth_agrees else 'DISAGREES'}",
             f"  m = {self.m}, epsilon = {self.epsilon:g}, {self.threshold} thresholds "
             f"(predicted with {self.prediction_threshold}), N = {self.N:,}, "
             f"{self.n_tests:,} tests per mu_std",
             f"  l_i: skewness {self.skewness:.3g}, excess kurtosis {self.excess_kurtosis:.3g}",
             "",
-            "  mu_std   error (real)         predicted   gap       "
+            "  mu_std   error (real)         Gaussian (z)       Edgeworth (z)      "
             "data (real)          predicted",
         ]
         for k in range(self.mu_std.size):
-            flag = "" if abs(self.gap[k]) <= self.tolerance else "  <-"
+            if self.tolerance is not None:
+                bad = abs(self.gap[k]) > self.tolerance
+            else:
+                bad = self.p_holm[k] <= self.false_alarm
             lines.append(
                 f"  {self.mu_std[k]:>6.3g}   {self.error[k]:.4f} ± {self.error_se[k]:.4f}"
-                f"      {self.predicted_error[k]:.4f}   {self.gap[k]:+.4f}   "
+                f"      {self.predicted_error[k]:.4f} ({-self.z[k]:+5.1f})   "
+                f"{self.predicted_error_edgeworth[k]:.4f} ({-self.z_edgeworth[k]:+5.1f})   "
                 f"{self.data_fraction[k]:.4f} ± {self.data_fraction_se[k]:.4f}      "
-                f"{self.predicted_data_fraction[k]:.4f}{flag}")
+                f"{self.predicted_data_fraction[k]:.4f}" + ("  <-" if bad else ""))
         return "\n".join(lines)
 
     def plot(self):
@@ -121,9 +162,10 @@ class SequentialCheck:
         return fig
 
 
-def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
+def sequential_check(source, pair=None, *, m=None, epsilon=None, mu_std=DEFAULT_MU_STD,
                      n_tests=10_000, threshold="t", prediction_threshold="normal",
-                     tolerance=0.05, chunk=CHUNK, rng=None) -> SequentialCheck:
+                     tolerance=None, chunk=CHUNK, rng=None, false_alarm=0.01, design=None,
+                     log_const=None, n_paths=4000) -> SequentialCheck:
     """Run the real sequential t-test on real l_i and compare with its predicted error.
 
     :func:`design.sequential_error` predicts the error and data use of the test of
@@ -140,9 +182,9 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     pair : (theta, theta_new), optional
         The pair whose l_i to use (one O(N) pass over the data).
     m : int
-        Minibatch size, ``2 <= m <= N``.
+        Minibatch size, ``2 <= m <= N`` (default: the design's).
     epsilon : float
-        Per-stage error, in (0, 0.5).
+        Per-stage error, in (0, 0.5) (default: the design's).
     mu_std : array_like
         Standardized means ``(mu - mu0) sqrt(N - 1) / sigma``; both signs, since on skewed
         data the error is not even in mu_std.
@@ -153,14 +195,25 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     prediction_threshold : {"normal", "t"}
         Threshold model of the prediction; ``"normal"`` is the closer model of Algorithm 1
         (see :meth:`samplers.AustereTest.from_design`).
-    tolerance : float
-        Largest acceptable ``|gap|`` in the error probability, in (0, 1); the default is
-        :func:`clt_check`'s on the same probability scale. The skewness of 2.8 that the
-        (mean, log sd) model gives Gaussian data moves E by up to 0.03 at m = 500; the
-        lognormal data of Bardenet et al. by 0.2-0.7.
+    tolerance : float, optional
+        Deprecated (a ``DeprecationWarning``): the old rule, every ``|gap|`` at most this
+        absolute tolerance. A fixed 0.05 was five times a typical design tolerance and
+        called gaps of 4-7 standard errors agreement; the default rule is the Holm test
+        at ``false_alarm``.
     chunk : int
         Rows per model call when computing the l_i.
     rng : None, int, SeedSequence or Generator
+    false_alarm : float
+        Family-wise false-alarm rate of the agreement test, in (0, 1): the prediction
+        agrees when no cell's z score ``gap / error_se`` is significant after Holm's
+        step-down correction over the cells (the probability of a false DISAGREE is at
+        most ``false_alarm`` when the prediction is right).
+    design : Design, optional
+        An Austere design: gives m and epsilon, and adds the verdict in the design's
+        currency for this pair (``acceptance``, ``passed``): the error in the acceptance
+        probability against the design's tolerance (:func:`acceptance_check`).
+    log_const, n_paths
+        With a design: see :func:`acceptance_check`.
 
     Returns
     -------
@@ -176,8 +229,22 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     >>> res.agrees, res.predicted_error.round(3)
     (True, array([0.282, 0.031]))
     """
+    import warnings
+
     from design import sequential_error
 
+    from ._clt import _Source
+    from ._verdict import design_settings, holm, run_acceptance_check, two_sided_p
+
+    if design is not None:
+        m, epsilon, _, threshold = design_settings(design, m, epsilon, 0.01, threshold)
+    elif m is None or epsilon is None:
+        raise TypeError("sequential_check needs m and epsilon (or design=)")
+    if tolerance is not None:
+        warnings.warn("sequential_check(tolerance=...) is deprecated: an absolute tolerance on "
+                      "the gap ignores the simulation's noise; the default compares the gap "
+                      "with its standard error (Holm at false_alarm)", DeprecationWarning,
+                      stacklevel=2)
     if pair is None:
         l = check_finite_array("l", source, ndim=1)
     else:
@@ -199,7 +266,9 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     if mus.size == 0:
         raise ValueError("mu_std must hold at least one value")
     n_tests = check_int("n_tests", n_tests, low=10)
-    tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
+    if tolerance is not None:
+        tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
+    false_alarm = check_interval("false_alarm", false_alarm, 0.0, 1.0)
     rng = as_generator(rng)
 
     pop = Population.of(l)
@@ -222,11 +291,30 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     predicted_error = np.array(pred.error, dtype=float).reshape(-1)
     predicted_frac = np.array(pred.data_fraction, dtype=float).reshape(-1)
     gap = error - predicted_error
+    edge = np.array(sequential_error(mus, m=m, epsilon=epsilon, N=N, law="edgeworth",
+                                     skewness=pop.skewness,
+                                     kurtosis=max(pop.excess_kurtosis, -2.0)).error,
+                    dtype=float).reshape(-1)
+    z, z_e = gap / error_se, (error - edge) / error_se
+    p_holm, p_holm_e = holm(two_sided_p(z)), holm(two_sided_p(z_e))
+    if tolerance is None:
+        agrees = bool(np.all(p_holm > false_alarm))
+    else:
+        agrees = bool(np.all(np.abs(gap) <= tolerance))
+    acceptance = None
+    if design is not None:
+        acceptance = run_acceptance_check(
+            _Source(l, None, chunk), m=m, epsilon=epsilon, tolerance=design.tolerance,
+            threshold=threshold, log_const=log_const, n_paths=n_paths,
+            false_alarm=false_alarm, rng=rng.spawn(1)[0], progress=False)
     arrays = (mus, error, error_se, predicted_error, frac, frac_se, predicted_frac, gap)
-    for a in arrays:
+    for a in (*arrays, edge, z, z_e, p_holm):
         a.setflags(write=False)
     return SequentialCheck(
-        *arrays, agrees=bool(np.all(np.abs(gap) <= tolerance)), m=m, epsilon=epsilon,
+        *arrays, agrees=agrees, m=m, epsilon=epsilon,
         threshold=threshold, prediction_threshold=prediction_threshold, N=N,
         n_tests=n_tests, tolerance=tolerance, skewness=pop.skewness,
-        excess_kurtosis=pop.excess_kurtosis)
+        excess_kurtosis=pop.excess_kurtosis, z=z, p_holm=p_holm,
+        predicted_error_edgeworth=edge, z_edgeworth=z_e,
+        edgeworth_agrees=bool(np.all(p_holm_e > false_alarm)), false_alarm=false_alarm,
+        acceptance=acceptance)

@@ -1,6 +1,7 @@
 """sequential_check: the real sequential t-test on real l_i against the dynamic programme."""
 
 import math
+import warnings
 
 import matplotlib
 import numpy as np
@@ -78,11 +79,15 @@ def test_report_and_plot():
     (dict(mu_std=[np.inf]), ValueError, "mu_std must be finite"),
     (dict(n_tests=5), ValueError, "n_tests must be >= 10"),
     (dict(tolerance=1.5), ValueError, r"tolerance must be in \(0, 1\)"),
+    (dict(false_alarm=0.0), ValueError, r"false_alarm must be in \(0, 1\)"),
+    (dict(m=None), TypeError, "needs m and epsilon"),
 ])
 def test_argument_checks(kwargs, error, message):
     l = np.random.default_rng(0).normal(size=100)
     args = dict(m=10, epsilon=0.1, n_tests=20) | kwargs
-    with pytest.raises(error, match=message):
-        sequential_check(l, **args)
+    with warnings.catch_warnings():          # tolerance= is deprecated (and warns)
+        warnings.simplefilter("ignore", DeprecationWarning)
+        with pytest.raises(error, match=message):
+            sequential_check(l, **args)
     with pytest.raises(TypeError, match="pair must be"):
         sequential_check(GaussianMean(l), pair=[0.0], m=10, epsilon=0.1)

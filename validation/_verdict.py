@@ -1,0 +1,377 @@
+"""The error in the acceptance probability, pair by pair: predicted and simulated (private).
+
+A design promises a mean |Delta| over pairs, Delta = P(the test accepts) - Pa (u ~ U(0, 1)
+integrated out, Korattikara et al. 2014, Eq. 6). For each pair of real l_i this module gives
+three estimates of Delta:
+
+* ``gaussian`` -- the Gaussian dynamic programme the design used (:func:`design.acceptance_error`);
+* ``edgeworth`` -- the programme with the Edgeworth-corrected per-stage law (skewness and
+  excess kurtosis of the l_i; ``law="edgeworth"``);
+* ``simulated`` -- the real sequential t-test on the real l_i, u integrated out exactly:
+  for one random order of the rows the thresholds mu0 the test accepts form a half-line
+  below a path threshold tau (``validation._kernels``), so P(accept | path) =
+  min(1, exp(N tau + c)) and Delta = mean over paths - Pa, with the standard error of that
+  mean. A path only needs reading until its undecided interval leaves the window of
+  thresholds where min(1, exp(N mu0 + c)) is in (e^-40, 1): the same rows a test at the
+  hardest u of the window reads.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from functools import cache
+
+import numpy as np
+
+from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
+from design._lib.jit import jit
+from design._lib.progress import progress_bar
+from design._lib.rows import new_order, restart_order
+
+from ._kernels import _extend, _narrow
+from ._ratios import CHUNK, Population
+
+__all__ = ["AcceptanceCheck", "acceptance_check"]
+
+#: The verdict passes while the simulated mean |Delta| is below the tolerance plus this many
+#: of its standard errors (a design exactly at its tolerance passes with probability ~0.98).
+PASS_MARGIN_Z = 2.0
+
+#: Width of the window of thresholds, in units of 1 / N of log u (exp(-40) ~ 4e-18).
+_WINDOW = 40.0
+
+
+@cache
+def windowed_path_acceptance(radius, grow):
+    """Compiled P(accept | path) of an interval test for random row orders, u integrated.
+
+    ``radius`` and ``grow`` are the test's own (its ``path_spec``, as
+    ``validation._kernels.path_thresholds`` uses them; nothing of its rule is re-derived
+    here). Returns ``run(l, order, settings, log_const, rng, out)``: each path draws rows as
+    the engine does until its undecided interval [a, b] is empty, all N rows are read, or
+    [a, b] leaves the window [(-c - 40) / N, -c / N] (c = ``log_const``, exact MH accepts iff
+    log u < sum l_i + c); then P(accept | path) = min(1, exp(N tau + c)),
+    tau = min(max(mean, a), b), which outside the window is 1 or below e^-40.
+    """
+
+    @jit
+    def run(l, order, settings, log_const, rng, out):
+        N = l.shape[0]
+        mu = np.mean(l)
+        hi_win = -log_const / N
+        lo_win = (-log_const - _WINDOW) / N
+        u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
+        for p in range(out.shape[0]):
+            n, mean, m2, stage = 0, 0.0, 0.0, 0
+            restart_order(order)
+            r = radius(0, N, 0, mean, m2, settings)
+            if r < 0.0:
+                raise ValueError("the test's settings do not cover a whole pass over N rows")
+            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+            while n < N and a < b and a < hi_win and b > lo_win:
+                take = min(grow(n, N, stage, settings), N - n)
+                n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
+                stage += 1
+                if n < N:
+                    r = radius(n, N, stage, mean, m2, settings)
+                    if r < 0.0:
+                        raise ValueError("the test's settings do not cover a whole pass "
+                                         "over N rows")
+                    a, b = _narrow(a, b, mean - r, mean + r)
+            tau = min(max(mu, a), b)       # outside the window only its side matters
+            out[p] = math.exp(min(N * tau + log_const, 0.0))
+
+    return run
+
+
+def holm(pvalues) -> np.ndarray:
+    """Holm's step-down adjusted p-values (family-wise error control, any dependence)."""
+    p = np.asarray(pvalues, dtype=float)
+    order = np.argsort(p)
+    k = p.size
+    adj = np.empty(k)
+    running = 0.0
+    for rank, i in enumerate(order):
+        running = max(running, min(1.0, (k - rank) * p[i]))
+        adj[i] = running
+    return adj
+
+
+def two_sided_p(z) -> np.ndarray:
+    """Two-sided normal p-values of z scores."""
+    from scipy import special
+
+    return special.erfc(np.abs(np.asarray(z, dtype=float)) / math.sqrt(2.0))
+
+
+@dataclass(frozen=True, eq=False)
+class AcceptanceCheck:
+    """The error in the acceptance probability of the sequential t-test on real l_i.
+
+    Per-pair fields are arrays of length ``n_pairs``; Delta = P(the test accepts) - Pa with
+    u integrated out (Korattikara et al. 2014, Eq. 6), the quantity a design's tolerance
+    bounds on average.
+
+    Attributes
+    ----------
+    passed : bool
+        The verdict: the simulated mean |Delta| over the pairs (the average the design
+        bounds) is at most ``tolerance``, or above it by less than ``PASS_MARGIN_Z`` = 2
+        of its standard errors (not distinguishable from it).
+    mean_abs_simulated, mean_abs_simulated_se : float
+        Mean |Delta| of the real test over the pairs, and its standard error.
+    mean_abs_gaussian, mean_abs_edgeworth : float
+        The same mean predicted by the Gaussian dynamic programme (the design's) and by
+        the Edgeworth-corrected one.
+    delta_simulated, delta_simulated_se : numpy.ndarray
+        Per pair: Delta of the real test on the real l_i (``n_paths`` random row orders,
+        u integrated out exactly) and its standard error.
+    delta_gaussian, delta_edgeworth : numpy.ndarray
+        Per pair: Delta predicted by the Gaussian programme and by the corrected one
+        (:func:`design.acceptance_error`, ``law="gaussian"`` / ``"edgeworth"``).
+    z_gaussian, z_edgeworth : numpy.ndarray
+        Per pair: (prediction - simulation) / standard error.
+    gaussian_agrees, edgeworth_agrees : bool
+        No pair's z score is significant at family-wise level ``false_alarm`` after Holm's
+        correction over the pairs.
+    edgeworth_reliable : numpy.ndarray of bool
+        Per pair: |gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5, where the
+        one-term expansion is trusted.
+    accept_prob, skewness, excess_kurtosis : numpy.ndarray
+        Per pair: exact MH acceptance probability, and the shape of the l_i.
+    m, epsilon, threshold, tolerance, N, n_pairs, n_paths, false_alarm
+        The test, the tolerance of the design, the population size, the pairs, the
+        simulated row orders per pair and the family-wise false-alarm rate.
+    """
+
+    passed: bool
+    mean_abs_simulated: float
+    mean_abs_simulated_se: float
+    mean_abs_gaussian: float
+    mean_abs_edgeworth: float
+    delta_simulated: np.ndarray
+    delta_simulated_se: np.ndarray
+    delta_gaussian: np.ndarray
+    delta_edgeworth: np.ndarray
+    z_gaussian: np.ndarray
+    z_edgeworth: np.ndarray
+    gaussian_agrees: bool
+    edgeworth_agrees: bool
+    edgeworth_reliable: np.ndarray
+    accept_prob: np.ndarray
+    skewness: np.ndarray
+    excess_kurtosis: np.ndarray
+    m: int
+    epsilon: float
+    threshold: str
+    tolerance: float
+    N: int
+    n_pairs: int
+    n_paths: int
+    false_alarm: float
+
+    def __repr__(self):
+        return (f"AcceptanceCheck(passed={self.passed}, m={self.m}, epsilon={self.epsilon:g}, "
+                f"tolerance={self.tolerance:g}, mean_abs_simulated="
+                f"{self.mean_abs_simulated:.4g}, mean_abs_gaussian={self.mean_abs_gaussian:.4g}, "
+                f"mean_abs_edgeworth={self.mean_abs_edgeworth:.4g}, n_pairs={self.n_pairs})")
+
+    def __str__(self):
+        verdict = "PASSES" if self.passed else "FAILS"
+        lines = [
+            f"Error in the acceptance probability: {verdict} at the design tolerance "
+            f"{self.tolerance:g} (m = {self.m}, epsilon = {self.epsilon:g}, {self.threshold} "
+            f"thresholds, N = {self.N:,}, {self.n_pairs} pair(s))",
+            f"  mean |Delta|: real test {self.mean_abs_simulated:.4f} ± "
+            f"{self.mean_abs_simulated_se:.4f}; predicted Gaussian {self.mean_abs_gaussian:.4f}, "
+            f"Edgeworth {self.mean_abs_edgeworth:.4f}",
+            f"  predictions vs the real test (Holm, family-wise {self.false_alarm:g}): Gaussian "
+            f"{'agrees' if self.gaussian_agrees else 'DISAGREES'}, Edgeworth "
+            f"{'agrees' if self.edgeworth_agrees else 'DISAGREES'}"
+            + ("" if self.edgeworth_reliable.all() else
+               f" ({int((~self.edgeworth_reliable).sum())} pair(s) beyond the expansion)"),
+            "",
+            "  pair  skewness ex.kurt   Pa     Delta real        Gaussian (z)     "
+            "Edgeworth (z)",
+        ]
+        shown = range(self.n_pairs) if self.n_pairs <= 16 else np.argsort(
+            -np.abs(self.delta_simulated))[:16]
+        for p in shown:
+            lines.append(
+                f"  {p:>4} {self.skewness[p]:>8.3g} {self.excess_kurtosis[p]:>8.3g} "
+                f"{self.accept_prob[p]:>6.3f}  {self.delta_simulated[p]:+.4f} ± "
+                f"{self.delta_simulated_se[p]:.4f}  {self.delta_gaussian[p]:+.4f} "
+                f"({self.z_gaussian[p]:+5.1f})  {self.delta_edgeworth[p]:+.4f} "
+                f"({self.z_edgeworth[p]:+5.1f})"
+                + ("" if self.edgeworth_reliable[p] else "  *"))
+        if self.n_pairs > 16:
+            lines.append(f"  ... the 16 largest |Delta| of {self.n_pairs} pairs")
+        return "\n".join(lines)
+
+
+def _log_consts(source, log_const, n_pairs):
+    """c per pair: given, or the prior ratio of a model's pairs (symmetric proposal)."""
+    if log_const is not None:
+        c = check_finite_array("log_const", log_const, ndim=(0, 1))
+        c = np.broadcast_to(c, (n_pairs,)) if c.ndim == 0 else c
+        if c.shape != (n_pairs,):
+            raise ValueError(f"log_const must be a scalar or have one value per pair "
+                             f"({n_pairs}), got shape {c.shape}")
+        return np.array(c, dtype=float)
+    if getattr(source, "model", None) is None:
+        return np.zeros(n_pairs)
+    model = source.model
+    return np.array([float(model.logprior(source.theta_news[p]))
+                     - float(model.logprior(source.thetas[p])) for p in range(n_pairs)])
+
+
+def design_settings(design, m, epsilon, tolerance, threshold):
+    """(m, epsilon, tolerance, threshold) from an Austere ``design`` or the arguments."""
+    if design is not None:
+        if getattr(design, "test", None) != "austere":
+            raise TypeError("design must be an Austere design from design.optimize, got "
+                            f"{type(design).__name__}")
+        return (design.m if m is None else m, design.epsilon if epsilon is None else epsilon,
+                design.tolerance if tolerance is None else tolerance, design.threshold)
+    missing = [k for k, v in (("m", m), ("epsilon", epsilon), ("tolerance", tolerance))
+               if v is None]
+    if missing:
+        raise TypeError(f"give design= or all of m, epsilon and tolerance (missing {missing})")
+    return m, epsilon, tolerance, threshold
+
+
+def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_paths,
+                         false_alarm, rng, progress):
+    """The work of :func:`acceptance_check` on a ``_clt._Source``."""
+    from design import TrialChain, acceptance_error
+    from samplers import AustereTest
+
+    N, P = src.N, src.n_pairs
+    m = check_int("m", m, low=2, high=N)
+    epsilon = check_interval("epsilon", epsilon, 0.0, 0.5)
+    tolerance = check_interval("tolerance", tolerance, 0.0, 0.5)
+    false_alarm = check_interval("false_alarm", false_alarm, 0.0, 1.0)
+    n_paths = check_int("n_paths", n_paths, low=10)
+    if threshold not in ("t", "normal"):
+        raise ValueError(f"threshold must be 't' or 'normal', got {threshold!r}")
+    c = _log_consts(src, log_const, P)
+    rngs = as_generator(rng).spawn(P)
+    spec = AustereTest(m=m, epsilon=epsilon, threshold=threshold).path_spec(N)
+    run = windowed_path_acceptance(spec.radius, spec.grow)
+    pops, sim, se = [], np.empty(P), np.empty(P)
+    out = np.empty(n_paths)
+    bar = progress_bar(P, desc="acceptance check", unit="pair", progress=progress)
+    for p in range(P):
+        l = src(p)
+        try:
+            pops.append(Population.of(l))
+        except ValueError as exc:
+            raise ValueError(f"pair {p}: {exc}") from None
+        run(l, new_order(N), spec.settings, float(c[p]), rngs[p], out)
+        pa = math.exp(min(N * pops[-1].mean + c[p], 0.0))
+        sim[p] = out.mean() - pa
+        # floor 1 / n_paths: paths that all agree (P(accept | path) = 0 or 1 throughout)
+        # do not make the estimate exact
+        se[p] = max(out.std(ddof=1) / math.sqrt(n_paths), 1.0 / n_paths)
+        bar.update()
+    bar.close()
+    trial = TrialChain(mu=[q.mean for q in pops], sigma=[q.sd for q in pops], c0=-c / N, N=N,
+                       skewness=[q.skewness for q in pops],
+                       kurtosis=[max(q.excess_kurtosis, -2.0) for q in pops])
+    gauss = np.array(acceptance_error(trial, m=m, epsilon=epsilon).delta)
+    corrected = acceptance_error(trial, m=m, epsilon=epsilon, law="edgeworth")
+    edge = np.array(corrected.delta)
+    z_g, z_e = (gauss - sim) / se, (edge - sim) / se
+    abs_sim = np.abs(sim)
+    mean_abs = float(abs_sim.mean())
+    mean_abs_se = float(math.sqrt(np.sum(se ** 2)) / P)
+    arrays = dict(delta_simulated=sim, delta_simulated_se=se, delta_gaussian=gauss,
+                  delta_edgeworth=edge, z_gaussian=z_g, z_edgeworth=z_e,
+                  edgeworth_reliable=np.array(corrected.reliable),
+                  accept_prob=trial.accept_prob.copy(), skewness=np.array(trial.skewness),
+                  excess_kurtosis=np.array([q.excess_kurtosis for q in pops]))
+    for a in arrays.values():
+        a.setflags(write=False)
+    return AcceptanceCheck(
+        passed=bool(mean_abs <= tolerance + PASS_MARGIN_Z * mean_abs_se),
+        mean_abs_simulated=mean_abs, mean_abs_simulated_se=mean_abs_se,
+        mean_abs_gaussian=float(np.mean(np.abs(gauss))),
+        mean_abs_edgeworth=float(np.mean(np.abs(edge))),
+        gaussian_agrees=bool(np.all(holm(two_sided_p(z_g)) > false_alarm)),
+        edgeworth_agrees=bool(np.all(holm(two_sided_p(z_e)) > false_alarm)),
+        m=m, epsilon=epsilon, threshold=threshold, tolerance=tolerance, N=N, n_pairs=P,
+        n_paths=n_paths, false_alarm=false_alarm, **arrays)
+
+
+def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
+                     tolerance=None, threshold="t", log_const=None, n_paths=4000,
+                     false_alarm=0.01, chunk=CHUNK, rng=None,
+                     progress=None) -> AcceptanceCheck:
+    """The error in the acceptance probability of the sequential t-test, pair by pair.
+
+    A design of the sequential t-test (:func:`design.optimize`) promises that the mean over
+    pairs of |Delta|, Delta = P(the test accepts) - Pa, is at most its tolerance, predicting
+    Delta with a Gaussian model of the test statistic. This measures Delta on the real l_i
+    of each pair: the real test (the stopping rule of :class:`samplers.AustereTest`) is run
+    on ``n_paths`` random row orders with u integrated out exactly, and Delta is predicted
+    both by the Gaussian programme and by the Edgeworth-corrected one (skewness and excess
+    kurtosis of the l_i, :func:`design.acceptance_error` with ``law="edgeworth"``). The
+    verdict is the design's own: mean |Delta| of the real test against the tolerance.
+
+    Parameters
+    ----------
+    source : Model or array_like
+        A model (then ``pairs`` is required), or the l_i: a vector of length N (one pair)
+        or an array of shape (n_pairs, N).
+    pairs : (thetas, theta_news), optional
+        Arrays of shape (n_pairs, d) (e.g. :func:`proposal_pairs`); one O(N) pass per pair.
+    design : Design, optional
+        An Austere design (:func:`design.optimize`): gives m, epsilon, the tolerance and
+        the threshold; or give ``m``, ``epsilon``, ``tolerance`` (and ``threshold``).
+    log_const : float or array_like, optional
+        The data-free part c of each pair's log MH ratio (exact MH accepts iff
+        log u < sum_i l_i + c). Default: 0 for l_i given as arrays; for a model, the log
+        prior ratio of each pair (a symmetric proposal).
+    n_paths : int
+        Random row orders simulated per pair (the standard error of Delta is about
+        0.3 / sqrt(n_paths)).
+    false_alarm : float
+        Family-wise false-alarm rate of the agreement tests (Holm over the pairs).
+    chunk : int
+        Rows per model call when computing the l_i.
+    rng : None, int, SeedSequence or Generator
+    progress : bool or None
+        A progress bar over the pairs; None: only if stderr is a terminal.
+
+    Returns
+    -------
+    AcceptanceCheck
+
+    Notes
+    -----
+    For one random order of the rows, the thresholds mu0 = (log u - c) / N the test accepts
+    form a half-line below a path threshold tau, so P(accept | path) = min(1, exp(N tau + c))
+    exactly (``validation._kernels``). Averaging over paths gives P(accept) with u
+    integrated out; a path stops once its undecided thresholds leave the window where that
+    probability is in (e^-40, 1). The cost per path is the rows the test reads at the
+    hardest u, so a pair costs about n_paths times the test's rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from validation import acceptance_check
+    >>> rng = np.random.default_rng(0)
+    >>> l = rng.normal(-2e-4, 0.01, (2, 20_000))        # two pairs of Gaussian l_i
+    >>> r = acceptance_check(l, m=500, epsilon=0.05, tolerance=0.1, n_paths=500, rng=1)
+    >>> r.passed, r.gaussian_agrees
+    (True, True)
+    """
+    from ._clt import _Source
+
+    src = _Source(source, pairs, chunk)
+    m, epsilon, tolerance, threshold = design_settings(design, m, epsilon, tolerance,
+                                                       threshold)
+    return run_acceptance_check(src, m=m, epsilon=epsilon, tolerance=tolerance,
+                                threshold=threshold, log_const=log_const, n_paths=n_paths,
+                                false_alarm=false_alarm, rng=rng, progress=progress)
