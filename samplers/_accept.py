@@ -22,7 +22,7 @@ from typing import NamedTuple
 import numpy as np
 from scipy import special
 
-from . import _seq
+from . import _barker_presized, _seq
 from design._lib.checks import check_int, check_interval
 from design._lib.moments import RunningMoments, batch_moments3, merge_moments3
 from ._seq import austere_se, confidence_radius_code, look_delta, next_size
@@ -515,6 +515,16 @@ class BarkerTest(AcceptanceTest):
         Draw ``X_corr`` from the skew-corrected family at the batch's estimated skew
         (appendix A.5, ``docs/correction.md`` section 4), which turns the test's
         ``O(b^-1/2)`` error on skewed ``l_i`` into ``O(1/b)``.
+    stopping : {"sequential", "presized"}
+        ``"sequential"``: Algorithm 1, stages of ``m`` rows until ``s^2 < sigma^2`` (and
+        ``eps <= delta``). ``"presized"``: a pilot of ``m`` rows sizes the batch that
+        decides, whose rows take no part in choosing its size, which removes the selection
+        bias of the sequential rule on skewed ``l_i`` (see :mod:`samplers._barker_presized`;
+        needs ``delta=None``: Corollary 1's bound is reported, not used).
+    margin : float
+        Presized rule only: the batch is sized for a predicted ``s^2 = sigma^2 / margin``
+        (``margin >= 1``); a batch whose ``s^2`` still exceeds ``sigma^2`` is decided with
+        ``X_nc = 0``.
 
     Notes
     -----
@@ -571,6 +581,8 @@ class BarkerTest(AcceptanceTest):
     correction: "CorrectionTable | SkewCorrectionTable | None" = None
     fpc: bool = True
     skew: bool = False
+    stopping: str = "sequential"
+    margin: float = 1.3
     _draw_args: tuple = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -581,6 +593,18 @@ class BarkerTest(AcceptanceTest):
         set_(self, "m", check_int("m", self.m, low=3 if self.skew else 2))
         if self.delta is not None:
             set_(self, "delta", check_interval("delta", self.delta, 0.0, 1.0))
+        if self.stopping not in ("sequential", "presized"):
+            raise ValueError(f"stopping must be 'sequential' or 'presized', got {self.stopping!r}")
+        if self.stopping == "presized" and self.delta is not None:
+            raise ValueError(f"delta={self.delta} bounds the sequential rule's batch; the "
+                             "presized rule sizes its batch from a pilot: pass delta=None")
+        margin = float(self.margin) if isinstance(self.margin, (int, float, np.floating)) \
+            and not isinstance(self.margin, bool) else None
+        if margin is None:
+            raise TypeError(f"margin must be a number >= 1, got {self.margin!r}")
+        if not (math.isfinite(margin) and margin >= 1.0):
+            raise ValueError(f"margin must be a finite number >= 1, got {self.margin!r}")
+        set_(self, "margin", margin)
         corr = _correction_module()
         kind = corr.SkewCorrectionTable if self.skew else corr.CorrectionTable
         table = self.correction
@@ -618,11 +642,14 @@ class BarkerTest(AcceptanceTest):
     def __repr__(self):
         custom = self._custom_correction()
         shown = "" if custom is None else f", correction={custom!r}"
+        rule = (f", stopping='presized', margin={self.margin}"
+                if self.stopping == "presized" else "")
         return (f"BarkerTest(m={self.m}, delta={self.delta}{shown}, fpc={self.fpc}, "
-                f"skew={self.skew})")
+                f"skew={self.skew}{rule})")
 
     def __reduce__(self):  # a worker process reloads the default table from the package
-        return (type(self), (self.m, self.delta, self._custom_correction(), self.fpc, self.skew))
+        return (type(self), (self.m, self.delta, self._custom_correction(), self.fpc, self.skew,
+                             self.stopping, self.margin))
 
     @property
     def sigma(self) -> float:
@@ -639,6 +666,8 @@ class BarkerTest(AcceptanceTest):
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         batches.restart()
+        if self.stopping == "presized":
+            return self._decide_presized(rng, view, batches, theta, theta_new, log_const)
         if view.row_ratio is None:
             return self._decide_python(rng, view, batches, theta, theta_new, log_const)
         loop = _seq.barker_loop(view.row_ratio, view.row_prefetch)
@@ -647,6 +676,22 @@ class BarkerTest(AcceptanceTest):
             self.m, log_const,
             *self._settings(), *self._draw_args,
         )
+        if status == _seq.NONFINITE:
+            return _nonfinite_decision(mean, theta_new), BarkerInfo(n, stage, *(math.nan,) * 3)
+        return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)
+
+    def _decide_presized(self, rng, view, batches, theta, theta_new, log_const):
+        sigma, _, _, fpc, skewed = self._settings()
+        if view.row_ratio is None:
+            out = _barker_presized.presized_python(
+                rng, view, batches, theta, theta_new, log_const, self.m, self.margin, sigma,
+                fpc, skewed, self._draw_args)
+        else:
+            loop = _barker_presized.presized_loop(view.row_ratio, view.row_prefetch)
+            out = loop(view.decision_data(theta, theta_new), theta, theta_new, rng,
+                       batches.kernel_state(), self.m, self.margin, log_const, sigma, fpc,
+                       skewed, *self._draw_args)
+        status, accepted, n, stage, mean, s2, eps, eta = out
         if status == _seq.NONFINITE:
             return _nonfinite_decision(mean, theta_new), BarkerInfo(n, stage, *(math.nan,) * 3)
         return bool(accepted), BarkerInfo(n, stage, eps, s2, eta)

@@ -65,6 +65,8 @@ TESTS = [
     BarkerTest(m=100, delta=None),
     BarkerTest(m=80, delta=0.9, fpc=False),
     BarkerTest(m=60, delta=0.95, skew=True),
+    BarkerTest(m=40, delta=None, stopping="presized"),
+    BarkerTest(m=30, delta=None, fpc=False, skew=True, stopping="presized", margin=2.0),
 ]
 
 
@@ -201,7 +203,8 @@ class Broken:
 
 
 @pytest.mark.parametrize("test", [ExactTest(), AustereTest(m=50), ConfidenceTest(range="full-data"),
-                                  BarkerTest(m=50)], ids=repr)
+                                  BarkerTest(m=50),
+                                  BarkerTest(m=50, delta=None, stopping="presized")], ids=repr)
 def test_nan_likelihood_is_an_error_and_minus_inf_rejects(test):
     with pytest.raises(ValueError, match="NaN"):
         _decide(test, Broken(), [0.0], [2.0], 0.0, 0)
