@@ -39,7 +39,7 @@ from ._accept import (
     confidence_radius,
 )
 from ._arviz import import_arviz
-from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._chain import BiasWarning, Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
 from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
@@ -81,7 +81,7 @@ __all__ = [
     "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
     "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
-    "import_arviz", "ChainInterrupted",
+    "import_arviz", "ChainInterrupted", "BiasWarning",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",

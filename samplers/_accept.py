@@ -53,8 +53,16 @@ class AcceptanceTest:
     #: Whether every proposal is accepted without reading data (no correction at all).
     accepts_all = False
 
+    #: The design tolerance the test was made for (None: not made from a design).
+    tolerance = None
+
     def check(self, view) -> None:
         """Refuse settings that do not fit this model (e.g. a batch larger than N)."""
+
+    def decision_errors(self, stats, N):
+        """Estimated error ``Delta`` in the acceptance probability of each decision a chain
+        made, from its per-step ``stats``; None if the test has no estimate."""
+        return None
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         """Return ``(accepted, info)`` for one proposal."""
@@ -146,6 +154,20 @@ class ExactTest(AcceptanceTest):
 class AustereInfo(NamedTuple):
     n_used: int
     n_stages: int
+    #: Mean of the l_i the decision read (at the stage where it stopped).
+    mean: float
+    #: Their standard deviation (divisor n); 0 when all N rows were read (an exact
+    #: decision). With ``mean``, ``first_mean`` and the chain's ``log_const`` this gives the
+    #: decision's estimated error (:attr:`samplers.Chain.acceptance_errors`).
+    sd: float
+    #: Mean of the first ``m`` rows: read by every decision, so not selected by the
+    #: stopping rule (``mean`` is).
+    first_mean: float
+
+
+def _austere_sd(n, N, m2):
+    """The sd (divisor n) of the l_i a decision read; 0 for an exact decision (n = N)."""
+    return 0.0 if n >= N else math.sqrt(max(m2, 0.0) / n)
 
 
 #: Stages of critical values computed at first (the table grows by doubling as needed).
@@ -192,6 +214,9 @@ class AustereTest(AcceptanceTest):
     m: int = 500
     epsilon: float = 0.01
     threshold: str = "t"
+    #: The design tolerance (mean |Delta| over pairs) the settings were chosen for, recorded
+    #: by :meth:`from_design`; a chain whose estimated mean error exceeds it warns.
+    tolerance: float | None = field(default=None, compare=False, repr=False)
     _q_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
@@ -199,6 +224,9 @@ class AustereTest(AcceptanceTest):
         object.__setattr__(self, "epsilon", check_interval("epsilon", self.epsilon, 0.0, 1.0))
         if self.threshold not in ("t", "normal"):
             raise ValueError(f"threshold must be 't' or 'normal', got {self.threshold!r}")
+        if self.tolerance is not None:
+            object.__setattr__(self, "tolerance",
+                               check_interval("tolerance", self.tolerance, 0.0, 1.0))
 
     @classmethod
     def from_design(cls, design, *, threshold: str | None = None,
@@ -223,12 +251,31 @@ class AustereTest(AcceptanceTest):
                 f"{design.threshold!r}: the design's error and data use are for the "
                 f"{design.threshold!r} test. Make the design with "
                 f"design.optimize(..., threshold={threshold!r}), or pass allow_mismatch=True")
+        tolerance = design.tolerance if design.method == "average" else None
         return cls(m=design.m, epsilon=design.epsilon,
-                   threshold=design.threshold if threshold is None else threshold)
+                   threshold=design.threshold if threshold is None else threshold,
+                   tolerance=tolerance)
 
     def check(self, view):
         if self.m > view.N:
             raise ValueError(f"m must be <= N = {view.N} (the number of rows), got {self.m}")
+
+    def decision_errors(self, stats, N):
+        """Estimated ``|Delta|`` of each decision: Korattikara et al.'s Eq. 6 with the design's
+        dynamic programme at the decision's ``sd`` of the l_i, averaged over the posterior
+        of ``mu`` given the rows it read (:func:`design.decision_errors`); 0 for steps the
+        prior rejected and for exact decisions."""
+        from design import decision_errors
+
+        sd = np.asarray(stats["sd"], dtype=float)
+        prior_rejected = ~np.isfinite(stats["log_const"])
+        c = np.where(prior_rejected, 0.0, stats["log_const"])
+        out = decision_errors(np.nan_to_num(stats["mean"]), np.where(prior_rejected, 0.0, sd),
+                              stats["n_used"], c, first_mean=np.nan_to_num(stats["first_mean"]),
+                              N=N, m=min(self.m, N), epsilon=min(self.epsilon, 0.5 - 1e-12),
+                              threshold="normal")
+        out[prior_rejected] = 0.0
+        return out
 
     def critical_values(self, N: int, n_stages: int) -> np.ndarray:
         """Critical values of ``|t|`` for the first ``n_stages`` stages (``n_j = min(j m, N)``)."""
@@ -258,33 +305,44 @@ class AustereTest(AcceptanceTest):
         data = view.decision_data(theta, theta_new)
         order = batches.kernel_state()
         cursor, n, mean, m2, stage = 0, 0, 0.0, 0.0, 0
+        first = math.nan
         while True:
+            # the first call runs stage 1 alone, to record its (unselected) mean
+            table = self._table(N, stage + 1)
             status, accepted, cursor, n, mean, m2, stage = loop(
                 data, theta, theta_new, rng, order, cursor, self.m, mu0,
-                self._table(N, stage + 1), n, mean, m2, stage,
+                table[:1] if stage == 0 else table, n, mean, m2, stage,
             )
+            if stage == 1:
+                first = mean
             if status != _seq.MORE_THRESHOLDS:
                 break
         if status == _seq.NONFINITE:
-            return _nonfinite_decision(mean, theta_new), AustereInfo(cursor, stage)
-        return bool(accepted), AustereInfo(n, stage)
+            return _nonfinite_decision(mean, theta_new), AustereInfo(cursor, stage, math.nan,
+                                                                      math.nan, math.nan)
+        return bool(accepted), AustereInfo(n, stage, mean, _austere_sd(n, N, m2), first)
 
     def _decide_python(self, view, batches, theta, theta_new, mu0):
         """Reference implementation (and the path for models without row kernels)."""
         N = view.N
         mom = RunningMoments()
         stage = 0
+        first = math.nan
         while True:
             stage += 1
             if not mom.add(view.ratio(theta, theta_new, batches.take(self.m))):
-                return _nonfinite_decision(mom.mean, theta_new), AustereInfo(batches.taken, stage)
+                return _nonfinite_decision(mom.mean, theta_new), AustereInfo(
+                    batches.taken, stage, math.nan, math.nan, math.nan)
             n = mom.n
+            if stage == 1:
+                first = mom.mean
             diff = mom.mean - mu0
             if n == N or abs(diff) > self._table(N, stage)[stage - 1] * austere_se(mom.m2, n, N):
-                return diff > 0, AustereInfo(n, stage)
+                return diff > 0, AustereInfo(n, stage, mom.mean, _austere_sd(n, N, mom.m2),
+                                             first)
 
     def null_info(self):
-        return AustereInfo(0, 0)
+        return AustereInfo(0, 0, math.nan, math.nan, math.nan)
 
 
 # --- the confidence sampler of Bardenet et al. ----------------------------------------------
