@@ -62,7 +62,7 @@ def main(argv=None):
           f"{args.chains} chains x {args.steps:,} steps per test; {machine()}")
     out = {"settings": vars(args), "machine": machine(), "grid_mean": truth_mean.tolist(),
            "grid_sd": truth_sd.tolist(), "paper_rows": PAPER_ROWS,
-           "delta_05_rows": DELTA_05_ROWS, "tests": {}}
+           "delta_05_rows": DELTA_05_ROWS, "runs": {}}
     for name in args.tests:
         test = TESTS[name]
         t0 = time.perf_counter()
@@ -77,7 +77,7 @@ def main(argv=None):
         mean, sd = flat.mean(axis=0), flat.std(axis=0)
         rows = float(np.mean([c.stats["n_used"].mean() for c in chains]))
         clipped = float(np.mean([np.mean(c.stats["var_delta"] >= 1.0) for c in chains]))
-        r = out["tests"][name] = {
+        r = out["runs"][name] = {
             "test": repr(test), "rows_per_step": rows,
             "rows_vs_paper": rows / PAPER_ROWS, "rows_vs_delta_05": rows / DELTA_05_ROWS,
             "acceptance_rate": float(np.mean([c.acceptance_rate for c in chains])),
