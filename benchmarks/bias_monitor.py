@@ -35,9 +35,8 @@ from _common import machine, write  # noqa: E402
 import design  # noqa: E402
 from samplers import (  # noqa: E402
     AustereTest, BiasWarning, ExactTest, GaussianPrior, IndexSampler, LogisticRegression,
-    RandomWalk, State, mh_step, sample)
+    RandomWalk, State, check_model, mh_step, sample)
 from samplers.datasets import logistic_regression  # noqa: E402
-from samplers._view import check_model  # noqa: E402  (benchmarks that drive test.decide)
 
 
 def run(model, test, proposal, theta0, n, seed):

@@ -136,7 +136,7 @@ def test_austere_threshold_table_grows_past_its_first_block():
         exact, _ = _decide(ExactTest(), model, [0.0], [1e-3], 0.0, seed)
         fast, info = _decide(test, model, [0.0], [1e-3], 0.0, seed)
         slow, slow_info = _decide(test, PlainPython(model), [0.0], [1e-3], 0.0, seed)
-        assert info == slow_info == (20_000, 10_000)
+        assert info == slow_info and info[:2] == (20_000, 10_000)
         assert fast == slow == exact
     assert test._q_cache[20_000].shape[0] == 10_000
 

@@ -17,7 +17,7 @@ from design import correction
 from design.acceptance import barker_acceptance
 from samplers import BarkerTest, FlatPrior, GaussianMean, IndexSampler
 from design._lib.moments import abs_central_sums, batch_moments3, merge_moments3
-from samplers._seq import novak_error, novak_lower_bound
+from design._lib.rules import novak_error, novak_lower_bound
 from samplers._view import check_model
 
 THETA, THETA_NEW = np.array([0.0]), np.array([0.01])
@@ -168,7 +168,7 @@ def test_presized_rule_removes_the_selection_bias_of_the_sequential_rule(delta_t
     # rows) and stops on a batch whose small sample variance comes with a large Delta*, so
     # it accepts 0.027-0.036 too often (8-10 binomial SE at 20,000 decisions; the skew
     # table does not help). The presized rule sizes its batch from a pilot whose rows do
-    # not enter Delta' (samplers._barker_presized): with the skew table it has no error
+    # not enter Delta' (samplers.mhtests.barker_presized): with the skew table it has no error
     # left at this precision, and without it only the fixed-batch skew term
     # -S'''(Delta) k3 / 3 (about 0.004 here) plus clipping (4.5 SE + 0.006 allowed).
     N, n_dec = 20_000, 20_000
@@ -201,7 +201,7 @@ def test_presized_rule_removes_the_selection_bias_of_the_sequential_rule(delta_t
 def test_presized_batch_size_is_the_smallest_meeting_the_target():
     # b is the smallest size with N'^2 v (1/b - 1/N') <= sigma^2 / margin, at least m and
     # at most N' = N - a (then every row is read and the decision is exact).
-    from samplers._barker_presized import presized_batch
+    from samplers.mhtests.barker_presized import presized_batch
 
     N, a, margin = 10_000, 50, 1.3
     for v in (1e-8, 3e-7, 2e-6, 1e-4):
