@@ -33,7 +33,7 @@ from . import datasets, priors
 from . import mhtests
 from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._arviz import import_arviz
-from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._chain import BiasWarning, Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
 from ._lp import log_posterior
 from ._view import ModelView, check_model
 from design._lib.rows import IndexSampler
@@ -75,7 +75,7 @@ from .models.remainder import TaylorRemainder
 __all__ = [
     *mhtests.__all__,
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
-    "import_arviz", "ChainInterrupted",
+    "import_arviz", "ChainInterrupted", "BiasWarning",
     "ModelView", "check_model",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",

@@ -14,7 +14,7 @@ import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
-from functools import partial
+from functools import cached_property, partial
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -28,7 +28,7 @@ from ._view import check_model
 from .proposals import Proposal
 
 __all__ = ["State", "StepInfo", "mh_step", "sample", "sample_chains", "Chain", "Chains",
-           "ChainInterrupted"]
+           "ChainInterrupted", "BiasWarning"]
 
 
 class State(NamedTuple):
@@ -119,6 +119,26 @@ class Chain:
         """Average fraction of the N rows a test read per step."""
         return float(np.mean(self.stats["n_used"])) / self.N
 
+    @cached_property
+    def acceptance_errors(self):
+        """Estimated error ``Delta`` (approximate minus exact acceptance probability) of each
+        decision the chain made, from what the decision computed; None for a test without
+        an estimate (see ``test.decision_errors``; :class:`AustereTest`: Korattikara et
+        al.'s Eq. 6 with the design's dynamic programme at the decision's mean and sd of
+        the l_i). Computed on first use, O(steps)."""
+        errors = self.test.decision_errors(self.stats, self.N)
+        return None if errors is None else np.asarray(errors, dtype=float)
+
+    @property
+    def running_error(self):
+        """Running mean of ``|Delta|`` over the decisions so far (array over steps), the
+        quantity an average-error design bounds by its tolerance; None without estimates.
+        :func:`validation.bias_monitor` adds a bound on the stationary error."""
+        errors = self.acceptance_errors
+        if errors is None:
+            return None
+        return np.cumsum(np.abs(errors)) / np.arange(1, errors.shape[0] + 1)
+
     def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data: ``posterior[var_name]`` and the per-step stats as sample stats.
 
@@ -201,6 +221,17 @@ class Chains:
         """Per-step stats stacked to shape (n_chains, n_samples)."""
         return {k: np.stack([c.stats[k] for c in self.chains]) for k in self.chains[0].stats}
 
+    def _bias_attrs(self) -> dict:
+        """The bias monitor's summary for the ArviZ attributes (empty without estimates)."""
+        errors = [c.acceptance_errors for c in self.chains]
+        if any(e is None for e in errors):
+            return {}
+        out = {"acceptance_error_mean": [float(np.mean(np.abs(e))) for e in errors]}
+        tolerance = getattr(self.chains[0].test, "tolerance", None)
+        if tolerance is not None:
+            out["design_tolerance"] = float(tolerance)
+        return out
+
     def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data with one chain per element, for ESS, R-hat, MCSE and plots.
 
@@ -224,7 +255,10 @@ class Chains:
         arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
             ``posterior[var_name]`` with dims ``(chain, draw, <var_name>_dim)``;
             ``sample_stats`` holds the per-step records (``accepted``, ``n_used``, the
-            test's info fields, ``lp`` when ``model`` is given, ...); attrs ``test``, ``proposal``, ``N``, ``wall_time``.
+            test's info fields, ...); attrs ``test``, ``proposal``, ``N``, ``wall_time``,
+            and for tests with an error estimate (:attr:`Chain.acceptance_errors`)
+            ``acceptance_error_mean`` (mean ``|Delta|`` per chain) and, if the test was
+            made from a design, ``design_tolerance``.
             With ArviZ 0.23 and NumPy >= 2.4 the first call switches ArviZ's numba
             acceleration off (its ``mcse(method="sd")`` fails there; see
             ``samplers/_arviz.py``).
@@ -247,8 +281,28 @@ class Chains:
                 "proposal": repr(first.proposal),
                 "N": first.N,
                 "wall_time": [c.wall_time for c in self.chains],
+                **self._bias_attrs(),
             },
         )
+
+
+class BiasWarning(UserWarning):
+    """Warned when a chain's estimated mean error exceeds its test's design tolerance."""
+
+
+def warn_if_biased(chain, stacklevel=3):
+    """Warn (:class:`BiasWarning`) if the test records a design tolerance and the chain's
+    estimated mean ``|Delta|`` exceeds it."""
+    tolerance = getattr(chain.test, "tolerance", None)
+    if tolerance is None:
+        return
+    running = chain.running_error
+    if running is None or running.shape[0] == 0 or not running[-1] > tolerance:
+        return
+    warnings.warn(f"the estimated mean error of this chain's accept/reject decisions, "
+                  f"{running[-1]:.3g}, exceeds the tolerance {tolerance:g} its test was designed "
+                  f"for ({short_repr(chain.test)}); see chain.acceptance_errors and "
+                  "validation.bias_monitor(chain)", BiasWarning, stacklevel=stacklevel)
 
 
 class ChainInterrupted(UserWarning):
@@ -395,7 +449,9 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None)
             lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples,
             progress=progress, finish=finish,
         )
-    return finish(samples, infos, wall)
+    chain = finish(samples, infos, wall)
+    warn_if_biased(chain)
+    return chain
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,

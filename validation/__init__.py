@@ -29,6 +29,8 @@ from design._lib.lazy import attach
 __getattr__, __dir__, __all__ = attach(
     __name__,
     {
+        "BiasMonitor": "._monitor",
+        "bias_monitor": "._monitor",
         "delta_max": "._bounds",
         "stationary_bound": "._bounds",
         "subsampling_bound": "._bounds",
@@ -50,6 +52,7 @@ __getattr__, __dir__, __all__ = attach(
 if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._bounds import delta_max, stationary_bound, subsampling_bound
     from ._clt import CLTCheck, clt_check
+    from ._monitor import BiasMonitor, bias_monitor
     from ._verdict import AcceptanceCheck, acceptance_check
     from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
     from ._ratios import loglik_ratios, proposal_pairs

@@ -14,7 +14,7 @@ from design._lib.jit import jit
 from design._lib.rules import austere_se
 
 from .base import IntervalTest, design_for
-from .engine import NEED_MORE
+from .engine import NEED_MORE, NONFINITE
 
 __all__ = ["AustereInfo", "AustereTest"]
 
@@ -22,6 +22,14 @@ __all__ = ["AustereInfo", "AustereTest"]
 class AustereInfo(NamedTuple):
     n_used: int
     n_stages: int
+    #: Mean of the l_i the decision read (at the stage where it stopped).
+    mean: float
+    #: Their standard deviation (divisor n) (a decision with ``n_used = N`` is exact). With ``mean``, ``first_mean`` and the chain's ``log_const`` this gives the
+    #: decision's estimated error (:attr:`samplers.Chain.acceptance_errors`).
+    sd: float
+    #: Mean of the first ``m`` rows: read by every decision, so not selected by the
+    #: stopping rule (``mean`` is).
+    first_mean: float
 
 
 #: Stages of critical values computed at first (the table grows by doubling as needed).
@@ -87,6 +95,9 @@ class AustereTest(IntervalTest):
     m: int = 500
     epsilon: float = 0.01
     threshold: str = "t"
+    #: The design tolerance (mean |Delta| over pairs) the settings were chosen for, recorded
+    #: by :meth:`from_design`; a chain whose estimated mean error exceeds it warns.
+    tolerance: float | None = field(default=None, compare=False, repr=False)
     _q_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     radius = staticmethod(austere_radius)
@@ -97,6 +108,9 @@ class AustereTest(IntervalTest):
         object.__setattr__(self, "epsilon", check_interval("epsilon", self.epsilon, 0.0, 1.0))
         if self.threshold not in ("t", "normal"):
             raise ValueError(f"threshold must be 't' or 'normal', got {self.threshold!r}")
+        if self.tolerance is not None:
+            object.__setattr__(self, "tolerance",
+                               check_interval("tolerance", self.tolerance, 0.0, 1.0))
 
     @classmethod
     def from_design(cls, design, *, threshold: str | None = None,
@@ -121,8 +135,10 @@ class AustereTest(IntervalTest):
                 f"{design.threshold!r}: the design's error and data use are for the "
                 f"{design.threshold!r} test. Make the design with "
                 f"design.optimize(..., threshold={threshold!r}), or pass allow_mismatch=True")
+        tolerance = design.tolerance if design.method == "average" else None
         return cls(m=design.m, epsilon=design.epsilon,
-                   threshold=design.threshold if threshold is None else threshold)
+                   threshold=design.threshold if threshold is None else threshold,
+                   tolerance=tolerance)
 
     def check(self, view):
         if self.m > view.N:
@@ -155,7 +171,11 @@ class AustereTest(IntervalTest):
         return (self.m, self._table(N, stage))
 
     def _info(self, run, settings):
-        return AustereInfo(run.n_used, run.stage)
+        if run.status == NONFINITE:
+            return AustereInfo(run.n_used, run.stage, math.nan, math.nan, math.nan)
+        first = float(np.mean(run.values[:min(self.m, run.n_used)]))
+        return AustereInfo(run.n_used, run.stage, run.mean,
+                           math.sqrt(max(run.m2, 0.0) / run.n_used), first)
 
     def _vector_settings(self, N, C, log_const):
         return (self.m, self.critical_values(N, -(-N // self.m)))
@@ -172,4 +192,21 @@ class AustereTest(IntervalTest):
                                       threshold="normal").error)
 
     def null_info(self):
-        return AustereInfo(0, 0)
+        return AustereInfo(0, 0, math.nan, math.nan, math.nan)
+
+    def decision_errors(self, stats, N):
+        """Estimated ``|Delta|`` of each decision: Korattikara et al.'s Eq. 6 with the design's
+        dynamic programme at the decision's ``sd`` of the l_i, averaged over the posterior
+        of ``mu`` given the rows it read (:func:`design.decision_errors`); 0 for steps the
+        prior rejected and for exact decisions."""
+        from design import decision_errors
+
+        sd = np.asarray(stats["sd"], dtype=float)
+        prior_rejected = ~np.isfinite(stats["log_const"])
+        c = np.where(prior_rejected, 0.0, stats["log_const"])
+        out = decision_errors(np.nan_to_num(stats["mean"]), np.where(prior_rejected, 0.0, sd),
+                              stats["n_used"], c, first_mean=np.nan_to_num(stats["first_mean"]),
+                              N=N, m=min(self.m, N), epsilon=min(self.epsilon, 0.5 - 1e-12),
+                              threshold="normal")
+        out[prior_rejected] = 0.0
+        return out

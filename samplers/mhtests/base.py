@@ -37,6 +37,14 @@ class AcceptanceTest:
     #: Whether every proposal is accepted without reading data (no correction at all).
     accepts_all = False
 
+    #: The design tolerance the test was made for (None: not made from a design).
+    tolerance = None
+
+    def decision_errors(self, stats, N):
+        """Estimated error ``|Delta|`` in the acceptance probability of each decision a chain
+        made, from its per-step ``stats``; None if the test has no estimate (the default)."""
+        return None
+
     def check(self, view) -> None:
         """Refuse settings that do not fit this model (e.g. a batch larger than N)."""
 

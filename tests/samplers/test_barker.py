@@ -161,12 +161,73 @@ def test_acceptance_probability_is_the_logistic_of_delta(seed, delta_target, fpc
         assert abs(freq - biased) < 4.5 * se and freq - S > 3 * se
 
 
+@pytest.mark.parametrize("delta_target", [-0.5, 0.5])
+def test_presized_rule_removes_the_selection_bias_of_the_sequential_rule(delta_target):
+    # Negatively skewed l_i (minus an exponential, skewness -2), scaled so that the first
+    # stage of 50 rows has Var(Delta*) = 2 sigma^2: Algorithm 1 grows the batch (about 120
+    # rows) and stops on a batch whose small sample variance comes with a large Delta*, so
+    # it accepts 0.027-0.036 too often (8-10 binomial SE at 20,000 decisions; the skew
+    # table does not help). The presized rule sizes its batch from a pilot whose rows do
+    # not enter Delta' (samplers.mhtests.barker_presized): with the skew table it has no error
+    # left at this precision, and without it only the fixed-batch skew term
+    # -S'''(Delta) k3 / 3 (about 0.004 here) plus clipping (4.5 SE + 0.006 allowed).
+    N, n_dec = 20_000, 20_000
+    raw = -np.random.default_rng(5).exponential(1.0, N)
+    model = population_model((raw - raw.mean()) / raw.std() * math.sqrt(2.0 * 50) / N)
+    l = model.loglik_ratio(THETA, THETA_NEW, np.arange(N))
+    log_const = delta_target - float(l.sum())
+    S = special.expit(delta_target)
+    view, theta = check_model(model, THETA)
+
+    def error(test, seed):
+        rng = np.random.default_rng(seed)
+        batches = IndexSampler(N, rng)
+        hits, rows = 0, 0
+        for _ in range(n_dec):
+            accepted, info = test.decide(rng, view, batches, theta, THETA_NEW, log_const)
+            hits += accepted
+            rows += info.n_used
+        p = hits / n_dec
+        return p - S, math.sqrt(p * (1 - p) / n_dec), rows / n_dec
+
+    seq, se, seq_rows = error(BarkerTest(m=50, delta=None), 1)
+    assert seq > 5 * se and seq_rows > 80
+    pre, se, pre_rows = error(BarkerTest(m=50, delta=None, stopping="presized"), 2)
+    assert abs(pre) < 4.5 * se + 0.006 and pre_rows < 2 * seq_rows
+    pre_skew, se, _ = error(BarkerTest(m=50, delta=None, stopping="presized", skew=True), 3)
+    assert abs(pre_skew) < 4.5 * se
+
+
+def test_presized_batch_size_is_the_smallest_meeting_the_target():
+    # b is the smallest size with N'^2 v (1/b - 1/N') <= sigma^2 / margin, at least m and
+    # at most N' = N - a (then every row is read and the decision is exact).
+    from samplers.mhtests.barker_presized import presized_batch
+
+    N, a, margin = 10_000, 50, 1.3
+    for v in (1e-8, 3e-7, 2e-6, 1e-4):
+        b = presized_batch(a, N, v * (a - 1), 1.0, margin, True, a)
+        rest = N - a
+        def pred(k):
+            return rest**2 * v * (1 / k - 1 / rest)
+        assert a <= b <= rest
+        assert b == rest or pred(b) <= 1 / margin * (1 + 1e-12)
+        assert b == a or pred(b - 1) > 1 / margin
+        b_nofpc = presized_batch(a, N, v * (a - 1), 1.0, margin, False, a)
+        assert b_nofpc == min(max(math.ceil(margin * rest**2 * v), a), rest)
+    model = population_model(np.random.default_rng(6).normal(0.0, 1.0, 400))
+    for seed in range(5):  # a population too small for the target: every row, exactly
+        _, info = decide(BarkerTest(m=50, delta=None, fpc=False, stopping="presized"), model,
+                         0.2, np.random.default_rng(seed))
+        assert info == (400, 2, 0.0, 0.0, 0.0)
+
+
 def test_pickled_test_decides_identically():
     # sample_chains sends the test to worker processes; the default table is reloaded there.
     model = population_model(np.random.default_rng(4).normal(0.0, 3e-4, 5000))
     custom = correction.build(0.9, spacing=0.1)
     for test in (BarkerTest(m=40, delta=0.9), BarkerTest(m=30, delta=None, skew=True),
-                 BarkerTest(m=50, correction=custom)):
+                 BarkerTest(m=50, correction=custom),
+                 BarkerTest(m=20, delta=None, stopping="presized", margin=1.7)):
         back = pickle.loads(pickle.dumps(test))
         assert repr(back) == repr(test) and back.sigma == test.sigma
         for seed in range(5):

@@ -1,0 +1,87 @@
+"""The bias monitor: per-decision error estimates, the chain's running error, the warning.
+
+Its accuracy against the real test's simulated error on a logistic regression is measured in
+benchmarks/bias_monitor.py (too slow for the suite).
+"""
+
+import dataclasses
+import math
+import warnings
+
+import numpy as np
+import pytest
+
+import design
+from samplers import (AustereTest, BarkerTest, BiasWarning, ExactTest, GaussianPrior,
+                      LogisticRegression, RandomWalk, sample)
+from samplers.datasets import logistic_regression
+from validation import bias_monitor
+
+
+def test_decision_errors_are_eq6_when_the_decision_read_nearly_every_row():
+    # With n = N - 1 the posterior of mu is a point: the estimate is Eq. 6 at the pair's
+    # mu and sigma, which design.acceptance_error computes by another quadrature.
+    rng = np.random.default_rng(0)
+    N, m, eps = 50_000, 300, 0.05
+    mu = rng.normal(0.0, 2e-6, 30)
+    sigma = 1e-3 * rng.uniform(0.5, 2.0, 30)
+    c0 = rng.normal(0.0, 2e-6, 30)
+    ref = design.acceptance_error(design.TrialChain(mu=mu, sigma=sigma, c0=c0, N=N), m=m,
+                                  epsilon=eps).delta
+    got = design.decision_errors(mu, sigma, np.full(30, N - 1), -N * c0, first_mean=mu, N=N,
+                                 m=m, epsilon=eps, absolute=False)
+    assert np.max(np.abs(got - ref)) < 2e-3 * max(np.max(np.abs(ref)), 1e-3)
+    absolute = design.decision_errors(mu, sigma, np.full(30, N - 1), -N * c0, first_mean=mu,
+                                      N=N, m=m, epsilon=eps)
+    np.testing.assert_allclose(absolute, np.abs(got), atol=1e-12)
+
+
+def test_exact_decisions_have_no_error_and_bad_shapes_are_refused():
+    d = design.decision_errors([0.0, 0.0], [1e-3, 0.0], [1000, 10], [0.0, 0.0],
+                               first_mean=[0.0, 0.0], N=1000, m=10, epsilon=0.1)
+    assert d.tolist() == [0.0, 0.0]
+    with pytest.raises(ValueError, match="one entry per decision"):
+        design.decision_errors([0.0], [1e-3, 1e-3], [10], [0.0], first_mean=[0.0], N=1000,
+                               m=10, epsilon=0.1)
+
+
+@pytest.fixture(scope="module")
+def designed():
+    X, y, theta = logistic_regression(20_000, 3, rng=3)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    proposal = RandomWalk(1.5 / math.sqrt(20_000))
+    trial = design.TrialChain.from_chain(sample(model, ExactTest(), proposal, theta, 150, rng=4))
+    plan = design.optimize(trial, tolerance=0.03)
+    return model, proposal, theta, plan
+
+
+def test_warning_fires_when_epsilon_is_far_above_the_design(designed):
+    model, proposal, theta, plan = designed
+    test = AustereTest.from_design(plan)
+    assert test.tolerance == plan.tolerance and test == AustereTest(m=plan.m,
+                                                                     epsilon=plan.epsilon)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BiasWarning)
+        chain = sample(model, test, proposal, theta, 300, rng=5)     # no warning
+    mon = bias_monitor(chain)
+    assert 0.0 < mon.mean_error <= plan.tolerance and not mon.exceeded
+    np.testing.assert_allclose(mon.running_error[-1], np.mean(chain.acceptance_errors))
+    assert mon.lag >= 1 and 0.0 <= mon.contraction < 1.0
+    assert mon.stationary_bound >= min(1.0, mon.lag * mon.mean_error)
+    loose = dataclasses.replace(test, epsilon=0.45)
+    with pytest.warns(BiasWarning, match="exceeds the tolerance"):
+        bad = sample(model, loose, proposal, theta, 300, rng=5)
+    assert bias_monitor(bad).exceeded and bias_monitor(bad).mean_error > 3 * mon.mean_error
+    attrs = bad.to_arviz().attrs
+    assert attrs["design_tolerance"] == plan.tolerance
+    assert attrs["acceptance_error_mean"][0] == pytest.approx(bias_monitor(bad).mean_error)
+
+
+def test_tests_without_an_estimate_have_no_monitor():
+    X, y, theta = logistic_regression(2_000, 2, rng=1)
+    chain = sample(LogisticRegression(X, y), BarkerTest(m=100), RandomWalk(0.02), theta, 20,
+                   rng=0)
+    assert chain.acceptance_errors is None and chain.running_error is None
+    assert "acceptance_error_mean" not in chain.to_arviz().attrs
+    with pytest.raises(TypeError, match="AustereTest"):
+        bias_monitor(chain)
