@@ -5,8 +5,11 @@ The pieces:
 * models (:mod:`samplers.models`): the protocol a user's model follows and built-in models
   with numba kernels; priors (:mod:`samplers.priors`); synthetic data
   (:mod:`samplers.datasets`);
-* accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
-  :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017);
+* accept/reject tests (:mod:`samplers.mhtests`, one module each; the sequential ones run by
+  one engine): :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
+  :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017),
+  :class:`FPCNormalTest`, and the exact minibatch tests :class:`SMHTest`,
+  :class:`TunaMHTest`, :class:`ScalableSubsamplingTest`;
 * proposals: :class:`RandomWalk`, :class:`Langevin` (both preconditioned by a Laplace
   covariance through ``from_laplace``) and :class:`Independence` (draws from the Laplace
   approximation itself);
@@ -16,8 +19,9 @@ The pieces:
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
-  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x; :func:`import_arviz` imports ArviZ
-  with the toolkit's fixes);
+  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x, with ``lp`` from
+  :func:`log_posterior` when given the model; :func:`import_arviz` imports ArviZ with the
+  toolkit's fixes);
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
@@ -27,20 +31,12 @@ The pieces:
 """
 
 from . import datasets, priors
-from ._accept import (
-    AcceptanceTest,
-    AustereInfo,
-    AustereTest,
-    BarkerInfo,
-    BarkerTest,
-    ConfidenceInfo,
-    ConfidenceTest,
-    ExactInfo,
-    ExactTest,
-    confidence_radius,
-)
+from . import mhtests
+from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._arviz import import_arviz
 from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._lp import log_posterior
+from ._view import ModelView, check_model
 from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
@@ -74,15 +70,14 @@ from .models import LaplaceApproximation, laplace_approximation
 from .models import ControlVariates, TaylorCenter
 
 # --- exact minibatch MH (issue 13) ---
-from ._exact import BoundViolation, ExactMinibatchInfo, ScalableSubsamplingTest, SMHTest, TunaMHTest
 from ._poisson import AliasTable, PoissonBatches
 from .models.remainder import TaylorRemainder
 
 __all__ = [
-    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
-    "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
-    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
+    *mhtests.__all__,
+    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
     "import_arviz", "ChainInterrupted",
+    "ModelView", "check_model",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",
@@ -99,6 +94,7 @@ __all__ = [
     # control variates (issue 12)
     "ControlVariates", "TaylorCenter",
     # exact minibatch MH (issue 13)
-    "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
+    # (SMHTest, TunaMHTest, ScalableSubsamplingTest, ExactMinibatchInfo, BoundViolation are in
+    # mhtests.__all__)
     "TaylorRemainder", "PoissonBatches", "AliasTable",
 ]
