@@ -11,7 +11,8 @@ The pieces:
   :class:`FPCNormalTest`, and the exact minibatch tests :class:`SMHTest`,
   :class:`TunaMHTest`, :class:`ScalableSubsamplingTest`;
 * proposals: :class:`RandomWalk`, :class:`Langevin` (both preconditioned by a Laplace
-  covariance through ``from_laplace``);
+  covariance through ``from_laplace``) and :class:`Independence` (draws from the Laplace
+  approximation itself);
 * control variates: :class:`ControlVariates`, a model wrapper whose rows are Taylor
   residuals at the mode plus the proxy's mean, so every test above reads about one minibatch
   per step (Bardenet et al. 2017, section 7);
@@ -48,7 +49,7 @@ from .models import (
     loglik_ratio,
 )
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
-from .proposals import Langevin, Proposal, RandomWalk
+from .proposals import Independence, Langevin, Proposal, RandomWalk
 
 # --- SGLD and extended SGLD (issue 7) ---
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
@@ -81,7 +82,7 @@ __all__ = [
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",
     "FlatPrior", "GaussianPrior", "LaplacePrior",
-    "Proposal", "RandomWalk", "Langevin",
+    "Proposal", "RandomWalk", "Langevin", "Independence",
     "datasets", "priors",
     # SGLD and extended SGLD (issue 7)
     "SGLD", "AcceptAll", "AcceptAllInfo", "StepSchedule", "ConstantStep", "PolynomialDecay",

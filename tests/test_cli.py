@@ -22,6 +22,11 @@ def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):
     assert (out / "trial.npz").exists()
     assert summary["clt_check"]["batch_size"] == summary["design"]["m"]
     assert "CLT check" in (out / "report.txt").read_text()
+    # with control variates the designed test reads about one minibatch, as its design says
+    with_cv = next(r for name, r in summary["runs"].items() if name.startswith("AustereMH designed + CV"))
+    assert with_cv["control_variates"] and with_cv["mean_rows_per_step"] < 0.01 * 20_000
+    assert abs(with_cv["mean_rows_per_step"] / with_cv["predicted_rows_per_step"] - 1) < 0.2
+    assert summary["clt_check_cv"]["batch_size"] == summary["design_cv"]["m"]
     assert "design" in capsys.readouterr().out
 
 

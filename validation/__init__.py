@@ -16,7 +16,11 @@
 * :class:`GridChain`, :func:`stationary_check` -- those bounds checked exactly on a
   discretised one-parameter posterior, for the sequential, confidence and Barker tests;
 * :func:`loglik_ratios`, :func:`proposal_pairs` -- the N l_i of a pair (an O(N) pass) and
-  pairs as a trial chain proposes them.
+  pairs as a trial chain proposes them;
+* :func:`fit` -- the control-variate workflow in one call (mode, proxy, trial pairs, design,
+  CLT check, designed chains, ArviZ output with the design's predictions beside the realised
+  data use). It lives in :mod:`validation.workflow.fit`, the application layer, because it
+  needs the CLT check: ``samplers`` sits below ``validation`` and cannot host it.
 
 Names are imported from their modules on first use (PEP 562), so ``import validation`` (and
 the command line in :mod:`validation.workflow`, which sits on top of it) starts quickly.
@@ -46,6 +50,10 @@ __getattr__, __dir__, __all__ = attach(
         "proposal_pairs": "._ratios",
         "SequentialCheck": "._sequential",
         "sequential_check": "._sequential",
+        # the workflow in one call; it lives in the application layer (validation.workflow)
+        # because it needs the CLT check, so samplers cannot host it. Only this lazy entry
+        # names it (no import here, not even for type checkers): the layer contract holds
+        "fit": ".workflow.fit",
     },
 )
 

@@ -8,8 +8,8 @@ import time
 from pathlib import Path
 
 
-#: Fewest rows the demo runs on: the design's smallest minibatch (50) and the CLT check's
-#: batch must stay well below N.
+#: Fewest rows the demo runs on: the design's minibatches and the CLT check's batch must stay
+#: well below N.
 MIN_ROWS = 1_000
 
 
@@ -18,8 +18,11 @@ def _add_demo(sub):
     p.add_argument("--rows", type=int, default=1_000_000,
                    help=f"data rows, >= {MIN_ROWS} (default 1e6)")
     p.add_argument("--features", type=int, default=10, help="covariates (default 10)")
-    p.add_argument("--samples", type=int, default=1000, help="samples per approximate chain")
-    p.add_argument("--exact-samples", type=int, default=300, help="samples of the exact chain")
+    p.add_argument("--samples", type=int, default=2000,
+                   help="steps of each control-variate chain (default 2000)")
+    p.add_argument("--exact-samples", type=int, default=500,
+                   help="steps of the two chains on the plain model: exact MH and the plain "
+                        "designed test, both reading most rows (default 500)")
     p.add_argument("--trial", type=int, default=100, help="trial pairs for the design")
     p.add_argument("--tolerance", type=float, default=0.01,
                    help="design tolerance on the mean error in acceptance probability")
