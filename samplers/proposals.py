@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from design._lib.checks import check_finite_array, check_int, check_positive
+from design._lib.jit import jit
 
 __all__ = ["Proposal", "RandomWalk", "Langevin", "minibatch_grad"]
 
@@ -44,6 +45,20 @@ def _laplace(source) -> np.ndarray:
     except np.linalg.LinAlgError:
         raise ValueError("covariance must be positive definite") from None
     return cov
+
+
+@jit
+def walk_move(theta, diag, chol, z, out):
+    """The random walk's move into ``out``: ``theta + chol @ z`` (a covariance factor, BLAS
+    ``dgemv`` as NumPy's ``@``) or, with ``chol`` of shape (0, 0), ``theta + diag * z``. The
+    compiled loops' copy of :meth:`RandomWalk.propose` (same bits)."""
+    if chol.shape[0] > 0:
+        step = np.dot(chol, z)
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + step[j]
+    else:
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + diag[j] * z[j]
 
 
 def minibatch_grad(view, theta, idx) -> np.ndarray:
@@ -157,6 +172,13 @@ class RandomWalk(Proposal):
         z = rng.standard_normal(theta.shape[0])
         step = self._factor @ z if self._factor.ndim == 2 else self._factor * z
         return theta + step, 0.0, None, 0
+
+    def _kernel(self, d):
+        """``(diag, chol)`` for :func:`walk_move` in dimension d (compiled loops)."""
+        f = self._factor
+        if f.ndim == 2:
+            return np.zeros(0), np.array(f, dtype=float, order="C")
+        return np.array(np.broadcast_to(f, (d,)), dtype=float), np.zeros((0, 0))
 
 
 @dataclass(frozen=True)
