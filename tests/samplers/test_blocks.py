@@ -192,3 +192,23 @@ def test_row_sums_is_numpys_sum_over_rows():
             acc = np.empty(d)
             row_sums(g, acc)
             assert np.array_equal(acc, g.sum(axis=0)), (n, d)
+
+
+@pytest.mark.parametrize("covariance", [None, [[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 0.5]]])
+def test_langevin_kernels_match_the_proposal(covariance):
+    from samplers import Langevin
+    from samplers.proposals import langevin_log_q, langevin_move
+
+    mala = Langevin(0.05, batch_size=10, covariance=covariance)
+    h, chol = mala._kernel()
+    rng = np.random.default_rng(7)
+    for seed in range(30):
+        theta, grad, other = rng.normal(size=(3, 3)) * 2.0
+        expected = mala._move(np.random.default_rng(seed), theta, grad)
+        if covariance is None:   # propose() writes the unpreconditioned move inline
+            z = np.random.default_rng(seed).standard_normal(3)
+            assert np.array_equal(expected, theta + 0.5 * h * grad + np.sqrt(h) * z)
+        out = np.empty(3)
+        langevin_move(theta, grad, h, chol, np.random.default_rng(seed).standard_normal(3), out)
+        assert np.array_equal(out, expected)
+        assert langevin_log_q(other, theta, grad, h, chol) == mala._log_q(other, theta, grad)
