@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from typing import NamedTuple
 
 import numpy as np
 
@@ -38,6 +39,7 @@ from design._lib.rows import draw_rows, restart_order
 from .models._base import BaseModel
 from .models._kernels import batch_grad
 from .priors import pairwise_sum, prior_grad, prior_logpdf
+from .proposals import walk_move
 
 __all__ = ["Block", "compiled_model", "sgld_block"]
 
@@ -85,12 +87,13 @@ def compiled_model(view):
     return data, prior
 
 
-def prior_failure(status, theta_new):
-    """The ValueError ``mh_step`` raises for a log prior of NaN or +inf at theta_new."""
+def prior_failure(status, theta_new, lp_new=math.inf, log_q_ratio=0.0):
+    """The ValueError ``mh_step`` raises for a log prior of NaN, or a log prior of +inf or
+    a non-finite log proposal ratio, at theta_new."""
     if status == PRIOR_NAN:
         return ValueError(f"the log prior is NaN at theta_new={theta_new}")
-    return ValueError(f"the log prior (inf) or log proposal ratio (0.0) is not finite at "
-                      f"theta_new={theta_new}")
+    return ValueError(f"the log prior ({lp_new}) or log proposal ratio ({log_q_ratio}) is not "
+                      f"finite at theta_new={theta_new}")
 
 
 @jit
@@ -202,3 +205,219 @@ def sgld_block(view, test, proposal, rng, batches, state, n_samples):
         return None
     kernel = sgld_kernel(view.row_grad, view.row_prefetch)
     return _SGLDBlock(kernel, *parts, rng, batches, state, proposal, n_samples)
+
+
+# --- Metropolis-Hastings with a compiled decision ---------------------------------------------
+#
+# A step is: the proposal (``propose``), the prior at theta_new, the data-free log ratio c,
+# the test's decision (``decide``) and the bookkeeping. ``propose`` and ``decide`` are
+# jitted functions with fixed signatures, so one factory builds the block for any pair:
+#
+#   propose(data, rng, order, theta, theta_new, params) -> (log_q_ratio, n_grad)
+#   decide(data, theta, theta_new, rng, order, log_const, settings, state, resume, info)
+#       -> (status, accepted)
+#
+# ``decide`` writes the test's info fields into the float row ``info`` and returns DECIDED,
+# MORE (its settings ran out: its state is in the float array ``state``; the block returns
+# to Python, which extends the settings and re-enters with ``resume`` at the same step), or
+# an error status (a NaN or +inf batch mean: Python raises the test's own error).
+
+DECIDED, MORE, NAN_MEAN, INF_MEAN = 0, -1, 4, 5
+
+
+@jit
+def walk_propose(data, rng, order, theta, theta_new, params):
+    """:meth:`RandomWalk.propose`: d standard normals, then :func:`walk_move`."""
+    diag, chol = params
+    z = np.empty(theta.shape[0])
+    for j in range(theta.shape[0]):
+        z[j] = rng.standard_normal()
+    walk_move(theta, diag, chol, z, theta_new)
+    return 0.0, 0
+
+
+@cache
+def mh_kernel(propose, decide):
+    """The compiled block of MH steps for one proposal and one decision (memoised)."""
+
+    @jit
+    def block(data, rng, order, theta, theta_new, lp, pparams, prior, settings, state,
+              pending, resume, samples, accepted, log_const, n_grad, info, null_info,
+              start, stop):
+        code, pa, pb, pconst = prior
+        for i in range(start, stop):
+            if resume and i == start:
+                lp_new, c, ng = pending[0], pending[1], int(pending[2])
+            else:
+                lq, ng = propose(data, rng, order, theta, theta_new, pparams)
+                n_grad[i] = ng
+                lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
+                if not lp_new > -math.inf:
+                    if lp_new != lp_new:
+                        return PRIOR_NAN, i, lp
+                    accepted[i] = False
+                    log_const[i] = -math.inf
+                    info[i, :] = null_info
+                    samples[i] = theta
+                    continue
+                if lp_new == math.inf or not math.isfinite(lq):
+                    pending[0], pending[3] = lp_new, lq
+                    return PRIOR_INF, i, lp
+                c = lp_new - lp + lq
+                log_const[i] = c
+            status, acc = decide(data, theta, theta_new, rng, order, c, settings, state,
+                                 resume and i == start, info[i])
+            if status != DECIDED:
+                pending[0], pending[1], pending[2] = lp_new, c, ng
+                return status, i, lp
+            accepted[i] = acc
+            if acc:
+                theta[:] = theta_new
+                lp = lp_new
+            samples[i] = theta
+        return OK, stop, lp
+
+    return block
+
+
+class _MHBlock(Block):
+    """A compiled MH chain: ``decision`` is what :func:`mh_decision` gives for the test."""
+
+    def __init__(self, kernel, data, prior, pparams, decision, rng, batches, state, test,
+                 n_samples):
+        self._kernel, self._data, self._prior, self._pparams = kernel, data, prior, pparams
+        self._decision = decision
+        self._settings = decision.settings
+        self._rng, self._order = rng, batches.kernel_state()
+        self._test = test
+        self.theta = np.array(state.theta, dtype=float)
+        self._theta_new = np.empty_like(self.theta)
+        self._lp = float(state.logprior)
+        self._state = np.zeros(16)
+        self._pending = np.zeros(4)
+        null = test.null_info()
+        self._null = np.array([float(v) for v in null], dtype=float)
+        self._fields = type(null)._fields
+        self._int_fields = tuple(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                 for v in null)
+        self.accepted = np.zeros(n_samples, dtype=bool)
+        self.log_const = np.zeros(n_samples)
+        self.n_grad = np.zeros(n_samples, dtype=np.int64)
+        self.info = np.zeros((n_samples, len(self._fields)))
+
+    def run(self, start, stop, samples):
+        resume = False
+        while True:
+            status, done, self._lp = self._kernel(
+                self._data, self._rng, self._order, self.theta, self._theta_new, self._lp,
+                self._pparams, self._prior, self._settings, self._state, self._pending, resume,
+                samples, self.accepted, self.log_const, self.n_grad, self.info, self._null,
+                start, stop)
+            self.done = done
+            if status == OK:
+                return
+            if status == MORE:
+                self._settings = self._decision.more(self._settings, self._state)
+                start, resume = done, True
+                continue
+            theta_new = self._theta_new.copy()
+            if status in (PRIOR_NAN, PRIOR_INF):
+                raise prior_failure(status, theta_new, self._pending[0], self._pending[3])
+            self._decision.nonfinite(self._state[0], theta_new)   # raises the test's error
+            raise AssertionError("unreachable: a non-finite mean that decides")
+
+    def stats(self, n):
+        out = {"accepted": self.accepted[:n].copy(), "log_const": self.log_const[:n].copy(),
+               "n_grad": self.n_grad[:n].copy()}
+        for k, (name, is_int) in enumerate(zip(self._fields, self._int_fields)):
+            column = self.info[:n, k]
+            out[name] = column.astype(np.int64) if is_int else column.copy()
+        return out
+
+
+class Decision(NamedTuple):
+    """A test's compiled decision for :func:`mh_kernel`."""
+
+    decide: object
+    settings: tuple
+    #: ``more(settings, state) -> settings`` after MORE.
+    more: object
+    #: ``nonfinite(mean, theta_new)``: raises the test's error for a NaN or +inf mean.
+    nonfinite: object
+
+
+def proposal_params(view, proposal):
+    """``(propose, params)`` for a compiled proposal, or None."""
+    from .proposals import RandomWalk
+
+    if type(proposal) is RandomWalk:
+        return walk_propose, proposal._kernel(view.dim)
+    return None
+
+
+def mh_block(view, test, proposal, rng, batches, state, n_samples):
+    """The compiled MH chain (:class:`Block`) or None (see the module docstring)."""
+    parts = compiled_model(view)
+    if parts is None or type(view.model)._decision_data is not BaseModel._decision_data:
+        return None
+    prop = proposal_params(view, proposal)
+    decision = mh_decision(view, test)
+    if prop is None or decision is None:
+        return None
+    kernel = mh_kernel(prop[0], decision.decide)
+    return _MHBlock(kernel, parts[0], parts[1], prop[1], decision, rng, batches, state, test,
+                    n_samples)
+
+
+# --- the tests' compiled decisions -----------------------------------------------------------
+
+
+@cache
+def austere_decide(row_ratio, row_prefetch):
+    """:meth:`AustereTest.decide`'s compiled path as a ``decide`` (memoised per model kind)."""
+    from . import _seq
+
+    loop = _seq.austere_loop(row_ratio, row_prefetch)
+    more_thresholds, nonfinite = _seq.MORE_THRESHOLDS, _seq.NONFINITE
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
+        m, crit = settings
+        if resume:
+            mu0, cursor, n = state[1], int(state[2]), int(state[3])
+            mean, m2, stage = state[4], state[5], int(state[6])
+        else:
+            mu0 = (-rng.standard_exponential() - c) / order.n_total
+            restart_order(order)
+            cursor, n, mean, m2, stage = 0, 0, 0.0, 0.0, 0
+        status, acc, cursor, n, mean, m2, stage = loop(data, theta, theta_new, rng, order,
+                                                       cursor, m, mu0, crit, n, mean, m2, stage)
+        if status == more_thresholds:
+            state[1], state[2], state[3], state[4], state[5], state[6] = (
+                mu0, cursor, n, mean, m2, stage)
+            return MORE, False
+        if status == nonfinite:
+            info[0], info[1] = cursor, stage
+            state[0] = mean
+            if mean != mean:
+                return NAN_MEAN, False
+            if mean == math.inf:
+                return INF_MEAN, False
+            return DECIDED, False
+        info[0], info[1] = n, stage
+        return DECIDED, acc
+
+    return decide
+
+
+def mh_decision(view, test):
+    """The compiled decision of ``test`` on this model (:class:`Decision`), or None."""
+    from . import _accept
+
+    N = view.N
+    if type(test) is _accept.AustereTest:
+        return Decision(austere_decide(view.row_ratio, view.row_prefetch),
+                        (test.m, test._table(N, 1)),
+                        lambda settings, state: (test.m, test._table(N, int(state[6]) + 1)),
+                        _accept._nonfinite_decision)
+    return None

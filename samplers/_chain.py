@@ -24,7 +24,7 @@ from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
-from ._blocks import sgld_block
+from ._blocks import mh_block, sgld_block
 from ._view import check_model
 from .proposals import Proposal
 
@@ -460,7 +460,10 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 def compiled_block(view, test, proposal, rng, batches, state, n_samples):
     """The compiled chain for this model, test and proposal (a :class:`~samplers._blocks.Block`),
     or None for the Python loop."""
-    return sgld_block(view, test, proposal, rng, batches, state, n_samples)
+    block = sgld_block(view, test, proposal, rng, batches, state, n_samples)
+    if block is None:
+        block = mh_block(view, test, proposal, rng, batches, state, n_samples)
+    return block
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,

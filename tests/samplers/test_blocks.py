@@ -17,6 +17,7 @@ import pytest
 from samplers import (
     SGLD,
     AcceptAll,
+    AustereTest,
     ChainInterrupted,
     FlatPrior,
     GaussianMean,
@@ -212,3 +213,29 @@ def test_langevin_kernels_match_the_proposal(covariance):
         langevin_move(theta, grad, h, chol, np.random.default_rng(seed).standard_normal(3), out)
         assert np.array_equal(out, expected)
         assert langevin_log_q(other, theta, grad, h, chol) == mala._log_q(other, theta, grad)
+
+
+# --- Metropolis-Hastings ------------------------------------------------------------------------
+
+
+MH_CASES = {
+    "austere-t": lambda: (AustereTest(m=100, epsilon=0.05), RandomWalk(0.01)),
+    "austere-normal": lambda: (AustereTest(m=50, epsilon=0.2, threshold="normal"),
+                               RandomWalk([0.01, 0.02, 0.01, 0.005])),
+    # more stages than the first table of critical values: the block returns for more
+    "austere-more-thresholds": lambda: (AustereTest(m=2, epsilon=0.001),
+                                        RandomWalk(np.diag([1e-4, 4e-4, 1e-4, 1e-4]))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MH_CASES))
+def test_mh_compiled_equals_python(name):
+    test, walk = MH_CASES[name]()
+    model, theta0 = _logistic(N=10_000, d=3)
+    steps = 300 if name == "austere-more-thresholds" else 1000
+    python = sample(model, test, walk, theta0, steps, rng=14, compiled=False)
+    compiled = sample(model, test, walk, theta0, steps, rng=14, compiled=True)
+    assert_same_chain(python, compiled)
+    assert 0.1 < compiled.acceptance_rate < 0.9
+    if name == "austere-more-thresholds":
+        assert compiled.stats["n_stages"].max() > 4096
