@@ -39,7 +39,7 @@ from design._lib.rows import draw_rows, restart_order
 from .models._base import BaseModel
 from .models._kernels import batch_grad
 from .priors import pairwise_sum, prior_grad, prior_logpdf
-from .proposals import walk_move
+from .proposals import langevin_log_q, langevin_move, walk_move
 
 __all__ = ["Block", "compiled_model", "sgld_block"]
 
@@ -237,6 +237,47 @@ def walk_propose(data, rng, order, theta, theta_new, params):
 
 
 @cache
+def langevin_propose(row_grad, row_prefetch):
+    """:meth:`Langevin.propose` with a minibatch (``batch_size`` rows, the same rows for the
+    forward and the reverse gradient) for one model kind (memoised)."""
+    grads = batch_grad(row_grad, row_prefetch)
+
+    @jit
+    def propose(data, rng, order, theta, theta_new, params):
+        h, chol, batch, prior, N = params
+        code, pa, pb, pconst = prior
+        d = theta.shape[0]
+        restart_order(order)
+        rows = np.empty(batch, dtype=np.intp)
+        draw_rows(rng, order, np.empty(batch), rows)
+        g = np.empty((batch, d))
+        w = N / batch
+        grad = np.empty(d)
+        grad_new = np.empty(d)
+        gp = np.empty(d)
+        acc = np.empty(d)
+        grads(data, rows, theta, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta, gp)
+        for j in range(d):
+            grad[j] = gp[j] + w * acc[j]
+        z = np.empty(d)
+        for j in range(d):
+            z[j] = rng.standard_normal()
+        langevin_move(theta, grad, h, chol, z, theta_new)
+        grads(data, rows, theta_new, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta_new, gp)
+        for j in range(d):
+            grad_new[j] = gp[j] + w * acc[j]
+        lq = (langevin_log_q(theta, theta_new, grad_new, h, chol)
+              - langevin_log_q(theta_new, theta, grad, h, chol))
+        return lq, 2 * batch
+
+    return propose
+
+
+@cache
 def mh_kernel(propose, decide):
     """The compiled block of MH steps for one proposal and one decision (memoised)."""
 
@@ -348,10 +389,14 @@ class Decision(NamedTuple):
 
 def proposal_params(view, proposal):
     """``(propose, params)`` for a compiled proposal, or None."""
-    from .proposals import RandomWalk
+    from .proposals import Langevin, RandomWalk
 
     if type(proposal) is RandomWalk:
         return walk_propose, proposal._kernel(view.dim)
+    if type(proposal) is Langevin and proposal.batch_size is not None:
+        h, chol = proposal._kernel()
+        return (langevin_propose(view.row_grad, view.row_prefetch),
+                (h, chol, proposal.batch_size, view.model.prior._kernel(), view.N))
     return None
 
 

@@ -239,3 +239,18 @@ def test_mh_compiled_equals_python(name):
     assert 0.1 < compiled.acceptance_rate < 0.9
     if name == "austere-more-thresholds":
         assert compiled.stats["n_stages"].max() > 4096
+
+
+@pytest.mark.parametrize("covariance", [None, "laplace"])
+def test_mh_minibatch_langevin_compiled_equals_python(covariance):
+    from samplers import Langevin
+
+    model, theta0 = _logistic(N=10_000, d=3)
+    cov = None if covariance is None else np.diag([2e-3, 1e-3, 3e-3, 1e-3])
+    mala = Langevin(5e-5 if cov is None else 0.05, batch_size=200, covariance=cov)
+    test = AustereTest(m=100, epsilon=0.05)
+    python = sample(model, test, mala, theta0, 500, rng=15, compiled=False)
+    compiled = sample(model, test, mala, theta0, 500, rng=15, compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_grad"][0] == 400
+    assert 0.05 < compiled.acceptance_rate < 0.95
