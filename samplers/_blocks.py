@@ -455,6 +455,35 @@ def austere_decide(row_ratio, row_prefetch):
     return decide
 
 
+@cache
+def exact_decide(ratio_chunks):
+    """:meth:`ExactTest.decide` as a ``decide`` for a model of one chunk of rows (N <=
+    ``FULL_CHUNK``: the pass the Python loop runs, in the calling thread)."""
+    from ._view import FULL_CHUNK, _merge_chunks
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
+        N = order.n_total
+        log_u = -rng.standard_exponential()
+        means = np.empty(1)
+        m2s = np.empty(1)
+        ratio_chunks(data, theta, theta_new, N, FULL_CHUNK, means, m2s, 0, 1)
+        ok, n, mean, m2 = _merge_chunks(N, FULL_CHUNK, means, m2s)
+        info[0], info[1], info[2] = N, 1, mean
+        if not ok:
+            info[3] = math.nan
+            state[0] = mean
+            if mean != mean:
+                return NAN_MEAN, False
+            if mean == math.inf:
+                return INF_MEAN, False
+            return DECIDED, False
+        info[3] = math.sqrt(m2 / n) if n > 0 else 0.0
+        return DECIDED, log_u < mean * N + c
+
+    return decide
+
+
 def mh_decision(view, test):
     """The compiled decision of ``test`` on this model (:class:`Decision`), or None."""
     from . import _accept
@@ -464,5 +493,12 @@ def mh_decision(view, test):
         return Decision(austere_decide(view.row_ratio, view.row_prefetch),
                         (test.m, test._table(N, 1)),
                         lambda settings, state: (test.m, test._table(N, int(state[6]) + 1)),
+                        _accept._nonfinite_decision)
+    if type(test) is _accept.ExactTest:
+        from ._view import FULL_CHUNK
+
+        if view.N > FULL_CHUNK:   # the Python loop runs the pass on every core
+            return None
+        return Decision(exact_decide(view._ratio_chunks), (), None,
                         _accept._nonfinite_decision)
     return None

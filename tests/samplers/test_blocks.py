@@ -18,6 +18,7 @@ from samplers import (
     SGLD,
     AcceptAll,
     AustereTest,
+    ExactTest,
     ChainInterrupted,
     FlatPrior,
     GaussianMean,
@@ -219,6 +220,7 @@ def test_langevin_kernels_match_the_proposal(covariance):
 
 
 MH_CASES = {
+    "exact": lambda: (ExactTest(), RandomWalk(0.03)),
     "austere-t": lambda: (AustereTest(m=100, epsilon=0.05), RandomWalk(0.01)),
     "austere-normal": lambda: (AustereTest(m=50, epsilon=0.2, threshold="normal"),
                                RandomWalk([0.01, 0.02, 0.01, 0.005])),
@@ -254,3 +256,11 @@ def test_mh_minibatch_langevin_compiled_equals_python(covariance):
     assert_same_chain(python, compiled)
     assert compiled.stats["n_grad"][0] == 400
     assert 0.05 < compiled.acceptance_rate < 0.95
+
+
+def test_exact_test_on_more_than_one_chunk_takes_the_python_loop():
+    from samplers._view import FULL_CHUNK
+
+    model = GaussianMean(np.random.default_rng(8).normal(size=FULL_CHUNK + 1))
+    with pytest.raises(TypeError, match="no compiled chain loop"):
+        sample(model, ExactTest(), RandomWalk(0.01), [0.0], 3, rng=0, compiled=True)
