@@ -484,6 +484,36 @@ def exact_decide(ratio_chunks):
     return decide
 
 
+@cache
+def barker_decide(row_ratio, row_prefetch):
+    """:meth:`BarkerTest.decide`'s compiled path as a ``decide`` (memoised per model kind)."""
+    from . import _seq
+
+    loop = _seq.barker_loop(row_ratio, row_prefetch)
+    nonfinite = _seq.NONFINITE
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
+        m, sigma, delta, check_eps, fpc, skewed, x0, h, skew_step, density, cdf = settings
+        restart_order(order)
+        status, acc, n, stage, mean, s2, eps, eta = loop(
+            data, theta, theta_new, rng, order, m, c, sigma, delta, check_eps, fpc, skewed,
+            x0, h, skew_step, density, cdf)
+        info[0], info[1] = n, stage
+        if status == nonfinite:
+            info[2] = info[3] = info[4] = math.nan
+            state[0] = mean
+            if mean != mean:
+                return NAN_MEAN, False
+            if mean == math.inf:
+                return INF_MEAN, False
+            return DECIDED, False
+        info[2], info[3], info[4] = eps, s2, eta
+        return DECIDED, acc
+
+    return decide
+
+
 def mh_decision(view, test):
     """The compiled decision of ``test`` on this model (:class:`Decision`), or None."""
     from . import _accept
@@ -493,6 +523,10 @@ def mh_decision(view, test):
         return Decision(austere_decide(view.row_ratio, view.row_prefetch),
                         (test.m, test._table(N, 1)),
                         lambda settings, state: (test.m, test._table(N, int(state[6]) + 1)),
+                        _accept._nonfinite_decision)
+    if type(test) is _accept.BarkerTest:
+        return Decision(barker_decide(view.row_ratio, view.row_prefetch),
+                        (test.m, *test._settings(), *test._draw_args), None,
                         _accept._nonfinite_decision)
     if type(test) is _accept.ExactTest:
         from ._view import FULL_CHUNK

@@ -18,6 +18,7 @@ from samplers import (
     SGLD,
     AcceptAll,
     AustereTest,
+    BarkerTest,
     ExactTest,
     ChainInterrupted,
     FlatPrior,
@@ -220,6 +221,9 @@ def test_langevin_kernels_match_the_proposal(covariance):
 
 
 MH_CASES = {
+    "barker": lambda: (BarkerTest(m=100), RandomWalk(0.01)),
+    "barker-nodelta": lambda: (BarkerTest(m=50, delta=None), RandomWalk(0.01)),
+    "barker-skew": lambda: (BarkerTest(m=80, delta=None, skew=True), RandomWalk(0.01)),
     "exact": lambda: (ExactTest(), RandomWalk(0.03)),
     "austere-t": lambda: (AustereTest(m=100, epsilon=0.05), RandomWalk(0.01)),
     "austere-normal": lambda: (AustereTest(m=50, epsilon=0.2, threshold="normal"),
