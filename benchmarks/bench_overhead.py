@@ -205,6 +205,8 @@ def main(argv=None):
     sgld_step = 1e-5 * 1e5 / args.N
     runners = samplers(model, small, theta_mode, small_mode, bound, args.rows, sgld_step)
     wanted = [n for n in runners if not args.only or n in args.only.split(",")]
+    # "python": sample(compiled=False), the reference loop; "compiled": the compiled block loop
+    # (a sampler without one is timed with compiled=None, i.e. the Python loop, "auto(py)")
     loops = ["python", "compiled"] if has_loop_switch() else ["current"]
     print(f"N = {args.N} (exact: {args.exact_N}), d = {model.dim}, rows per step = {args.rows}, "
           f"loops = {loops}, load average {load_before:.2f} on {os.cpu_count()} cores")
@@ -217,6 +219,12 @@ def main(argv=None):
         table[name] = {}
         for loop in loops:
             kw = {} if loop == "current" else {"compiled": loop == "compiled"}
+            has_block = True
+            if loop == "compiled":
+                try:
+                    run(2, 0, compiled=True)
+                except TypeError:   # no compiled loop for this sampler: sample() picks Python
+                    has_block, kw = False, {"compiled": None}
             steps = args.python_steps if loop in ("python", "current") else args.steps
             if name == "exact":
                 steps = max(steps // 10, 200)
@@ -228,8 +236,9 @@ def main(argv=None):
             table[name][loop] = {"us_per_step": 1e6 * per_step, "rows_per_step": rows,
                                  "row_us_per_step": row_us,
                                  "overhead_us_per_step": 1e6 * per_step - row_us,
-                                 "steps": steps}
-            print(f"{name:<11} {loop:<9} {1e6 * per_step:9.2f} {rows:10.1f} {row_us:8.2f} "
+                                 "steps": steps, "compiled_loop": loop == "compiled" and has_block}
+            shown = loop if has_block else "auto(py)"
+            print(f"{name:<11} {shown:<9} {1e6 * per_step:9.2f} {rows:10.1f} {row_us:8.2f} "
                   f"{1e6 * per_step - row_us:12.2f}", flush=True)
         if "python" in table[name] and "compiled" in table[name]:
             ratio = table[name]["python"]["us_per_step"] / table[name]["compiled"]["us_per_step"]
