@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 from samplers import AustereTest, BarkerTest, GaussianMixture, IndexSampler  # noqa: E402
-from samplers._view import check_model  # noqa: E402
+from samplers import check_model  # noqa: E402
 from samplers.datasets import gaussian_mixture  # noqa: E402
 
 CASES = {

@@ -330,7 +330,7 @@ def _pair_errors(model, post, step, start, n_pairs, n_decisions, rng):
 
     from design.acceptance import barker_acceptance
     from samplers import IndexSampler
-    from samplers._view import check_model
+    from samplers import check_model
 
     view, _ = check_model(model, start)
     thetas = post.chain(rng.spawn(1)[0], 500 * n_pairs, step, start, True)[::500]

@@ -35,7 +35,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import write  # noqa: E402
 
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
-from samplers._view import FULL_CHUNK, ModelView, check_model  # noqa: E402
+from samplers import ModelView, check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
 
 
@@ -197,7 +197,7 @@ def main(argv=None):
         print(f"  {name:32s} {r / 1e6:8.2f} M rows/s   ratio {r / base:5.2f}")
     full, jax_note = full_passes(args.full_rows, args.dims, args.repeat)
     write("throughput", {"settings": {**vars(args), "pass_threads": PASS_THREADS,
-                                      "full_chunk": FULL_CHUNK, "jax": jax_note},
+                                      "full_chunk": ModelView.FULL_CHUNK, "jax": jax_note},
                          "rows_per_second": results,
                          "ratio_to_plain_loop": {k: v / base for k, v in results.items()},
                          "full_pass": full})

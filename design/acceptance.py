@@ -35,6 +35,9 @@ from scipy import special
 
 from ._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from ._lib.jit import jit
+from ._lib.moments import batch_moments3
+from ._lib.rows import _dense_shuffle
+from ._lib.rules import barker_skew, barker_variance
 
 from . import correction as _correction
 from ._kernels import hat_normal_cdf
@@ -91,40 +94,35 @@ def _mixture_cdf(z, x0, h, density, nodes, row, tau):
 
 
 @jit
-def _simulate(l, perm, b, log_const, sigma, var_factor, u, x0, h, density, nodes, skew_step,
+def _simulate(l, perm, b, log_const, sigma, fpc, u, x0, h, density, nodes, skew_step,
               skewed, prob, dev, s2_out):
     """Run ``u.shape[0]`` tests; per test store P(accept | batch), Delta* - c', s^2.
 
+    The minibatch, its moments, ``s^2`` and the skew are the samplers' own arithmetic:
+    rows by the Fisher-Yates steps of :class:`~design._lib.rows.IndexSampler`'s orders on a
+    dense permutation (``design._lib.rows._dense_shuffle``, one uniform of ``u`` per row), :func:`~design._lib.moments.batch_moments3`,
+    :func:`~design._lib.rules.barker_variance` and :func:`~design._lib.rules.barker_skew`.
     ``density`` is ``(rows, n_x)``: one row (a plain table) or the skew family. Returns the
     number of clipped tests. ``perm`` is a permutation of 0..N-1 kept between calls.
     """
     n_pop = l.shape[0]
     clipped = 0
+    rows = np.empty(b, dtype=np.intp)
+    batch = np.empty(b)
     for t in range(u.shape[0]):
-        total = 0.0
-        for i in range(b):                      # partial Fisher-Yates: a uniform b-subset
-            j = i + int(u[t, i] * (n_pop - i))
-            if j >= n_pop:
-                j = n_pop - 1
-            perm[i], perm[j] = perm[j], perm[i]
-            total += l[perm[i]]
-        mean = total / b
-        m2 = 0.0
-        m3 = 0.0
+        _dense_shuffle(perm, 0, u[t], rows)     # a uniform b-subset, as IndexSampler.take
         for i in range(b):
-            d = l[perm[i]] - mean
-            m2 += d * d
-            m3 += d * d * d
+            batch[i] = l[rows[i]]
+        mean, m2, m3 = batch_moments3(batch)
+        s2 = barker_variance(b, n_pop, m2, fpc)
         dstar = n_pop * mean + log_const
-        s2 = n_pop * n_pop * (m2 / (b - 1)) / b * var_factor
         tau2 = sigma * sigma - s2
         if tau2 <= 0.0:
             tau2 = 0.0
             clipped += 1
         tau = math.sqrt(tau2)
         if skewed:
-            k3 = b * m3 / ((b - 1) * (b - 2))               # unbiased third cumulant of l
-            eta = n_pop ** 3 * k3 / (3.0 * b * b * sigma ** 3)
+            eta = barker_skew(b, n_pop, m2, m3, sigma, fpc)
             pos = abs(eta) / skew_step
             if pos >= density.shape[0] - 1:
                 k, w = density.shape[0] - 2, 1.0
@@ -163,7 +161,8 @@ def barker_acceptance(l, batch_size, *, log_const=0.0, table=None, fpc=True,
         The correction (default :func:`design.correction.default`). With a
         :class:`~design.correction.SkewCorrectionTable` the test is skew-corrected: it
         estimates ``eta = N^3 k3 / (3 b^2 sigma^3)`` from the minibatch (``k3`` the unbiased
-        third cumulant of the ``l_i``) and draws ``X_corr`` from the family at ``eta``.
+        third cumulant of the ``l_i``; times ``(1 - b/N)(1 - 2b/N)`` with ``fpc``, as
+        :class:`samplers.BarkerTest` does) and draws ``X_corr`` from the family at ``eta``.
     fpc : bool
         Multiply the variance estimate by ``1 - b/N``, which makes it unbiased for sampling
         without replacement. Algorithm 1 as printed omits it (its analysis samples with
@@ -223,7 +222,7 @@ def barker_acceptance(l, batch_size, *, log_const=0.0, table=None, fpc=True,
     clipped = 0
     for start in range(0, n_tests, chunk):
         stop = min(n_tests, start + chunk)
-        clipped += _simulate(pop, perm, b, log_const, sigma, var_factor,
+        clipped += _simulate(pop, perm, b, log_const, sigma, bool(fpc),
                              rng.random((stop - start, b)),
                              x0, h, density, nodes, step, skewed,
                              prob[start:stop], dev[start:stop], s2[start:stop])

@@ -5,8 +5,11 @@ The pieces:
 * models (:mod:`samplers.models`): the protocol a user's model follows and built-in models
   with numba kernels; priors (:mod:`samplers.priors`); synthetic data
   (:mod:`samplers.datasets`);
-* accept/reject tests: :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
-  :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017);
+* accept/reject tests (:mod:`samplers.mhtests`, one module each; the sequential ones run by
+  one engine): :class:`ExactTest`, :class:`AustereTest` (Korattikara et al. 2014),
+  :class:`ConfidenceTest` (Bardenet et al. 2014), :class:`BarkerTest` (Seita et al. 2017),
+  :class:`FPCNormalTest`, and the exact minibatch tests :class:`SMHTest`,
+  :class:`TunaMHTest`, :class:`ScalableSubsamplingTest`;
 * proposals: :class:`RandomWalk`, :class:`Langevin` (both preconditioned by a Laplace
   covariance through ``from_laplace``);
 * control variates: :class:`ControlVariates`, a model wrapper whose rows are Taylor
@@ -26,20 +29,11 @@ The pieces:
 """
 
 from . import datasets, priors
-from ._accept import (
-    AcceptanceTest,
-    AustereInfo,
-    AustereTest,
-    BarkerInfo,
-    BarkerTest,
-    ConfidenceInfo,
-    ConfidenceTest,
-    ExactInfo,
-    ExactTest,
-    confidence_radius,
-)
+from . import mhtests
+from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._arviz import import_arviz
 from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._view import ModelView, check_model
 from design._lib.rows import IndexSampler
 from .models import (
     BaseModel,
@@ -73,15 +67,14 @@ from .models import LaplaceApproximation, laplace_approximation
 from .models import ControlVariates, TaylorCenter
 
 # --- exact minibatch MH (issue 13) ---
-from ._exact import BoundViolation, ExactMinibatchInfo, ScalableSubsamplingTest, SMHTest, TunaMHTest
 from ._poisson import AliasTable, PoissonBatches
 from .models.remainder import TaylorRemainder
 
 __all__ = [
-    "AcceptanceTest", "ExactTest", "AustereTest", "ConfidenceTest", "BarkerTest",
-    "ExactInfo", "AustereInfo", "ConfidenceInfo", "BarkerInfo", "confidence_radius",
+    *mhtests.__all__,
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
     "import_arviz", "ChainInterrupted",
+    "ModelView", "check_model",
     "IndexSampler",
     "Model", "BaseModel", "loglik_ratio",
     "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",
@@ -98,6 +91,7 @@ __all__ = [
     # control variates (issue 12)
     "ControlVariates", "TaylorCenter",
     # exact minibatch MH (issue 13)
-    "SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo", "BoundViolation",
+    # (SMHTest, TunaMHTest, ScalableSubsamplingTest, ExactMinibatchInfo, BoundViolation are in
+    # mhtests.__all__)
     "TaylorRemainder", "PoissonBatches", "AliasTable",
 ]

@@ -19,7 +19,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ._accept import AcceptanceTest
+from .mhtests import AcceptanceTest
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled

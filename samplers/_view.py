@@ -19,6 +19,7 @@ from .models._kernels import (
     chunk_ratio_moments,
     chunk_ratio_moments_eta,
 )
+from .models.compiled import compiled_view, is_compiled
 
 __all__ = ["ModelView", "check_model"]
 
@@ -46,9 +47,14 @@ def _merge_chunks(N, chunk, means, m2s):
 class ModelView:
     """Fast access to a (checked) model: ``N``, ``dim``, ``ratio``, ``grad``, ``bound``, priors.
 
-    Built-in models expose their private kernels directly; a user's model is wrapped so that
-    its results come back as float arrays.
+    A compiled model (:mod:`samplers.models.compiled`: ``row_kernels``, ``kernel_data()``,
+    e.g. every built-in model) gives its row kernels, from which the compiled loops and the
+    batch functions are built; a user's model is wrapped so that its results come back as
+    float arrays, and the tests take their Python paths.
     """
+
+    #: Rows per chunk of a full-data pass (:meth:`chunks`, :meth:`full_ratio_moments`, ...).
+    FULL_CHUNK = FULL_CHUNK
 
     def __init__(self, model, dim: int):
         self.model = model
@@ -56,31 +62,31 @@ class ModelView:
         self.dim = dim
         self.logprior = model.logprior
         #: Per-row l_i and prefetch kernels and their data tuple, for compiled test loops
-        #: (built-in models; None for a user's model, which takes the Python path).
+        #: (compiled models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = self.decision_data = None
-        #: Per-row log-likelihood and gradient kernels of a built-in model (full passes).
+        #: Per-row log-likelihood and gradient kernels of a compiled model (full passes).
         self.row_loglik = self.row_grad = None
+        #: The sequential-test engine's buffer of l_i, reused between decisions.
+        self.engine_values = None
         if isinstance(model, BaseModel):
-            self._loglik_chunks = (
-                chunk_loglik_sums(model._row_loglik) if model._row_eta is None
-                else chunk_loglik_sums_eta(model._row_eta, model._eta_loglik))
-            self._ratio_chunks = (
-                chunk_ratio_moments(model._row_ratio) if model._row_eta is None
-                else chunk_ratio_moments_eta(model._row_eta, model._eta_ratio))
-            self.row_loglik = model._row_loglik
-            self.row_grad = model._row_grad
-            self.row_ratio = model._row_ratio
-            self.row_prefetch = model._row_prefetch
-            self.kernel_data = model._kernel_data
-            #: ``(theta, theta_new) -> data`` for one decision: what the compiled test loops
-            #: pass to ``row_ratio`` (``_kernel_data()`` unless the rows depend on the pair,
-            #: as with control variates, whose rows carry the proxy's total P / N).
-            self.decision_data = model._decision_data
-            self.range = model._loglik_ratio_range
+            # A built-in model or a wrapper (control variates): its own unchecked batch
+            # methods, which know about per-pair shifts and user models they wrap.
             self.ratio = model._loglik_ratio
             self.grad = model._grad_loglik
             self.bound = model._loglik_ratio_bound
+            self.range = model._loglik_ratio_range
             self.grad_logprior = model.grad_logprior
+            if is_compiled(model):
+                self._attach_kernels(model)
+            return
+        if is_compiled(model):
+            batches = compiled_view(model)
+            self.ratio = batches.ratio
+            self.grad = batches.grad
+            self.bound = batches.bound
+            self.range = batches.range
+            self.grad_logprior = getattr(model, "grad_logprior", None)
+            self._attach_kernels(model)
             return
         if hasattr(model, "loglik_ratio"):
             fused = model.loglik_ratio
@@ -102,6 +108,27 @@ class ModelView:
         else:
             self.range = None if bound is None else (lambda th, th_new: (0.0, self.bound(th, th_new)))
         self.grad_logprior = getattr(model, "grad_logprior", None)
+
+    def _attach_kernels(self, model) -> None:
+        """Read the compiled-model interface (:mod:`samplers.models.compiled`)."""
+        k = model.row_kernels
+        self.row_ratio, self.row_prefetch = k.ratio, k.prefetch
+        self.row_loglik, self.row_grad = k.loglik, k.grad
+        self.kernel_data = model.kernel_data
+        #: ``(theta, theta_new) -> data`` for one decision: what the compiled test loops
+        #: pass to ``row_ratio`` (``kernel_data()`` unless the rows depend on the pair,
+        #: as with control variates, whose rows carry the proxy's total P / N).
+        decision_data = getattr(model, "decision_data", None)
+        self.decision_data = (decision_data if decision_data is not None
+                              else (lambda th, th_new: model.kernel_data()))
+        self._ratio_chunks = (
+            chunk_ratio_moments(k.ratio) if k.eta is None
+            else chunk_ratio_moments_eta(k.eta, k.eta_ratio))
+        self._loglik_chunks = None
+        if k.loglik is not None:
+            self._loglik_chunks = (
+                chunk_loglik_sums(k.loglik) if k.eta is None
+                else chunk_loglik_sums_eta(k.eta, k.eta_loglik))
 
     def chunks(self):
         """Consecutive index blocks covering all N rows (for full-data passes)."""
@@ -166,6 +193,18 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
     or ``logprior``, a non-finite or ill-shaped ``theta0``, a non-finite log prior at
     ``theta0``, and log-likelihoods at ``theta0`` that are not finite or not one per row
     (probed on up to 1024 rows spread over the data).
+
+    Every chain starts with this check; the :class:`ModelView` it returns is what the
+    proposals (``check``, ``init``, ``propose``) and the tests (``check``, ``decide``)
+    receive, and what ``validation`` builds to draw proposals outside a chain.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import GaussianMean, check_model
+    >>> view, theta = check_model(GaussianMean(np.zeros(100)), [0.5])
+    >>> view.N, theta
+    (100, array([0.5]))
     """
     for attr in ("loglik", "logprior"):
         if not callable(getattr(model, attr, None)):

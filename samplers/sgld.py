@@ -28,7 +28,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._accept import AcceptanceTest
+from .mhtests import AcceptanceTest
 from design._lib.checks import check_int, check_interval, check_positive
 from .proposals import Proposal, check_gradient_model, minibatch_grad
 

@@ -23,11 +23,9 @@ PACKAGES = ("design", "samplers", "validation")
 CONFIG = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]
 CONTRACTS = {c["id"]: c for c in CONFIG["contracts"]}
 
-#: Private modules that the notebooks and benchmarks may still import, and why. Issue 14's
-#: engine work makes the compiled-model view public; then this empties.
-ALLOWED_PRIVATE = {
-    "samplers._view": "check_model: the compiled view a test's decide() reads (engine work)",
-}
+#: Private modules that the notebooks and benchmarks may still import, and why (none: the
+#: compiled model view is public, ``samplers.check_model`` / ``samplers.ModelView``).
+ALLOWED_PRIVATE: dict[str, str] = {}
 
 #: Benchmarks that load an independent reference implementation kept with the tests (a NumPy
 #: oracle, not library code; the papers' numbers themselves are in design.reference_tables).

@@ -16,14 +16,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special
 
-from samplers import AustereTest, ConfidenceTest
-from samplers._accept import _BOUNDS
 from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
 from design._lib.rows import new_order
-from samplers._view import check_model
+from samplers import check_model
 
 from ._bounds import stationary_bound, subsampling_bound
-from ._kernels import austere_thresholds, confidence_thresholds, dobrushin, doeblin
+from ._kernels import dobrushin, doeblin, path_thresholds
 from ._ratios import CHUNK, Population, loglik_ratios
 
 __all__ = ["FixedBatchBarker", "GridChain", "StationaryCheck", "stationary_check"]
@@ -380,15 +378,19 @@ def stationary_check(grid_chain, test, *, method=None, n_tests=2000, rng=None) -
     ----------
     grid_chain : GridChain
         The discretised model and proposal.
-    test : AustereTest, ConfidenceTest or FixedBatchBarker
-        The approximate test.
+    test : samplers.IntervalTest or FixedBatchBarker
+        The approximate test: an interval test (:class:`~samplers.AustereTest`,
+        :class:`~samplers.ConfidenceTest`, :class:`~samplers.FPCNormalTest`, ...), asked
+        for its radius and stage sizes (``path_spec``), its a priori error
+        (``a_priori_error``) and whether the dynamic programme models it
+        (``design_parameters``); or a :class:`FixedBatchBarker`.
     method : {"dp", "simulation"}, optional
         How the test's acceptance probability at each pair is obtained. ``"dp"`` (the
-        default for :class:`~samplers.AustereTest`): ``Pa + Delta`` with Delta from the
-        dynamic programme (:func:`design.acceptance_error` with normal thresholds, the
-        closer model of Algorithm 1), which assumes Gaussian minibatch statistics.
-        ``"simulation"`` (the only choice for the others): the real test run on the real
-        l_i of the pair, ``n_tests`` times.
+        default for tests with ``design_parameters``, e.g. :class:`~samplers.AustereTest`):
+        ``Pa + Delta`` with Delta from the dynamic programme (:func:`design.acceptance_error`
+        with normal thresholds, the closer model of Algorithm 1), which assumes Gaussian
+        minibatch statistics. ``"simulation"`` (the only choice for the others): the real
+        test run on the real l_i of the pair, ``n_tests`` times.
     n_tests : int
         Simulated tests per pair.
     rng : None, int, SeedSequence or Generator
@@ -428,21 +430,7 @@ def stationary_check(grid_chain, test, *, method=None, n_tests=2000, rng=None) -
     n_tests = check_int("n_tests", n_tests, low=10)
     rng = as_generator(rng)
     g = grid_chain
-    if isinstance(test, AustereTest):
-        method = "dp" if method is None else method
-        if method not in ("dp", "simulation"):
-            raise ValueError(f"method must be 'dp' or 'simulation', got {method!r}")
-        if test.m > g.N:
-            raise ValueError(f"test.m must be <= N = {g.N}, got {test.m}")
-        accept, prior = _austere(g, test, method, n_tests, rng)
-        rule = "metropolis"
-    elif isinstance(test, ConfidenceTest):
-        if method not in (None, "simulation"):
-            raise ValueError(f"method must be 'simulation' for a ConfidenceTest, got {method!r}")
-        method = "simulation"
-        accept, prior = _confidence(g, test, n_tests, rng), test.delta
-        rule = "metropolis"
-    elif isinstance(test, FixedBatchBarker):
+    if isinstance(test, FixedBatchBarker):
         if method not in (None, "simulation"):
             raise ValueError(f"method must be 'simulation' for a FixedBatchBarker, got "
                              f"{method!r}")
@@ -451,9 +439,24 @@ def stationary_check(grid_chain, test, *, method=None, n_tests=2000, rng=None) -
         method = "simulation"
         accept, prior = _barker(g, test, n_tests, rng)
         rule = "barker"
+    elif callable(getattr(test, "path_spec", None)):
+        # An interval test (samplers.IntervalTest): what it needs is asked from the test.
+        dp = test.design_parameters()
+        method = ("dp" if dp is not None else "simulation") if method is None else method
+        allowed = "'dp' or 'simulation'" if dp is not None else "'simulation'"
+        if method not in (("dp", "simulation") if dp is not None else ("simulation",)):
+            raise ValueError(f"method must be {allowed} for a {type(test).__name__}, "
+                             f"got {method!r}")
+        m = getattr(test, "m", None)
+        if m is not None and m > g.N:
+            raise ValueError(f"test.m must be <= N = {g.N}, got {m}")
+        prior = test.a_priori_error(g.N)
+        accept = _dp(g, *dp) if method == "dp" else _paths(g, test, n_tests, rng)
+        rule = "metropolis"
     else:
-        raise TypeError(f"test must be an AustereTest, ConfidenceTest or FixedBatchBarker, "
-                        f"got {type(test).__name__}")
+        raise TypeError(f"test must be an AustereTest, ConfidenceTest or FixedBatchBarker "
+                        f"(or any interval test: one with a path_spec method), got "
+                        f"{type(test).__name__}")
 
     exact_accept = g.exact_accept(rule)
     accept = np.clip(accept, 0.0, 1.0)
@@ -475,28 +478,18 @@ def stationary_check(grid_chain, test, *, method=None, n_tests=2000, rng=None) -
         n_tests=None if method == "dp" else n_tests)
 
 
-def _austere(g, test, method, n_tests, rng):
-    from design import TrialChain, acceptance_error, sequential_error
+def _dp(g, m, epsilon):
+    """``Pa + Delta`` with Delta from the dynamic programme (normal thresholds)."""
+    from design import TrialChain, acceptance_error
 
-    prior = float(sequential_error(0.0, m=test.m, epsilon=test.epsilon, N=g.N,
-                                   threshold="normal").error)
-    pa = g.exact_accept()
-    if method == "dp":
-        tc = TrialChain(mu=[p.mean for p in g.populations], sigma=[p.sd for p in g.populations],
-                        c0=-g.log_const / g.N, N=g.N)
-        err = acceptance_error(tc, m=test.m, epsilon=test.epsilon, threshold="normal")
-        return pa + err.delta, prior
-    crit = test.critical_values(g.N, -(-g.N // test.m))
-    order = new_order(g.N)
-    tau = np.empty(n_tests)
-    accept = np.empty(g.n_pairs)
-    for p in range(g.n_pairs):
-        austere_thresholds(g.ratios(p), order, test.m, crit, rng, tau)
-        accept[p] = np.mean(np.exp(np.minimum(g.N * tau + g.log_const[p], 0.0)))
-    return accept, prior
+    tc = TrialChain(mu=[p.mean for p in g.populations], sigma=[p.sd for p in g.populations],
+                    c0=-g.log_const / g.N, N=g.N)
+    err = acceptance_error(tc, m=m, epsilon=epsilon, threshold="normal")
+    return g.exact_accept() + err.delta
 
 
-def _confidence(g, test, n_tests, rng):
+def _paths(g, test, n_tests, rng):
+    """The real test on each pair's l_i with u integrated out (path thresholds)."""
     order = new_order(g.N)
     tau = np.empty(n_tests)
     accept = np.empty(g.n_pairs)
@@ -504,14 +497,15 @@ def _confidence(g, test, n_tests, rng):
     span = getattr(g.model, "loglik_ratio_range", None)  # (center, half-width), as the test
     for p in range(g.n_pairs):
         l = g.ratios(p)
-        if test.range == "model" and span is not None:
+        model_range = getattr(test, "range", None) == "model"
+        if model_range and span is not None:
             C = float(span(*g.theta_pair(p))[1])
-        elif test.range == "model" and bound is not None:
+        elif model_range and bound is not None:
             C = float(bound(*g.theta_pair(p)))
         else:
             C = float(np.abs(l).max())
-        confidence_thresholds(l, order, C, test.delta, test.p, test.gamma,
-                              _BOUNDS.index(test.bound), test.batch_size, rng, tau)
+        spec = test.path_spec(g.N, C=C)
+        path_thresholds(spec.radius, spec.grow)(l, order, spec.settings, rng, tau)
         accept[p] = np.mean(np.exp(np.minimum(g.N * tau + g.log_const[p], 0.0)))
     return accept
 

@@ -2,11 +2,11 @@
 
 Everything that draws minibatches reuses the samplers' machinery: rows come from
 :func:`design._lib.rows.draw_rows` (a sparse Fisher-Yates shuffle, O(b) time and memory per
-minibatch, never a permutation of all N; each minibatch or path restarts the order with
-:func:`design._lib.rows.restart_order`), moments from
-:mod:`design._lib.moments`, and the sequential tests are the very compiled loops of
-:mod:`samplers._seq` that a chain runs, given a "model" whose l_i are the entries of a
-vector.
+minibatch, never a permutation of all N; each minibatch, decision or path restarts the order
+with :func:`design._lib.rows.restart_order`), moments from :mod:`design._lib.moments`, and the sequential tests are run by the samplers' own engine
+(:mod:`samplers.mhtests.engine`: the compiled driver a chain runs, with the test's own
+rule, settings and epilogue, asked from the test through ``engine_spec`` / ``path_spec``),
+given a "model" whose l_i are the entries of a vector.
 """
 
 from __future__ import annotations
@@ -16,18 +16,24 @@ from functools import cache
 
 import numpy as np
 
-from samplers import _seq
-from design._lib.rows import draw_rows, restart_order
 from design._lib.jit import jit, row_jit
 from design._lib.moments import batch_moments, merge_moments
-from samplers._seq import austere_se, confidence_radius_code, look_delta, next_size
-from samplers.models._kernels import prefetch_data0
+from design._lib.prefetch import prefetch_row
+from design._lib.rows import draw_rows, restart_order
+from design._lib.rules import austere_se
+from samplers.mhtests.engine import MORE, compiled_driver
 
 
 @row_jit
 def vector_ratio(data, i, theta, theta_new):
     """Row kernel of a population of l_i held in a vector: ``l_i = data[0][i]``."""
     return data[0][i]
+
+
+@row_jit
+def vector_prefetch(data, i):
+    """Row prefetch of a population of l_i held in a vector."""
+    prefetch_row(data[0], i)
 
 
 @jit
@@ -53,7 +59,7 @@ def minibatch_statistics(l, mu, order, b, rng, means, tstats):
 
     Stores each minibatch mean and its t statistic ``(mean - mu) / s``, with ``s`` the
     sequential test's standard error (sample sd, finite-population correction,
-    :func:`samplers._seq.austere_se`). ``order`` is a :func:`design._lib.rows.new_order` of
+    :func:`design._lib.rules.austere_se`). ``order`` is a :func:`design._lib.rows.new_order` of
     N rows kept between calls; each minibatch restarts it and costs O(b).
     """
     N = l.shape[0]
@@ -70,51 +76,48 @@ def minibatch_statistics(l, mu, order, b, rng, means, tstats):
         tstats[k] = (mean - mu) / austere_se(m2, b, N)
 
 
-def repeated_austere():
-    """Compiled driver: run the sequential t-test ``n`` times at one threshold ``mu0``."""
-    return _repeated_austere(_seq.austere_loop(vector_ratio, prefetch_data0))
+def repeated_decisions(spec):
+    """Compiled driver: run a sequential test ``len(accepted)`` times on a vector of l_i.
 
-
-@cache
-def _repeated_austere(loop):
-    @jit
-    def run(l, order, m, mu0, crit, rng, accepted, n_used):
-        data = (l,)
-        theta = np.zeros(1)
-        for k in range(accepted.shape[0]):
-            restart_order(order)
-            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, order, 0, m, mu0, crit,
-                                         0, 0.0, 0.0, 0)
-            accepted[k] = acc
-            n_used[k] = n
-
-    return run
-
-
-def repeated_confidence():
-    """Compiled driver: run the confidence test ``n`` times with fresh u ~ U(0, 1).
-
-    ``accepted`` gets the test's decisions, ``exact`` the full-data decisions for the same
-    u (common random numbers: their difference has variance at most the error rate).
+    ``spec`` is the test's :meth:`~samplers.mhtests.SequentialTest.engine_spec`. Returns
+    ``run(l, order, mu, mu0, log_const, rng, accepted, exact, n_used)`` (``order`` a
+    :func:`design._lib.rows.new_order` of N rows, restarted for each decision): each decision
+    uses the threshold ``mu0`` if it is finite, else, for a test that draws one
+    (``spec.draws_threshold``), draws ``u`` (``mu0 = (log u - c)/N``, ``c = log_const``) as a
+    chain's test does; a test that draws none (Barker) carries c in ``spec.settings``. ``accepted`` gets the test's decisions,
+    ``exact`` the full-data decisions ``mu > mu0`` for the same u (common random numbers:
+    their difference has variance at most the error rate), ``n_used`` the rows read.
     """
-    return _repeated_confidence(_seq.confidence_loop(vector_ratio, prefetch_data0))
+    drive = compiled_driver(vector_ratio, vector_prefetch, spec.rule, spec.epilogue)
+    run = _repeated(drive)
+
+    def repeated(l, order, mu, mu0, log_const, rng, accepted, exact, n_used):
+        draw = spec.draws_threshold and not math.isfinite(mu0)
+        run(l, order, mu, mu0, draw, log_const, spec.settings, spec.carry, rng, accepted,
+            exact, n_used)
+
+    return repeated
 
 
 @cache
-def _repeated_confidence(loop):
+def _repeated(drive):
     @jit
-    def run(l, order, mu, log_const, C, delta, p, gamma, code, b0, rng, accepted, exact, n_used):
+    def run(l, order, mu, mu0, draw, log_const, settings, carry, rng, accepted, exact, n_used):
         N = l.shape[0]
         data = (l,)
         theta = np.zeros(1)
+        empty = np.empty(0)
         for k in range(accepted.shape[0]):
-            psi = (-rng.standard_exponential() - log_const) / N
+            if draw:
+                mu0 = (-rng.standard_exponential() - log_const) / N
             restart_order(order)
-            _, acc, cursor, _, _ = loop(data, theta, theta, rng, order, psi, C, delta, p, gamma,
-                                        code, b0)
-            accepted[k] = acc
-            exact[k] = mu > psi
-            n_used[k] = cursor
+            out = drive(data, theta, theta, rng, order, mu0, settings, carry, empty, 0, 0, 0,
+                        0.0, 0.0, 0.0)
+            if out[0] == MORE:
+                raise ValueError("the test's settings do not cover a whole pass over N rows")
+            accepted[k] = out[1]
+            exact[k] = mu > mu0
+            n_used[k] = out[2]
 
     return run
 
@@ -175,45 +178,38 @@ def _extend(l, order, rng, n, mean, m2, take, u, rows, buf):
     return merge_moments(n, mean, m2, take, b_mean, b_m2)
 
 
-@jit
-def austere_thresholds(l, order, m, crit, rng, tau):
-    """Path thresholds ``tau`` of the sequential t-test (stages of m rows, critical values
-    ``crit``), one per entry of ``tau``. Each path reads rows until its undecided interval
-    is empty or all N rows are read."""
-    N = l.shape[0]
-    mu = np.mean(l)
-    u, rows, buf = np.empty(m), np.empty(m, dtype=np.intp), np.empty(m)
-    for k in range(tau.shape[0]):
-        a, b = -math.inf, math.inf
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
-        restart_order(order)
-        while n < N and a < b:
-            n, mean, m2 = _extend(l, order, rng, n, mean, m2, min(m, N - n), u, rows, buf)
-            if n < N:
-                r = crit[stage] * austere_se(m2, n, N)
-                a, b = _narrow(a, b, mean - r, mean + r)
-            stage += 1
-        tau[k] = min(max(mu, a), b)
+@cache
+def path_thresholds(radius, grow):
+    """Compiled path thresholds of an interval test (its ``path_spec``'s radius and stage
+    sizes): ``run(l, order, settings, rng, tau)`` stores one threshold per entry of ``tau``.
 
+    Each path reads rows (as the engine does: stages of ``grow`` rows, moments merged batch
+    by batch) until its undecided interval is empty or all N rows are read; the radius is
+    the test's own, so nothing of its rule is re-derived here.
+    """
 
-@jit
-def confidence_thresholds(l, order, C, delta, p, gamma, code, b0, rng, tau):
-    """Path thresholds of the confidence test (Bardenet et al., Figure 3: geometric looks,
-    concentration radius ``confidence_radius_code``), one per entry of ``tau``."""
-    N = l.shape[0]
-    mu = np.mean(l)
-    u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
-    for k in range(tau.shape[0]):
-        a, b = -math.inf, math.inf
-        n, mean, m2, look = 0, 0.0, 0.0, 0
-        size = min(b0, N)
-        restart_order(order)
-        while n < N and a < b:
-            look += 1
-            n, mean, m2 = _extend(l, order, rng, n, mean, m2, size - n, u, rows, buf)
-            if n < N:
-                r = confidence_radius_code(code, n, N, C, math.sqrt(m2 / n),
-                                           look_delta(look, p, delta))
-                a, b = _narrow(a, b, mean - r, mean + r)
-                size = next_size(n, N, gamma)
-        tau[k] = min(max(mu, a), b)
+    @jit
+    def run(l, order, settings, rng, tau):
+        N = l.shape[0]
+        mu = np.mean(l)
+        u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
+        for p in range(tau.shape[0]):
+            n, mean, m2, stage = 0, 0.0, 0.0, 0
+            restart_order(order)
+            r = radius(0, N, 0, mean, m2, settings)
+            if r < 0.0:
+                raise ValueError("the test's settings do not cover a whole pass over N rows")
+            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+            while n < N and a < b:
+                take = min(grow(n, N, stage, settings), N - n)
+                n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
+                stage += 1
+                if n < N:
+                    r = radius(n, N, stage, mean, m2, settings)
+                    if r < 0.0:
+                        raise ValueError("the test's settings do not cover a whole pass "
+                                         "over N rows")
+                    a, b = _narrow(a, b, mean - r, mean + r)
+            tau[p] = min(max(mu, a), b)
+
+    return run

@@ -9,7 +9,7 @@ import numpy as np
 
 from design._lib.checks import as_generator, check_finite_array, check_int
 from design._lib.rows import IndexSampler
-from samplers._view import check_model
+from samplers import check_model
 from samplers.models import loglik_ratio
 
 from ._kernels import central_moments

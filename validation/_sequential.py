@@ -11,7 +11,7 @@ from samplers import AustereTest
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from design._lib.rows import new_order
 
-from ._kernels import repeated_austere
+from ._kernels import repeated_decisions
 from ._ratios import CHUNK, Population, loglik_ratios
 
 __all__ = ["SequentialCheck", "sequential_check"]
@@ -203,16 +203,16 @@ def sequential_check(source, pair=None, *, m, epsilon, mu_std=DEFAULT_MU_STD,
     rng = as_generator(rng)
 
     pop = Population.of(l)
-    crit = AustereTest(m=m, epsilon=epsilon, threshold=threshold).critical_values(
-        N, -(-N // m))
-    run = repeated_austere()
+    run = repeated_decisions(AustereTest(m=m, epsilon=epsilon, threshold=threshold)
+                             .engine_spec(N))
     order = new_order(N)
     accepted = np.empty(n_tests, dtype=np.bool_)
+    exact = np.empty(n_tests, dtype=np.bool_)
     used = np.empty(n_tests, dtype=np.int64)
     error, error_se, frac, frac_se = (np.empty(mus.size) for _ in range(4))
     for k, x in enumerate(mus):
         mu0 = pop.mean - x * pop.sd / math.sqrt(N - 1.0)
-        run(l, order, m, mu0, crit, rng, accepted, used)
+        run(l, order, pop.mean, mu0, 0.0, rng, accepted, exact, used)
         wrong = (used < N) & (~accepted if x >= 0 else accepted)
         error[k] = wrong.mean()
         error_se[k] = math.sqrt(max(error[k] * (1 - error[k]), 1.0 / n_tests) / n_tests)

@@ -7,7 +7,7 @@ of raising, and no ``fastmath`` is used because log-densities can legitimately b
 
 Caching closures
 ----------------
-The compiled loops are built by factories (``samplers._seq``, ``samplers.models._kernels``)
+The compiled loops are built by factories (``samplers.mhtests.engine``, ``samplers.models._kernels``)
 as closures over other compiled functions. numba keys the on-disk cache of a closure by a
 pickle of its closure cells, and a pickled dispatcher carries the dispatcher's uuid, which
 numba draws at random in each process: every new process missed the cache, recompiled the

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .._accept import AcceptanceTest
+from ..mhtests import AcceptanceTest
 from .._chain import sample
 from design._lib.checks import as_generator, check_finite_array, check_int, check_positive
 from design._lib.jit import jit

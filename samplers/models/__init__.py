@@ -1,6 +1,7 @@
 """Models: the protocol a user's model follows and the built-in models with numba kernels."""
 
 from ._base import BaseModel, Model, loglik_ratio, skip_data_checks
+from .compiled import CompiledModel, RowKernels
 from .gaussian import Gaussian, GaussianMean
 from .linear import LinearRegression
 from .logistic import LogisticRegression
@@ -22,6 +23,8 @@ __all__ = [
     "BaseModel",
     "loglik_ratio",
     "skip_data_checks",
+    "CompiledModel",
+    "RowKernels",
     "GaussianMean",
     "Gaussian",
     "LogisticRegression",

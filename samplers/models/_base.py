@@ -42,6 +42,7 @@ from design._lib.checks import check_finite_array, check_positive
 from design._lib.progress import progress_bar
 from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
+from .compiled import RowKernels
 
 __all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows",
            "skip_data_checks"]
@@ -243,10 +244,14 @@ class BaseModel:
     the private ones directly after checking once. Data arrays that are memmaps are pickled
     as a reference to their file, so process pools do not copy them.
 
-    Subclasses set ``N`` and ``dim``, define the per-row kernels ``_row_loglik``,
-    ``_row_ratio``, ``_row_grad`` and ``_row_prefetch`` (jitted, wrapped in ``staticmethod``, see
-    :mod:`samplers.models._kernels`), ``_kernel_data()`` (the tuple of arrays and constants
-    the row kernels read, temperature included) and ``_loglik_ratio_bound``.
+    Implements the compiled-model interface (:mod:`samplers.models.compiled`:
+    ``row_kernels``, ``kernel_data()``, ``decision_data()``, ``kernel_ratio_bound``,
+    ``kernel_ratio_range``) that the samplers use. Subclasses set ``N`` and ``dim``, define
+    the per-row kernels ``_row_loglik``, ``_row_ratio``, ``_row_grad`` and ``_row_prefetch``
+    (jitted, wrapped in ``staticmethod``, or per-instance properties as in
+    :class:`~samplers.ControlVariates`), which :attr:`row_kernels` collects; and they define
+    ``_kernel_data()`` (the tuple of arrays and constants the row kernels read, temperature
+    included) and ``_loglik_ratio_bound``.
     """
 
     N: int
@@ -296,7 +301,40 @@ class BaseModel:
         """Gradient of the log prior density at ``theta``."""
         return self.prior.grad(np.asarray(theta, dtype=float))
 
-    # -- unchecked batch methods used by the samplers -----------------------------------------
+    # -- the compiled-model interface (samplers.models.compiled): no argument checks ---------
+
+    @property
+    def row_kernels(self) -> RowKernels | None:
+        """The per-row kernels, collected from ``_row_*`` (None without a ratio kernel, e.g.
+        control variates around a user's model). Read per instance, so a wrapper whose
+        kernels depend on the wrapped model (:class:`~samplers.ControlVariates`) supplies
+        them as properties."""
+        ratio = self._row_ratio
+        if ratio is None:
+            return None
+        return RowKernels(ratio=ratio, prefetch=self._row_prefetch, loglik=self._row_loglik,
+                          grad=self._row_grad, eta=self._row_eta, eta_loglik=self._eta_loglik,
+                          eta_ratio=self._eta_ratio)
+
+    def kernel_data(self) -> tuple:
+        """The tuple of arrays and constants the row kernels read (temperature included)."""
+        return self._kernel_data()
+
+    def decision_data(self, theta, theta_new) -> tuple:
+        """The tuple the ratio kernel reads in one decision between ``theta`` and
+        ``theta_new`` (:meth:`kernel_data` unless the rows carry a per-pair constant)."""
+        return self._decision_data(theta, theta_new)
+
+    def kernel_ratio_bound(self, theta, theta_new) -> float:
+        """:meth:`loglik_ratio_bound` without argument checks (validated float arrays)."""
+        return self._loglik_ratio_bound(theta, theta_new)
+
+    def kernel_ratio_range(self, theta, theta_new) -> tuple[float, float]:
+        """``(center, half_width)`` of the l_i without argument checks (default ``(0,
+        bound)``)."""
+        return self._loglik_ratio_range(theta, theta_new)
+
+    # -- unchecked batch methods -------------------------------------------------------------
 
     def _loglik(self, theta, idx):
         out = np.empty(idx.shape[0])

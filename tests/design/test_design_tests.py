@@ -19,8 +19,8 @@ from design import (BarkerDesign, ConfidenceDesign, Design, TrialChain, acceptan
 from design._barker_design import barker_error_fixed
 from design._confidence_design import confidence_radius
 from samplers import AustereTest, BarkerTest, ConfidenceTest
-from samplers._accept import _BOUNDS
-from samplers._seq import confidence_radius_code
+from design._lib.rules import BOUNDS as _BOUNDS
+from design._lib.rules import confidence_radius_code
 
 Z = 4.5
 TOL = 0.01

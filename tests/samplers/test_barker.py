@@ -17,7 +17,7 @@ from design import correction
 from design.acceptance import barker_acceptance
 from samplers import BarkerTest, FlatPrior, GaussianMean, IndexSampler
 from design._lib.moments import abs_central_sums, batch_moments3, merge_moments3
-from samplers._seq import novak_error, novak_lower_bound
+from design._lib.rules import novak_error, novak_lower_bound
 from samplers._view import check_model
 
 THETA, THETA_NEW = np.array([0.0]), np.array([0.01])

@@ -7,19 +7,17 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from samplers import AustereTest, GaussianMean, IndexSampler
+from samplers import AustereTest, ConfidenceTest, GaussianMean, IndexSampler
 from design._lib.rows import new_order
 from samplers._view import ModelView
 from validation import loglik_ratios
 from validation._kernels import (
-    austere_thresholds,
     central_moments,
-    confidence_thresholds,
     dobrushin,
     doeblin,
     minibatch_statistics,
-    repeated_austere,
-    repeated_confidence,
+    path_thresholds,
+    repeated_decisions,
 )
 
 
@@ -98,8 +96,9 @@ def test_repeated_austere_is_the_samplers_test_loop():
                                      theta, theta_new, 0.0)
         mu0 = -rng_b.standard_exponential() / 5000
         acc, used = np.empty(1, np.bool_), np.empty(1, np.int64)
-        repeated_austere()(loglik_ratios(model, theta, theta_new), new_order(5000), 100, mu0,
-                           test.critical_values(5000, 50), rng_b, acc, used)
+        l = loglik_ratios(model, theta, theta_new)
+        repeated_decisions(test.engine_spec(5000))(l, new_order(5000), l.mean(), mu0, 0.0,
+                                                   rng_b, acc, np.empty(1, np.bool_), used)
         assert (bool(acc[0]), int(used[0])) == (accepted, info.n_used)
 
 
@@ -112,13 +111,15 @@ def test_austere_path_thresholds_reproduce_the_test_loop():
     N, m = 1000, 50
     l = rng.exponential(size=N) * 1e-3
     mu, sd = l.mean(), l.std()
-    crit = AustereTest(m=m, epsilon=0.1).critical_values(N, N // m)
+    test = AustereTest(m=m, epsilon=0.1)
+    spec = test.path_spec(N)
     tau = np.empty(10_000)
-    austere_thresholds(l, new_order(N), m, crit, rng, tau)
+    path_thresholds(spec.radius, spec.grow)(l, new_order(N), spec.settings, rng, tau)
     acc, used = np.empty(20_000, np.bool_), np.empty(20_000, np.int64)
+    run = repeated_decisions(test.engine_spec(N))
     for x in (-2.0, 0.3, 1.0):
         mu0 = mu - x * sd / math.sqrt(N - 1)
-        repeated_austere()(l, new_order(N), m, mu0, crit, rng, acc, used)
+        run(l, new_order(N), mu, mu0, 0.0, rng, acc, np.empty(acc.size, np.bool_), used)
         p_paths, p_loop = np.mean(mu0 < tau), acc.mean()
         se = math.sqrt(p_loop * (1 - p_loop) * (1 / tau.size + 1 / acc.size))
         assert abs(p_paths - p_loop) < 5 * se, (x, p_paths, p_loop)
@@ -132,13 +133,15 @@ def test_confidence_path_thresholds_reproduce_the_test_loop():
     l = rng.choice([-1.0, 1.0], N) * 0.02
     l += -1e-4 - l.mean()
     C, log_const = float(np.abs(l).max()), 0.1
-    args = (C, 0.9, 2.0, 2.0, 0, 10)                 # delta, p, gamma, Hoeffding, first size
+    test = ConfidenceTest(delta=0.9, p=2.0, gamma=2.0, bound="hoeffding", batch_size=10)
+    spec = test.path_spec(N, C=C)
     tau = np.empty(4000)
-    confidence_thresholds(l, new_order(N), *args, rng, tau)
+    path_thresholds(spec.radius, spec.grow)(l, new_order(N), spec.settings, rng, tau)
     rb = np.exp(np.minimum(N * tau + log_const, 0.0))
     n = 40_000
     acc, exact, used = np.empty(n, np.bool_), np.empty(n, np.bool_), np.empty(n, np.int64)
-    repeated_confidence()(l, new_order(N), l.mean(), log_const, *args, rng, acc, exact, used)
+    repeated_decisions(test.engine_spec(N, C=C))(l, new_order(N), l.mean(), math.nan,
+                                                 log_const, rng, acc, exact, used)
     pa = min(1.0, math.exp(N * l.mean() + log_const))
     diff = acc.astype(float) - exact
     assert abs(diff.mean()) > 5 * diff.std() / math.sqrt(n)     # the test does err here

@@ -1,4 +1,4 @@
-"""Simulation of the real tests (samplers' own compiled decision loops) on vectors of l_i.
+"""Simulation of the real tests (the samplers' engine, asked from each test through ``engine_spec``) on vectors of l_i.
 
 Shared by the design tests: a population of l_i per trial pair, a TrialChain built from it by
 ``TrialChain.from_model`` (the same scan a user's model gets), and drivers that run
@@ -14,12 +14,8 @@ import numpy as np
 from scipy import special
 
 from design import TrialChain
-from samplers import _seq
-from samplers._accept import _BOUNDS
-from design._lib.jit import jit
-from design._lib.rows import new_order, restart_order
-from samplers.models._kernels import prefetch_data0
-from validation._kernels import vector_ratio
+from design._lib.rows import new_order
+from validation._kernels import repeated_decisions
 
 
 class Populations:
@@ -54,52 +50,6 @@ class Populations:
         return TrialChain.from_model(self, idx, idx, np.asarray(log_const, dtype=float))
 
 
-def _austere_driver(loop):
-    @jit
-    def run(l, order, m, log_const, crit, rng, accepted, exact, n_used):
-        N = l.shape[0]
-        data = (l,)
-        theta = np.zeros(1)
-        mu = np.mean(l)
-        for k in range(accepted.shape[0]):
-            mu0 = (-rng.standard_exponential() - log_const) / N
-            restart_order(order)
-            _, acc, _, n, _, _, _ = loop(data, theta, theta, rng, order, 0, m, mu0, crit,
-                                         0, 0.0, 0.0, 0)
-            accepted[k] = acc
-            exact[k] = mu > mu0
-            n_used[k] = n
-    return run
-
-
-def _barker_driver(loop):
-    @jit
-    def run(l, order, m, log_const, sigma, delta, check_eps, fpc, skewed, x0, h, step,
-            density, cdf, rng, accepted, n_used):
-        data = (l,)
-        theta = np.zeros(1)
-        for k in range(accepted.shape[0]):
-            restart_order(order)
-            _, acc, n, _, _, _, _, _ = loop(data, theta, theta, rng, order, m, log_const, sigma,
-                                            delta, check_eps, fpc, skewed, x0, h, step,
-                                            density, cdf)
-            accepted[k] = acc
-            n_used[k] = n
-    return run
-
-
-_DRIVERS = {}
-
-
-def _driver(kind):
-    if kind not in _DRIVERS:
-        if kind == "austere":
-            _DRIVERS[kind] = _austere_driver(_seq.austere_loop(vector_ratio, prefetch_data0))
-        else:
-            _DRIVERS[kind] = _barker_driver(_seq.barker_loop(vector_ratio, prefetch_data0))
-    return _DRIVERS[kind]
-
-
 def simulate(test, l, log_const, n_tests, rng, C=None):
     """Run ``test`` ``n_tests`` times on the population ``l`` with data-free term ``log_const``.
 
@@ -108,28 +58,18 @@ def simulate(test, l, log_const, n_tests, rng, C=None):
     the Austere and confidence tests, with common random numbers; Barker's S(Delta) for the
     Barker test), its standard error, and the mean rows read.
     """
-    from validation._kernels import repeated_confidence
-
     l = np.ascontiguousarray(l, dtype=float)
     N = l.size
     order = new_order(N)
     acc = np.empty(n_tests, dtype=np.bool_)
+    exact = np.empty(n_tests, dtype=np.bool_)
     used = np.empty(n_tests, dtype=np.int64)
-    kind = type(test).__name__
-    if kind == "AustereTest":
-        exact = np.empty(n_tests, dtype=np.bool_)
-        crit = test.critical_values(N, -(-N // test.m))
-        _driver("austere")(l, order, test.m, log_const, crit, rng, acc, exact, used)
+    spec = test.engine_spec(N, C=None if C is None else float(C), log_const=log_const)
+    repeated_decisions(spec)(l, order, float(np.mean(l)), math.nan, log_const, rng, acc, exact,
+                             used)
+    if spec.draws_threshold:        # MH with common random numbers
         d = acc.astype(float) - exact
-    elif kind == "ConfidenceTest":
-        exact = np.empty(n_tests, dtype=np.bool_)
-        repeated_confidence()(l, order, float(np.mean(l)), log_const, float(C), test.delta, test.p,
-                              test.gamma, _BOUNDS.index(test.bound), test.batch_size, rng,
-                              acc, exact, used)
-        d = acc.astype(float) - exact
-    else:
-        _driver("barker")(l, order, test.m, log_const, *test._settings(), *test._draw_args,
-                          rng, acc, used)
+    else:                           # Barker: against S(Delta)
         d = acc.astype(float) - special.expit(N * np.mean(l) + log_const)
     return float(d.mean()), float(d.std() / math.sqrt(n_tests)) or 1.0 / n_tests, float(
         used.mean())

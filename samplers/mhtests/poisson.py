@@ -1,5 +1,15 @@
 """Exact minibatch Metropolis-Hastings: SMH, TunaMH and MH-SS as pluggable tests.
 
+Why these are not sequential tests run by :mod:`~samplers.mhtests.engine`: the engine reads
+rows of one without-replacement order in stages and stops by a rule on the running moments
+of the l_i. A Poisson-factor test fixes its batch size B before reading any row (one
+Poisson draw from the pair's bound), draws rows *with* replacement with probability
+``c_i / C`` (an alias table), needs each row's own bound ``b_i`` and a thinning uniform
+per row, and decides from a product over the kept rows, not from a mean and a variance.
+None of that is a stage rule over moments, so the three tests share their own compiled
+loop below and implement :class:`~samplers.mhtests.base.AcceptanceTest` directly; the
+full-data fallback is :class:`~samplers.ExactTest`'s decision.
+
 All three decide with a Poisson number of rows and leave the posterior exactly invariant.
 Write the log target as ``log p0(theta) + sum_i proxy_i(theta) + sum_i r_i(theta)``, the
 proxy a Taylor expansion at a centre (order k in {1, 2}; ``proxy = 0`` for k = 0) whose
@@ -47,13 +57,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ._accept import AcceptanceTest, _nonfinite_decision
 from design._lib.checks import check_finite_array, check_interval
 from design._lib.jit import jit
-from design._lib.moments import RunningMoments
-from ._poisson import PoissonBatches
 from design._lib.prefetch import prefetch_ahead
-from .models.remainder import TaylorRemainder, has_remainder_bounds
+
+from .._poisson import PoissonBatches
+from ..models.remainder import TaylorRemainder, has_remainder_bounds
+from .base import AcceptanceTest
+from .exact import ExactTest
 
 __all__ = ["SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo",
            "BoundViolation"]
@@ -228,14 +239,8 @@ class _PoissonFactorTest(AcceptanceTest):
         )
 
     def _full_data(self, rng, view, theta, theta_new, log_const, rate):
-        """Plain MH on all N rows (exactly the :class:`ExactTest` decision)."""
-        log_u = -rng.standard_exponential()
-        mom = RunningMoments()
-        for idx in view.chunks():
-            if not mom.add(view.ratio(theta, theta_new, idx)):
-                return (_nonfinite_decision(mom.mean, theta_new),
-                        ExactMinibatchInfo(view.N, 1, 0, rate, 0, True))
-        accepted = log_u < mom.mean * view.N + log_const
+        """Plain MH on all N rows: the :class:`~samplers.ExactTest` decision itself."""
+        accepted, _ = ExactTest().decide(rng, view, None, theta, theta_new, log_const)
         return accepted, ExactMinibatchInfo(view.N, 1, 0, rate, 0, True)
 
     def null_info(self):
@@ -266,7 +271,7 @@ class SMHTest(_PoissonFactorTest):
     with the proxy's total P in the deterministic factor), reading ``B ~ Poisson(C phi)``
     rows (with replacement, ``P(i) = c_i / C``) and stopping at the first row that rejects.
     With posterior-scale proposals ``E[B] = O(1)`` for order 1 and ``O(N^{-1/2})`` for order
-    2 (their section 3.3). See :mod:`samplers._exact` for the algebra.
+    2 (their section 3.3). See :mod:`samplers.mhtests.poisson` for the algebra.
 
     Parameters
     ----------

@@ -1,0 +1,175 @@
+"""The sequential t-test of Korattikara, Chen & Welling (2014), Algorithm 1."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+import numpy as np
+from scipy import special
+
+from design._lib.checks import check_int, check_interval
+from design._lib.jit import jit
+from design._lib.rules import austere_se
+
+from .base import IntervalTest, design_for
+from .engine import NEED_MORE
+
+__all__ = ["AustereInfo", "AustereTest"]
+
+
+class AustereInfo(NamedTuple):
+    n_used: int
+    n_stages: int
+
+
+#: Stages of critical values computed at first (the table grows by doubling as needed).
+_T_TABLE_STAGES = 4096
+
+
+@jit
+def austere_radius(n, N, stage, mean, m2, settings):
+    """``crit[stage - 1] * se`` with ``se`` :func:`~design._lib.rules.austere_se`; infinite
+    before any data; :data:`NEED_MORE` past the table of critical values."""
+    crit = settings[1]
+    if n == 0:
+        return math.inf
+    if stage > crit.shape[0]:
+        return NEED_MORE
+    return crit[stage - 1] * austere_se(m2, n, N)
+
+
+@jit
+def stages_of_m(n, N, stage, settings):
+    """Every stage reads ``m = settings[0]`` rows."""
+    return settings[0]
+
+
+@dataclass(frozen=True)
+class AustereTest(IntervalTest):
+    """The approximate MH test of Korattikara, Chen & Welling (2014), Algorithm 1.
+
+    Draws minibatches of ``m`` rows without replacement; after ``n`` rows computes the mean
+    ``l_bar`` and sample sd ``s_l`` of the l_i, the standard error with finite-population
+    correction ``s = s_l / sqrt(n) * sqrt(1 - (n - 1)/(N - 1))`` and ``t = (l_bar - mu0)/s``.
+    It decides (accept iff ``l_bar > mu0``) as soon as ``|t|`` exceeds the critical value
+    of a test of level ``epsilon``; when all N rows are used the decision is exact.
+
+    Parameters
+    ----------
+    m : int
+        Minibatch size, ``2 <= m <= N``.
+    epsilon : float
+        Per-stage error level in (0, 1): the stage decides iff ``1 - F(|t|) < epsilon``.
+    threshold : {"t", "normal"}
+        ``"t"``: F is the Student-t cdf with ``n - 1`` degrees of freedom (the paper's
+        algorithm); ``"normal"``: the standard normal cdf (the paper's error analysis).
+
+    Notes
+    -----
+    ``mu0 = (log u - c)/N`` with ``c`` the data-free log ratio (prior and proposal terms).
+    Critical values are tabulated once per N (``scipy.special.stdtrit``) and extended by
+    doubling when a decision outlasts the table. The rule is an interval rule
+    (:func:`samplers.mhtests.engine.interval_rule`) with radius ``crit_j s``.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import AustereTest, GaussianMean, RandomWalk, sample
+    >>> model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 100_000))
+    >>> test = AustereTest(m=500, epsilon=0.05)
+    >>> chain = sample(model, test, RandomWalk(0.005), [1.0], 300, rng=2)
+    >>> bool(chain.stats["n_used"].mean() < 100_000)
+    True
+    """
+
+    m: int = 500
+    epsilon: float = 0.01
+    threshold: str = "t"
+    _q_cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    radius = staticmethod(austere_radius)
+    grow = staticmethod(stages_of_m)
+
+    def __post_init__(self):
+        object.__setattr__(self, "m", check_int("m", self.m, low=2))
+        object.__setattr__(self, "epsilon", check_interval("epsilon", self.epsilon, 0.0, 1.0))
+        if self.threshold not in ("t", "normal"):
+            raise ValueError(f"threshold must be 't' or 'normal', got {self.threshold!r}")
+
+    @classmethod
+    def from_design(cls, design, *, threshold: str | None = None,
+                    allow_mismatch: bool = False) -> "AustereTest":
+        """The test a :func:`design.optimize` result prescribes: its ``m``, ``epsilon`` and
+        ``threshold``.
+
+        ``design.optimize`` and ``AustereTest`` both default to ``threshold="t"`` (the
+        paper's Algorithm 1: Student-t critical values, sample sd), so
+        ``AustereTest.from_design(plan)`` and ``AustereTest(m=plan.m, epsilon=plan.epsilon)``
+        run the same test, the one the design's error and data use were computed for. The
+        design predicts that test with its dynamic programme's Gaussian model and normal
+        critical values (``plan.prediction_threshold``), which simulation of the real test
+        (``tests/design/reference``) shows predicts Algorithm 1 best. ``threshold``
+        overrides the design's; a threshold different from the one the design was made for
+        raises ``ValueError`` unless ``allow_mismatch=True``.
+        """
+        design_for(design, "austere", cls.__name__)
+        if threshold is not None and threshold != design.threshold and not allow_mismatch:
+            raise ValueError(
+                f"threshold={threshold!r} differs from the design's threshold "
+                f"{design.threshold!r}: the design's error and data use are for the "
+                f"{design.threshold!r} test. Make the design with "
+                f"design.optimize(..., threshold={threshold!r}), or pass allow_mismatch=True")
+        return cls(m=design.m, epsilon=design.epsilon,
+                   threshold=design.threshold if threshold is None else threshold)
+
+    def check(self, view):
+        if self.m > view.N:
+            raise ValueError(f"m must be <= N = {view.N} (the number of rows), got {self.m}")
+
+    def critical_values(self, N: int, n_stages: int) -> np.ndarray:
+        """Critical values of ``|t|`` for the first ``n_stages`` stages (``n_j = min(j m, N)``)."""
+        n = np.minimum(np.arange(1, n_stages + 1) * self.m, N)
+        if self.threshold == "normal":
+            return np.full(n.shape, special.ndtri(1.0 - self.epsilon))
+        return special.stdtrit(n - 1, 1.0 - self.epsilon)
+
+    def _table(self, N, stages):
+        """Critical values for at least ``stages`` stages (cached per N, grown by doubling)."""
+        table = self._q_cache.get(N)
+        if table is None or table.shape[0] < stages:
+            total = -(-N // self.m)
+            size = min(total, max(stages, _T_TABLE_STAGES,
+                                  2 * (0 if table is None else table.shape[0])))
+            table = self.critical_values(N, size)
+            self._q_cache[N] = table
+        return table
+
+    # -- the engine's hooks ----------------------------------------------------------------
+
+    def _settings(self, view, theta, theta_new, log_const):
+        return (self.m, self._table(view.N, 1))
+
+    def _more_settings(self, N, stage, settings):
+        return (self.m, self._table(N, stage))
+
+    def _info(self, run, settings):
+        return AustereInfo(run.n_used, run.stage)
+
+    def _vector_settings(self, N, C, log_const):
+        return (self.m, self.critical_values(N, -(-N // self.m)))
+
+    def design_parameters(self):
+        return self.m, self.epsilon
+
+    def a_priori_error(self, N):
+        """``E(0, m, epsilon)`` of the dynamic programme with normal thresholds (the closer
+        model of Algorithm 1, a design's ``prediction_threshold``, see :meth:`from_design`)."""
+        from design import sequential_error
+
+        return float(sequential_error(0.0, m=self.m, epsilon=self.epsilon, N=N,
+                                      threshold="normal").error)
+
+    def null_info(self):
+        return AustereInfo(0, 0)
