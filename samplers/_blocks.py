@@ -214,13 +214,16 @@ def sgld_block(view, test, proposal, rng, batches, state, n_samples):
 # jitted functions with fixed signatures, so one factory builds the block for any pair:
 #
 #   propose(data, rng, order, theta, theta_new, params) -> (log_q_ratio, n_grad)
-#   decide(data, theta, theta_new, rng, order, log_const, settings, state, resume, info)
-#       -> (status, accepted)
+#   decide(data, theta, theta_new, rng, order, log_const, settings, state, resume, carry,
+#          values, info) -> (status, accepted, carry, values)
 #
 # ``decide`` writes the test's info fields into the float row ``info`` and returns DECIDED,
 # MORE (its settings ran out: its state is in the float array ``state``; the block returns
 # to Python, which extends the settings and re-enters with ``resume`` at the same step), or
-# an error status (a NaN or +inf batch mean: Python raises the test's own error).
+# an error status (a NaN or +inf batch mean: Python raises the test's own error). ``carry``
+# is the engine rule's carry (the test's ``carry0`` at each new decision, what the rule left
+# when it asked for MORE on resume) and ``values`` the engine's buffer of l_i, kept across
+# decisions and blocks.
 
 DECIDED, MORE, NAN_MEAN, INF_MEAN = 0, -1, 4, 5
 
@@ -283,19 +286,20 @@ def mh_kernel(propose, decide):
 
     @jit
     def block(data, rng, order, theta, theta_new, lp, pparams, prior, settings, state,
-              pending, resume, samples, accepted, log_const, n_grad, info, null_info,
-              start, stop):
+              pending, resume, carry0, carry, values, samples, accepted, log_const, n_grad,
+              info, null_info, start, stop):
         code, pa, pb, pconst = prior
         for i in range(start, stop):
-            if resume and i == start:
-                lp_new, c, ng = pending[0], pending[1], int(pending[2])
+            again = resume and i == start
+            if again:
+                lp_new, c = pending[0], pending[1]
             else:
                 lq, ng = propose(data, rng, order, theta, theta_new, pparams)
                 n_grad[i] = ng
                 lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
                 if not lp_new > -math.inf:
                     if lp_new != lp_new:
-                        return PRIOR_NAN, i, lp
+                        return PRIOR_NAN, i, lp, carry, values
                     accepted[i] = False
                     log_const[i] = -math.inf
                     info[i, :] = null_info
@@ -303,20 +307,21 @@ def mh_kernel(propose, decide):
                     continue
                 if lp_new == math.inf or not math.isfinite(lq):
                     pending[0], pending[3] = lp_new, lq
-                    return PRIOR_INF, i, lp
+                    return PRIOR_INF, i, lp, carry, values
                 c = lp_new - lp + lq
                 log_const[i] = c
-            status, acc = decide(data, theta, theta_new, rng, order, c, settings, state,
-                                 resume and i == start, info[i])
+                carry = carry0
+            status, acc, carry, values = decide(data, theta, theta_new, rng, order, c,
+                                                settings, state, again, carry, values, info[i])
             if status != DECIDED:
-                pending[0], pending[1], pending[2] = lp_new, c, ng
-                return status, i, lp
+                pending[0], pending[1] = lp_new, c
+                return status, i, lp, carry, values
             accepted[i] = acc
             if acc:
                 theta[:] = theta_new
                 lp = lp_new
             samples[i] = theta
-        return OK, stop, lp
+        return OK, stop, lp, carry, values
 
     return block
 
@@ -336,6 +341,7 @@ class _MHBlock(Block):
         self._lp = float(state.logprior)
         self._state = np.zeros(16)
         self._pending = np.zeros(4)
+        self._values = np.empty(0)
         null = test.null_info()
         self._null = np.array([float(v) for v in null], dtype=float)
         self._fields = type(null)._fields
@@ -348,12 +354,14 @@ class _MHBlock(Block):
 
     def run(self, start, stop, samples):
         resume = False
+        carry0 = self._decision.carry0
+        carry = carry0
         while True:
-            status, done, self._lp = self._kernel(
+            status, done, self._lp, carry, self._values = self._kernel(
                 self._data, self._rng, self._order, self.theta, self._theta_new, self._lp,
                 self._pparams, self._prior, self._settings, self._state, self._pending, resume,
-                samples, self.accepted, self.log_const, self.n_grad, self.info, self._null,
-                start, stop)
+                carry0, carry, self._values, samples, self.accepted, self.log_const,
+                self.n_grad, self.info, self._null, start, stop)
             self.done = done
             if status == OK:
                 return
@@ -381,6 +389,8 @@ class Decision(NamedTuple):
 
     decide: object
     settings: tuple
+    #: The test's carry before its first stage (``()`` for a test without one).
+    carry0: tuple
     #: ``more(settings, state) -> settings`` after MORE.
     more: object
     #: ``nonfinite(mean, theta_new)``: raises the test's error for a NaN or +inf mean.
@@ -415,42 +425,79 @@ def mh_block(view, test, proposal, rng, batches, state, n_samples):
 
 
 # --- the tests' compiled decisions -----------------------------------------------------------
+#
+# The sequential tests run on the engine's compiled driver (samplers.mhtests.engine), the very
+# function their ``decide`` calls for a compiled model; what ``SequentialTest.decide`` does
+# around it in Python (draw u, restart the order, decide a non-finite batch, build the info)
+# is written here once, with two small jitted pieces per test: ``make_settings(base, c)`` (the
+# decision's settings from the chain's and the data-free log ratio c) and ``write_info(status,
+# n_used, stage, carry, info)`` (its ``_info``).
+
+
+@jit
+def same_settings(base, c):
+    """The settings of a test whose settings do not depend on the decision."""
+    return base
+
+
+@jit
+def counts_info(status, n_used, stage, carry, info):
+    """``(n_used, n_stages)``: the info of the Austere and FPC-normal tests."""
+    info[0], info[1] = n_used, stage
+
+
+@jit
+def barker_settings(base, c):
+    """:meth:`BarkerTest._settings`: ``(m, c, sigma, ...)``."""
+    return (base[0], c) + base[1:]
+
+
+@jit
+def barker_info(status, n_used, stage, carry, info):
+    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
+    info[0], info[1] = n_used, stage
+    if status == 1 or status == 2:   # STOP, EXACT
+        info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+    else:
+        info[2] = info[3] = info[4] = math.nan
 
 
 @cache
-def austere_decide(row_ratio, row_prefetch):
-    """:meth:`AustereTest.decide`'s compiled path as a ``decide`` (memoised per model kind)."""
-    from . import _seq
+def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, make_settings,
+                  write_info):
+    """``SequentialTest.decide``'s compiled path as a ``decide`` (memoised)."""
+    from .mhtests.engine import GROW, MORE as ENGINE_MORE, NONFINITE, compiled_driver
 
-    loop = _seq.austere_loop(row_ratio, row_prefetch)
-    more_thresholds, nonfinite = _seq.MORE_THRESHOLDS, _seq.NONFINITE
+    drive = compiled_driver(row_ratio, row_prefetch, rule, epilogue)
 
     @jit
-    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
-        m, crit = settings
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        N = order.n_total
+        settings = make_settings(base, c)
         if resume:
-            mu0, cursor, n = state[1], int(state[2]), int(state[3])
-            mean, m2, stage = state[4], state[5], int(state[6])
+            mu0, n, k, stage = state[1], int(state[2]), int(state[3]), int(state[4])
+            mean, m2, m3 = state[5], state[6], state[7]
         else:
-            mu0 = (-rng.standard_exponential() - c) / order.n_total
+            mu0 = (-rng.standard_exponential() - c) / N if draws_threshold else math.nan
             restart_order(order)
-            cursor, n, mean, m2, stage = 0, 0, 0.0, 0.0, 0
-        status, acc, cursor, n, mean, m2, stage = loop(data, theta, theta_new, rng, order,
-                                                       cursor, m, mu0, crit, n, mean, m2, stage)
-        if status == more_thresholds:
-            state[1], state[2], state[3], state[4], state[5], state[6] = (
-                mu0, cursor, n, mean, m2, stage)
-            return MORE, False
-        if status == nonfinite:
-            info[0], info[1] = cursor, stage
+            n, k, stage, mean, m2, m3 = 0, 0, 0, 0.0, 0.0, 0.0
+        status, acc, n, stage, mean, m2, m3, carry, values, k = drive(
+            data, theta, theta_new, rng, order, mu0, settings, carry, values, n, k, stage,
+            mean, m2, m3)
+        if status == ENGINE_MORE:
+            state[1], state[2], state[3], state[4] = mu0, n, k, stage
+            state[5], state[6], state[7] = mean, m2, m3
+            return MORE, False, carry, values
+        write_info(status, n, stage, carry, info)
+        if status == NONFINITE:
             state[0] = mean
             if mean != mean:
-                return NAN_MEAN, False
+                return NAN_MEAN, False, carry, values
             if mean == math.inf:
-                return INF_MEAN, False
-            return DECIDED, False
-        info[0], info[1] = n, stage
-        return DECIDED, acc
+                return INF_MEAN, False, carry, values
+            return DECIDED, False, carry, values
+        return DECIDED, acc, carry, values
 
     return decide
 
@@ -462,7 +509,8 @@ def exact_decide(ratio_chunks):
     from ._view import FULL_CHUNK, _merge_chunks
 
     @jit
-    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
         N = order.n_total
         log_u = -rng.standard_exponential()
         means = np.empty(1)
@@ -474,65 +522,44 @@ def exact_decide(ratio_chunks):
             info[3] = math.nan
             state[0] = mean
             if mean != mean:
-                return NAN_MEAN, False
+                return NAN_MEAN, False, carry, values
             if mean == math.inf:
-                return INF_MEAN, False
-            return DECIDED, False
+                return INF_MEAN, False, carry, values
+            return DECIDED, False, carry, values
         info[3] = math.sqrt(m2 / n) if n > 0 else 0.0
-        return DECIDED, log_u < mean * N + c
-
-    return decide
-
-
-@cache
-def barker_decide(row_ratio, row_prefetch):
-    """:meth:`BarkerTest.decide`'s compiled path as a ``decide`` (memoised per model kind)."""
-    from . import _seq
-
-    loop = _seq.barker_loop(row_ratio, row_prefetch)
-    nonfinite = _seq.NONFINITE
-
-    @jit
-    def decide(data, theta, theta_new, rng, order, c, settings, state, resume, info):
-        m, sigma, delta, check_eps, fpc, skewed, x0, h, skew_step, density, cdf = settings
-        restart_order(order)
-        status, acc, n, stage, mean, s2, eps, eta = loop(
-            data, theta, theta_new, rng, order, m, c, sigma, delta, check_eps, fpc, skewed,
-            x0, h, skew_step, density, cdf)
-        info[0], info[1] = n, stage
-        if status == nonfinite:
-            info[2] = info[3] = info[4] = math.nan
-            state[0] = mean
-            if mean != mean:
-                return NAN_MEAN, False
-            if mean == math.inf:
-                return INF_MEAN, False
-            return DECIDED, False
-        info[2], info[3], info[4] = eps, s2, eta
-        return DECIDED, acc
+        return DECIDED, log_u < mean * N + c, carry, values
 
     return decide
 
 
 def mh_decision(view, test):
-    """The compiled decision of ``test`` on this model (:class:`Decision`), or None."""
-    from . import _accept
+    """The compiled decision of ``test`` on this model (:class:`Decision`), or None: the
+    exact test (one chunk of rows), the Austere, FPC-normal and Barker tests (these classes
+    exactly). The confidence test is not compiled: its range is a Python method of the
+    model, called per decision."""
+    from .mhtests import AustereTest, BarkerTest, ExactTest, FPCNormalTest
+    from .mhtests.base import nonfinite_decision
 
     N = view.N
-    if type(test) is _accept.AustereTest:
-        return Decision(austere_decide(view.row_ratio, view.row_prefetch),
-                        (test.m, test._table(N, 1)),
-                        lambda settings, state: (test.m, test._table(N, int(state[6]) + 1)),
-                        _accept._nonfinite_decision)
-    if type(test) is _accept.BarkerTest:
-        return Decision(barker_decide(view.row_ratio, view.row_prefetch),
-                        (test.m, *test._settings(), *test._draw_args), None,
-                        _accept._nonfinite_decision)
-    if type(test) is _accept.ExactTest:
+    cls = type(test)
+    if cls is ExactTest:
         from ._view import FULL_CHUNK
 
-        if view.N > FULL_CHUNK:   # the Python loop runs the pass on every core
+        if N > FULL_CHUNK:   # the Python loop runs the pass on every core
             return None
-        return Decision(exact_decide(view._ratio_chunks), (), None,
-                        _accept._nonfinite_decision)
-    return None
+        return Decision(exact_decide(view._ratio_chunks), (), (), None, nonfinite_decision)
+    if cls in (AustereTest, FPCNormalTest):
+        make, write = same_settings, counts_info
+        base = test._settings(view, None, None, 0.0)
+    elif cls is BarkerTest:
+        make, write = barker_settings, barker_info
+        base = test._draw_args
+    else:
+        return None
+    decide = engine_decide(view.row_ratio, view.row_prefetch, test.rule, test.epilogue,
+                           bool(test.draws_threshold), make, write)
+
+    def more(settings, state):
+        return test._more_settings(N, int(state[4]), settings)
+
+    return Decision(decide, base, test.carry0, more, nonfinite_decision)

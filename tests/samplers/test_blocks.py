@@ -20,6 +20,7 @@ from samplers import (
     AustereTest,
     BarkerTest,
     ExactTest,
+    FPCNormalTest,
     ChainInterrupted,
     FlatPrior,
     GaussianMean,
@@ -221,6 +222,7 @@ def test_langevin_kernels_match_the_proposal(covariance):
 
 
 MH_CASES = {
+    "fpc-normal": lambda: (FPCNormalTest(m=100, epsilon=0.05), RandomWalk(0.01)),
     "barker": lambda: (BarkerTest(m=100), RandomWalk(0.01)),
     "barker-nodelta": lambda: (BarkerTest(m=50, delta=None), RandomWalk(0.01)),
     "barker-skew": lambda: (BarkerTest(m=80, delta=None, skew=True), RandomWalk(0.01)),
