@@ -18,8 +18,9 @@ The pieces:
 * SGLD (:mod:`samplers.sgld`): :class:`SGLD` with :class:`AcceptAll`, step-size schedules;
   extended SGLD for variable selection and missing data (:mod:`samplers.esgld`);
 * the chain loop: :func:`sample`, :func:`sample_chains`, returning :class:`Chain` /
-  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x; :func:`import_arviz` imports ArviZ
-  with the toolkit's fixes);
+  :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x, with ``lp`` from
+  :func:`log_posterior` when given the model; :func:`import_arviz` imports ArviZ with the
+  toolkit's fixes);
 * :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
@@ -33,6 +34,7 @@ from . import mhtests
 from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
 from ._arviz import import_arviz
 from ._chain import Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._lp import log_posterior
 from ._view import ModelView, check_model
 from design._lib.rows import IndexSampler
 from .models import (
@@ -72,7 +74,7 @@ from .models.remainder import TaylorRemainder
 
 __all__ = [
     *mhtests.__all__,
-    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains",
+    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
     "import_arviz", "ChainInterrupted",
     "ModelView", "check_model",
     "IndexSampler",

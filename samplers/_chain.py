@@ -120,12 +120,12 @@ class Chain:
         """Average fraction of the N rows a test read per step."""
         return float(np.mean(self.stats["n_used"])) / self.N
 
-    def to_arviz(self, var_name: str = "theta", names=None):
+    def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data: ``posterior[var_name]`` and the per-step stats as sample stats.
 
         See :meth:`Chains.to_arviz`.
         """
-        return Chains((self,)).to_arviz(var_name, names)
+        return Chains((self,)).to_arviz(var_name, names, model=model, progress=progress)
 
     def __repr__(self):
         n, d = self.samples.shape
@@ -202,7 +202,7 @@ class Chains:
         """Per-step stats stacked to shape (n_chains, n_samples)."""
         return {k: np.stack([c.stats[k] for c in self.chains]) for k in self.chains[0].stats}
 
-    def to_arviz(self, var_name: str = "theta", names=None):
+    def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data with one chain per element, for ESS, R-hat, MCSE and plots.
 
         Parameters
@@ -212,13 +212,20 @@ class Chains:
         names : sequence of str, optional
             Parameter names, the coordinates of dimension ``<var_name>_dim`` (default
             ``0 .. d-1``).
+        model : Model, optional
+            The model the chains sampled. If given, ``sample_stats`` gains ``lp``, the exact
+            unnormalised log posterior at every draw (:func:`samplers.log_posterior`: one
+            chunked O(N) pass per distinct draw, after sampling; the chain itself never
+            reads all rows). Without it there is no ``lp``.
+        progress : bool or None
+            Progress bar for the ``lp`` passes; None (default): only on a terminal.
 
         Returns
         -------
         arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
             ``posterior[var_name]`` with dims ``(chain, draw, <var_name>_dim)``;
             ``sample_stats`` holds the per-step records (``accepted``, ``n_used``, the
-            test's info fields, ...); attrs ``test``, ``proposal``, ``N``, ``wall_time``.
+            test's info fields, ``lp`` when ``model`` is given, ...); attrs ``test``, ``proposal``, ``N``, ``wall_time``.
             With ArviZ 0.23 and NumPy >= 2.4 the first call switches ArviZ's numba
             acceleration off (its ``mcse(method="sd")`` fails there; see
             ``samplers/_arviz.py``).
@@ -226,8 +233,16 @@ class Chains:
         from ._arviz import to_inference_data
 
         first = self.chains[0]
+        stats = self.stats
+        if model is not None:
+            from ._lp import log_posterior
+
+            if getattr(model, "N", None) != first.N:
+                raise ValueError(f"model must be the model the chains sampled: it has "
+                                 f"N = {getattr(model, 'N', None)!r} rows, the chains {first.N}")
+            stats["lp"] = log_posterior(model, self.samples, progress=progress)
         return to_inference_data(
-            self.samples, self.stats, var_name=var_name, names=names,
+            self.samples, stats, var_name=var_name, names=names,
             attrs={
                 "test": repr(first.test),
                 "proposal": repr(first.proposal),

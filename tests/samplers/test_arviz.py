@@ -79,3 +79,65 @@ def test_exact_chain_converts_with_its_infos():
     chain = sample(MODEL, ExactTest(), RandomWalk(0.004), [0.5], 50, rng=2)
     stats = chain.to_arviz()["sample_stats"]
     assert {"l_mean", "l_std", "n_used"} <= set(stats.data_vars)
+
+
+def _closed_form_lp(theta):
+    """log N(theta; prior) + sum_i log N(x_i; theta, sigma), written out with SciPy."""
+    from scipy import stats
+
+    x, sigma = MODEL.x, MODEL.sigma
+    loglik = np.array([stats.norm.logpdf(x, t, sigma).sum() for t in np.ravel(theta)])
+    return np.array([MODEL.logprior(np.array([t])) for t in np.ravel(theta)]) + loglik
+
+
+def test_lp_is_the_exact_log_posterior_at_every_draw(chains):
+    data = chains.to_arviz(model=MODEL, progress=False)
+    lp = data["sample_stats"]["lp"]
+    assert lp.dims == ("chain", "draw")
+    np.testing.assert_allclose(lp.values[:, :50].ravel(),
+                               _closed_form_lp(chains.samples[:, :50]), rtol=1e-11)
+    assert "lp" not in chains.to_arviz()["sample_stats"]
+    # a rejection repeats the draw, and its lp
+    rejected = ~chains.stats["accepted"][0]
+    rejected[0] = False
+    values = lp.values[0]
+    np.testing.assert_array_equal(values[rejected], values[np.flatnonzero(rejected) - 1])
+
+
+def test_lp_of_a_user_model_and_of_control_variates_equals_the_built_in_one():
+    from samplers import ControlVariates, log_posterior
+
+    class UserGaussian:
+        N = MODEL.N
+
+        def loglik(self, theta, idx):
+            return MODEL.loglik(np.asarray(theta), np.asarray(idx))
+
+        def logprior(self, theta):
+            return MODEL.logprior(np.asarray(theta))
+
+    draws = np.array([[[0.49], [0.5], [0.5]], [[0.51], [0.52], [0.52]]])
+    want = log_posterior(MODEL, draws, progress=False)
+    assert want.shape == (2, 3)
+    np.testing.assert_allclose(want.ravel(), _closed_form_lp(draws), rtol=1e-11)
+    np.testing.assert_allclose(log_posterior(UserGaussian(), draws, progress=False), want,
+                               rtol=1e-12)
+    cv = ControlVariates(MODEL, center=[0.5])
+    np.testing.assert_allclose(log_posterior(cv, draws, progress=False), want, rtol=1e-12)
+    before = draws.copy()
+    log_posterior(MODEL, draws, progress=False)
+    np.testing.assert_array_equal(draws, before)
+
+
+def test_lp_refuses_a_different_model_and_bad_draws(chains):
+    from samplers import log_posterior
+
+    other = GaussianMean(np.zeros(10))
+    with pytest.raises(ValueError, match="model must be the model the chains sampled"):
+        chains.to_arviz(model=other)
+    with pytest.raises(ValueError, match="samples must have shape"):
+        log_posterior(MODEL, np.array([0.5, 0.6]))
+    with pytest.raises(ValueError, match="samples must be finite"):
+        log_posterior(MODEL, np.array([[np.nan]]))
+    with pytest.raises(ValueError, match="samples must have d = 1 columns"):
+        log_posterior(MODEL, np.zeros((3, 2)))
