@@ -399,9 +399,12 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
     Notes
     -----
     The compiled loop (``samplers/_blocks.py``) runs blocks of steps in one numba call and
-    serves built-in models (a :class:`~samplers.models.BaseModel` with a built-in prior)
-    with ``SGLD`` and ``AcceptAll``. Everything else (a user's model or prior, other
-    proposals and tests) takes the Python loop, ``mh_step`` once per step. Both draw the same
+    serves built-in models (a :class:`~samplers.models.BaseModel` with a built-in prior):
+    ``SGLD`` with ``AcceptAll``, and ``RandomWalk`` or minibatch ``Langevin`` with
+    ``AustereTest``, ``FPCNormalTest``, ``BarkerTest`` or ``ExactTest`` (N up to one chunk,
+    ``ModelView.FULL_CHUNK`` rows). Everything else (a user's model or prior, control
+    variates, other proposals and tests, the confidence test) takes the Python loop,
+    ``mh_step`` once per step. Both draw the same
     random numbers in the same order and compute with the same arithmetic, so equal seeds
     give bit-identical chains on either loop; progress and Ctrl-C are handled between blocks.
 
