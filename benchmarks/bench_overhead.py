@@ -15,7 +15,11 @@ Barker test (``delta=None``, a random-walk step small enough that ``s^2 < 1`` af
 ``m`` rows), the confidence sampler (``batch_size = m``, a step small enough for the bound to
 separate mu0 after about ``m`` rows), FlyMC (MAP-tuned Jaakkola-Jordan bound, implicit
 z-updates with ``q_db = 0.001``, random-walk theta-updates; about 100 bright rows) and SGLD
-(``batch_size = m``). With ``--loops python,compiled``
+(``batch_size = m``).
+
+The "row us" column is an estimate of the rows' own cost: the model's compiled batch kernel
+on as many random rows (for the exact test: the same kernel on consecutive rows, which
+overstates its vectorised full pass, so its "overhead" column is not meaningful). With ``--loops python,compiled``
 (the default once the compiled loop exists) each sampler runs on both paths of ``sample`` /
 ``firefly`` (``compiled=False`` is the Python reference loop) and the ratio is printed: both
 columns come from the same run.
@@ -57,6 +61,7 @@ from samplers import (  # noqa: E402
     JaakkolaJordanBound,
     LogisticRegression,
     RandomWalk,
+    check_model,
     firefly,
     map_estimate,
     sample,
@@ -91,18 +96,19 @@ def timed(run, steps, repeats):
 
 def row_seconds(model, rows, kind, rng):
     """Seconds per row of the model's compiled batch kernel: ``kind`` "ratio" (l_i of random
-    rows), "grad" (row gradients of random rows) or "full" (l_i of consecutive rows); on at
-    least 20,000 rows per call (at most N), so that the public method's checks are amortised."""
+    rows), "grad" (row gradients of random rows) or "full" (l_i of consecutive rows), through
+    the model view's unchecked batch functions, on at least 20,000 rows per call."""
     theta = np.zeros(model.dim)
     theta_new = np.full(model.dim, 1e-3)
     k = max(int(round(rows)), 20_000)
-    if kind == "full":
-        idx = np.arange(min(k, model.N), dtype=np.intp)
+    if kind == "full":   # consecutive rows, all N of them repeated up to k
+        idx = np.tile(np.arange(model.N, dtype=np.intp), -(-k // model.N))
     else:
         idx = np.sort(rng.choice(model.N, size=min(k, model.N), replace=False)).astype(np.intp)
         rng.shuffle(idx)
-    call = ((lambda: model.grad_loglik(theta, idx)) if kind == "grad"
-            else (lambda: model.loglik_ratio(theta, theta_new, idx)))
+    view, _ = check_model(model, theta)   # the unchecked batch functions the samplers call
+    call = ((lambda: view.grad(theta, idx)) if kind == "grad"
+            else (lambda: view.ratio(theta, theta_new, idx)))
     call()
     reps = max(1, 200_000 // idx.shape[0])
     t0 = time.perf_counter()
