@@ -21,9 +21,11 @@ schedule is evaluated in Python for the block ahead, so any :class:`StepSchedule
 combination, and that a chain interrupted by Ctrl-C keeps its completed blocks.
 
 Which chains are compiled is decided once, at the start of the chain (:func:`sgld_block`
-returns None for anything else, and the Python loop runs): a model whose ``logprior``,
-``grad_logprior`` and gradient kernels are :class:`~samplers.models.BaseModel`'s with a
-built-in prior (not a subclass), and the exact proposal classes named.
+and :func:`mh_block` return None for anything else, and the Python loop runs): a model
+whose ``logprior``, ``grad_logprior``, gradient kernels and decision data are
+:class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass); ``SGLD`` with
+``AcceptAll``; ``RandomWalk`` or minibatch ``Langevin`` with a test of :func:`mh_decision`
+(these classes exactly). FlyMC's block is in :mod:`samplers._firefly.blocks`.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ from .models._kernels import batch_grad
 from .priors import pairwise_sum, prior_grad, prior_logpdf
 from .proposals import langevin_log_q, langevin_move, walk_move
 
-__all__ = ["Block", "compiled_model", "sgld_block"]
+__all__ = ["Block", "Decision", "compiled_model", "mh_block", "mh_decision", "sgld_block"]
 
 #: Statuses a compiled block returns: all steps done, the log prior was NaN, or +inf.
 OK, PRIOR_NAN, PRIOR_INF = 0, 1, 2
