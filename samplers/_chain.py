@@ -24,6 +24,7 @@ from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
+from ._blocks import mh_block, sgld_block
 from ._view import check_model
 from .proposals import Proposal
 
@@ -363,7 +364,53 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
     return samples[:done] if done < n_samples else samples, infos, time.perf_counter() - t0
 
 
-def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None) -> Chain:
+#: Steps of the first compiled block; later blocks are sized to take about BLOCK_SECONDS.
+FIRST_BLOCK = 16
+BLOCK_SECONDS = 0.05
+
+
+def run_blocks(block, n_samples: int, *, progress=None, finish=None, desc="sampling"):
+    """Run a compiled chain (:class:`samplers._blocks.Block`) block by block.
+
+    Returns ``(samples, done, wall_time)``. The same contract as :func:`run_chain`, between
+    blocks: the bar advances after each block; Ctrl-C ends the chain with the steps of the
+    completed blocks (a :class:`ChainInterrupted` warning; with none completed the interrupt
+    propagates); another exception propagates with ``step``, ``theta`` and
+    ``partial_chain`` (``finish(samples, done, wall_time)``) attached. Blocks start at
+    ``FIRST_BLOCK`` steps and are then sized to take about ``BLOCK_SECONDS``, so Ctrl-C is
+    honoured within a fraction of a second; the chain does not depend on the block sizes.
+    """
+    samples = np.empty((n_samples, np.shape(block.theta)[0]))
+    t0 = time.perf_counter()
+    done, size = 0, FIRST_BLOCK
+    with progress_bar(n_samples, desc=desc, progress=progress) as bar:
+        try:
+            while done < n_samples:
+                stop = min(n_samples, done + size)
+                tb = time.perf_counter()
+                block.run(done, stop, samples)
+                elapsed = time.perf_counter() - tb
+                bar.update(stop - done)
+                done = stop
+                size = max(1, min(4 * size, int(size * BLOCK_SECONDS / max(elapsed, 1e-6))))
+        except KeyboardInterrupt:
+            if not done:
+                raise
+            warnings.warn(f"interrupted after {done} of {n_samples} steps: returning the "
+                          f"{done} samples drawn so far", ChainInterrupted, stacklevel=3)
+        except Exception as exc:
+            done = block.done
+            wall = time.perf_counter() - t0
+            partial = None
+            if done and finish is not None:
+                partial = finish(samples[:done].copy(), done, wall)
+            _describe_failure(exc, done, n_samples, block.theta, partial)
+            raise
+    return (samples[:done] if done < n_samples else samples), done, time.perf_counter() - t0
+
+
+def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
+           compiled=None) -> Chain:
     """Run one Metropolis-Hastings chain with the given accept/reject test.
 
     Parameters
@@ -384,6 +431,11 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None)
         Show a progress bar (tqdm) on stderr; None (default): only if stderr is a terminal.
         It never changes the result. While numba compiles a kernel for the first time a
         one-line notice is printed under the same condition.
+    compiled : bool or None
+        Which chain loop runs. None (default): the compiled block loop when there is one for
+        this model, test and proposal, else the Python loop; False: the Python loop (the
+        reference); True: the compiled loop or a TypeError. Decided once, before the first
+        step; both loops give the same chain for the same seed (see Notes).
 
     Returns
     -------
@@ -397,6 +449,18 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None)
         An exception raised by the model (or the test) mid-chain propagates with attributes
         ``step``, ``theta`` and ``partial_chain`` (the :class:`Chain` of the completed
         steps).
+
+    Notes
+    -----
+    The compiled loop (``samplers/_blocks.py``) runs blocks of steps in one numba call and
+    serves built-in models (a :class:`~samplers.models.BaseModel` with a built-in prior):
+    ``SGLD`` with ``AcceptAll``, and ``RandomWalk`` or minibatch ``Langevin`` with
+    ``AustereTest``, ``FPCNormalTest``, ``BarkerTest`` or ``ExactTest`` (N up to one chunk,
+    ``ModelView.FULL_CHUNK`` rows). Everything else (a user's model or prior, control
+    variates, other proposals and tests, the confidence test) takes the Python loop,
+    ``mh_step`` once per step. Both draw the same
+    random numbers in the same order and compute with the same arithmetic, so equal seeds
+    give bit-identical chains on either loop; progress and Ctrl-C are handled between blocks.
 
     Examples
     --------
@@ -433,6 +497,19 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None)
 
         batches = IndexSampler(view.N, rng)
         state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
+        block = None if compiled is False else compiled_block(
+            view, test, proposal, rng, batches, state, n_samples)
+        if block is None and compiled:
+            raise TypeError(f"no compiled chain loop for {type(model).__name__} with "
+                            f"{type(test).__name__} and {type(proposal).__name__}; pass "
+                            "compiled=None (or False) to run the Python loop")
+        if block is not None:
+            def finish_block(samples, done, wall):
+                return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta)
+
+            samples, done, wall = run_blocks(block, n_samples, progress=progress,
+                                             finish=finish_block)
+            return finish_block(samples, done, wall)
 
         def finish(samples, infos, wall):
             n = len(infos)
@@ -452,6 +529,15 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None)
     chain = finish(samples, infos, wall)
     warn_if_biased(chain)
     return chain
+
+
+def compiled_block(view, test, proposal, rng, batches, state, n_samples):
+    """The compiled chain for this model, test and proposal (a :class:`~samplers._blocks.Block`),
+    or None for the Python loop."""
+    block = sgld_block(view, test, proposal, rng, batches, state, n_samples)
+    if block is None:
+        block = mh_block(view, test, proposal, rng, batches, state, n_samples)
+    return block
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,

@@ -3,6 +3,12 @@
 Each prior is a small frozen object with ``logpdf(theta)`` and ``grad(theta)``; parameters
 broadcast against the dimension of ``theta``. Models call :meth:`Prior.bind` once with their
 dimension, which checks and broadcasts the parameters.
+
+The built-in priors also give their parameters as a kernel tuple (``Prior._kernel()``:
+``(code, a, b, const)``) for the compiled chain loops, which evaluate them with
+:func:`prior_logpdf` and :func:`prior_grad`: the same arithmetic as ``logpdf`` and ``grad``
+(the Gaussian's ``z @ z`` through the same BLAS ``ddot``, the Laplace's sum in NumPy's
+pairwise order), so both give the same bits (``tests/samplers/test_blocks.py``).
 """
 
 from __future__ import annotations
@@ -12,10 +18,63 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from design._lib.checks import check_finite_array
+from design._lib.jit import jit
 
 __all__ = ["Prior", "FlatPrior", "GaussianPrior", "LaplacePrior"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
+
+#: Codes of the built-in priors in their kernel tuples.
+FLAT, GAUSSIAN, LAPLACE = 0, 1, 2
+_NONE = np.zeros(0)
+
+
+@jit
+def pairwise_sum(a):
+    """``np.sum(a)`` of a contiguous float64 vector, bit for bit: NumPy's pairwise summation
+    (blocks of at most 128 summed with eight accumulators, halves added recursively)."""
+    n = a.shape[0]
+    if n < 8:
+        res = 0.0
+        for i in range(n):
+            res += a[i]
+        return res
+    if n <= 128:
+        r = a[:8].copy()
+        top = n - n % 8
+        for i in range(8, top, 8):
+            for j in range(8):
+                r[j] += a[i + j]
+        res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]))
+        for i in range(top, n):
+            res += a[i]
+        return res
+    half = n // 2
+    half -= half % 8
+    return pairwise_sum(a[:half]) + pairwise_sum(a[half:])
+
+
+@jit
+def prior_logpdf(code, a, b, const, theta):
+    """Log density of a built-in prior from its kernel tuple (see :meth:`Prior._kernel`)."""
+    if code == GAUSSIAN:
+        z = (theta - a) / b
+        return const - 0.5 * np.dot(z, z)
+    if code == LAPLACE:
+        return -pairwise_sum(np.abs(theta - a) / b) - const
+    return 0.0
+
+
+@jit
+def prior_grad(code, a, b, const, theta, out):
+    """Gradient of a built-in prior's log density into ``out``."""
+    for j in range(theta.shape[0]):
+        if code == GAUSSIAN:
+            out[j] = -(theta[j] - a[j]) / (b[j] * b[j])
+        elif code == LAPLACE:
+            out[j] = -np.sign(theta[j] - a[j]) / b[j]
+        else:
+            out[j] = 0.0
 
 
 class Prior:
@@ -30,6 +89,11 @@ class Prior:
 
     def grad(self, theta: np.ndarray) -> np.ndarray:
         raise NotImplementedError
+
+    def _kernel(self):
+        """``(code, a, b, const)`` for :func:`prior_logpdf` and :func:`prior_grad`, or None
+        (a prior the compiled loops do not know: the chain takes the Python loop)."""
+        return None
 
 
 @dataclass(frozen=True)
@@ -47,6 +111,9 @@ class FlatPrior(Prior):
 
     def grad(self, theta):
         return np.zeros_like(theta, dtype=float)
+
+    def _kernel(self):
+        return (FLAT, _NONE, _NONE, 0.0) if type(self) is FlatPrior else None
 
 
 def _broadcast(name, value, d):
@@ -93,6 +160,11 @@ class GaussianPrior(Prior):
     def grad(self, theta):
         return -(theta - self.mean) / self.sd**2
 
+    def _kernel(self):
+        if type(self) is not GaussianPrior or self._d is None:
+            return None
+        return (GAUSSIAN, np.array(self.mean), np.array(self.sd), self._log_norm)
+
 
 @dataclass(frozen=True)
 class LaplacePrior(Prior):
@@ -121,3 +193,8 @@ class LaplacePrior(Prior):
 
     def grad(self, theta):
         return -np.sign(theta - self.loc) / self.scale
+
+    def _kernel(self):
+        if type(self) is not LaplacePrior or self._d is None:
+            return None
+        return (LAPLACE, np.array(self.loc), np.array(self.scale), float(np.sum(np.log(2 * self.scale))))

@@ -16,11 +16,13 @@ was evaluated.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from design._lib.checks import check_finite_array, check_int, check_positive
+from design._lib.jit import jit
 
 __all__ = ["Proposal", "RandomWalk", "Langevin", "Independence", "minibatch_grad"]
 
@@ -46,6 +48,47 @@ def _laplace(source) -> np.ndarray:
     except np.linalg.LinAlgError:
         raise ValueError("covariance must be positive definite") from None
     return cov
+
+
+@jit
+def walk_move(theta, diag, chol, z, out):
+    """The random walk's move into ``out``: ``theta + chol @ z`` (a covariance factor, BLAS
+    ``dgemv`` as NumPy's ``@``) or, with ``chol`` of shape (0, 0), ``theta + diag * z``. The
+    compiled loops' copy of :meth:`RandomWalk.propose` (same bits)."""
+    if chol.shape[0] > 0:
+        step = np.dot(chol, z)
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + step[j]
+    else:
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + diag[j] * z[j]
+
+
+@jit
+def langevin_move(theta, grad, h, chol, z, out):
+    """:meth:`Langevin._move` into ``out`` (``chol`` of shape (0, 0): no preconditioner):
+    ``theta + (h/2) L L^T g + sqrt(h) L z``, with the same BLAS products (same bits)."""
+    half = 0.5 * h
+    root = math.sqrt(h)
+    if chol.shape[0] > 0:
+        drift = np.dot(chol, np.dot(chol.T, grad))
+        noise = np.dot(chol, z)
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + half * drift[j] + root * noise[j]
+    else:
+        for j in range(theta.shape[0]):
+            out[j] = theta[j] + half * grad[j] + root * z[j]
+
+
+@jit
+def langevin_log_q(x_to, x_from, g_from, h, chol):
+    """:meth:`Langevin._log_q`: ``log N(x_to; x_from + (h/2) A g, h A)`` up to a constant."""
+    half = 0.5 * h
+    if chol.shape[0] > 0:
+        w = np.linalg.solve(chol, x_to - x_from) - half * np.dot(chol.T, g_from)
+    else:
+        w = x_to - x_from - half * g_from
+    return -0.5 / h * np.dot(w, w)
 
 
 def minibatch_grad(view, theta, idx) -> np.ndarray:
@@ -160,6 +203,13 @@ class RandomWalk(Proposal):
         step = self._factor @ z if self._factor.ndim == 2 else self._factor * z
         return theta + step, 0.0, None, 0
 
+    def _kernel(self, d):
+        """``(diag, chol)`` for :func:`walk_move` in dimension d (compiled loops)."""
+        f = self._factor
+        if f.ndim == 2:
+            return np.zeros(0), np.array(f, dtype=float, order="C")
+        return np.array(np.broadcast_to(f, (d,)), dtype=float), np.zeros((0, 0))
+
 
 @dataclass(frozen=True)
 class Langevin(Proposal):
@@ -246,6 +296,11 @@ class Langevin(Proposal):
 
     def init(self, view, theta):
         return view.full_grad(theta) if self.batch_size is None else None
+
+    def _kernel(self):
+        """``(h, chol)`` for :func:`langevin_move` and :func:`langevin_log_q`."""
+        chol = np.zeros((0, 0)) if self._factor is None else np.array(self._factor, order="C")
+        return float(self.step_size), chol
 
     def _log_q(self, x_to, x_from, g_from):
         h = self.step_size

@@ -13,11 +13,12 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._chain import Chain, run_chain
+from .._chain import Chain, run_blocks, run_chain
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from .._view import check_model
 from ..proposals import Langevin, Proposal
+from .blocks import firefly_block
 from .brightness import BrightSet
 from .target import PseudoPosterior, total_at
 from .thetaupdates import PseudoView, Slice, metropolis_update, slice_update
@@ -119,7 +120,7 @@ def _theta_update(theta_update, target):
 
 
 def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update=None,
-            progress=None) -> Chain:
+            progress=None, compiled=None) -> Chain:
     """Run a Firefly Monte Carlo chain: exact MCMC on the bright rows only.
 
     Parameters
@@ -146,6 +147,12 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
         Show a progress bar on stderr; None (default): only if stderr is a terminal. It
         never changes the result. Ctrl-C and exceptions mid-chain behave as in
         :func:`~samplers.sample` (the chain so far is returned or attached).
+    compiled : bool or None
+        None (default): the compiled block loop (``samplers/_firefly/blocks.py``) when
+        there is one, i.e. a built-in bound of the sampled built-in model with a built-in
+        prior, ``ImplicitZ`` or ``ExplicitZ`` and a ``RandomWalk`` theta-update; else the
+        Python loop. False: the Python loop; True: the compiled loop or a TypeError.
+        Decided once, before the first iteration; both give the same chain for a seed.
 
     Returns
     -------
@@ -207,6 +214,20 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
     if not math.isfinite(base):
         raise ValueError(f"the log pseudo-prior at theta0 must be finite, got {base}")
     state = FireflyState(theta, base, None, BrightSet(view.N), np.full(view.N, -np.inf))
+    block = None if compiled is False else firefly_block(
+        view, target, z_update, theta_update, rng, rows, state, n_samples)
+    if block is None and compiled:
+        raise TypeError(f"no compiled Firefly loop for {type(bound).__name__} with "
+                        f"{type(z_update).__name__} and {type(theta_update).__name__}; pass "
+                        "compiled=None (or False) to run the Python loop")
+    if block is not None:
+        def finish_block(samples, done, wall):
+            return Chain(samples, block.stats(done), view.N, wall, z_update, theta_update, theta)
+
+        samples, done, wall = run_blocks(block, n_samples, progress=progress,
+                                         finish=finish_block)
+        return finish_block(samples, done, wall)
+
     def finish(samples, infos, wall):
         stats = {name: np.array([getattr(info, name) for info in infos])
                  for name in FireflyInfo._fields}

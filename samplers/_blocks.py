@@ -1,0 +1,567 @@
+"""Compiled chain loops: a block of steps in one numba call, for built-in models.
+
+:func:`samplers._chain.run_chain` calls Python once per step (the proposal, the prior, the
+test and the bookkeeping each a few Python calls): about 100 us per step, far more than the
+~100 rows a subsampling step reads. For a built-in model with a built-in prior and proposal
+the whole step (rows, gradient, move, prior, decision, the recorded infos) is compiled, and
+:func:`samplers._chain.run_blocks` runs blocks of steps in one call each, updating the
+progress bar and catching Ctrl-C between blocks.
+
+Bit-identical to the Python loop
+--------------------------------
+The compiled step is the Python step written again with the same arithmetic and the same
+draws in the same order: the Generator is handed to the compiled block (numba's
+``Generator.random`` and ``standard_normal`` are bit-compatible with NumPy's), rows come from
+:func:`design._lib.rows.draw_rows` on the sampler's own order (as ``IndexSampler.take``),
+gradients from the model's batch kernel summed row by row (as ``grads.sum(axis=0)``), priors
+and moves from the shared kernels :func:`samplers.priors.prior_logpdf`,
+:func:`samplers.priors.prior_grad` and :func:`samplers.proposals.walk_move`. A step-size
+schedule is evaluated in Python for the block ahead, so any :class:`StepSchedule` works.
+``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
+combination, and that a chain interrupted by Ctrl-C keeps its completed blocks.
+
+Which chains are compiled is decided once, at the start of the chain (:func:`sgld_block`
+and :func:`mh_block` return None for anything else, and the Python loop runs): a model
+whose ``logprior``, ``grad_logprior``, gradient kernels and decision data are
+:class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass); ``SGLD`` with
+``AcceptAll``; ``RandomWalk`` or minibatch ``Langevin`` with a test of :func:`mh_decision`
+(these classes exactly). FlyMC's block is in :mod:`samplers._firefly.blocks`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+from typing import NamedTuple
+
+import numpy as np
+
+from design._lib.jit import jit
+from design._lib.rows import draw_rows, restart_order
+from .models._base import BaseModel
+from .models._kernels import batch_grad
+from .priors import pairwise_sum, prior_grad, prior_logpdf
+from .proposals import langevin_log_q, langevin_move, walk_move
+
+__all__ = ["Block", "Decision", "compiled_model", "mh_block", "mh_decision", "sgld_block"]
+
+#: Statuses a compiled block returns: all steps done, the log prior was NaN, or +inf.
+OK, PRIOR_NAN, PRIOR_INF = 0, 1, 2
+
+
+class Block:
+    """A compiled chain for :func:`samplers._chain.run_blocks`.
+
+    ``run(start, stop, samples)`` makes steps ``start .. stop - 1``, writing the state after
+    step i to ``samples[i]`` and its infos to the block's own arrays; ``done`` counts the
+    completed steps and ``theta`` is the current point (also after a failure, which raises
+    from ``run`` with ``done`` the steps completed before it). ``stats(n)`` gives the infos of
+    the first n steps as ``Chain.stats``.
+    """
+
+    done = 0
+    theta: np.ndarray
+
+    def run(self, start, stop, samples):
+        raise NotImplementedError
+
+    def stats(self, n) -> dict:
+        raise NotImplementedError
+
+
+def compiled_model(view):
+    """``(data, prior)`` of a built-in model whose prior and gradients the compiled loops
+    can evaluate exactly as its methods do, else None."""
+    model = view.model
+    if not isinstance(model, BaseModel):
+        return None
+    cls = type(model)
+    if (cls.logprior is not BaseModel.logprior or cls.grad_logprior is not BaseModel.grad_logprior
+            or cls._grad_loglik is not BaseModel._grad_loglik):
+        return None
+    prior = model.prior._kernel()
+    if prior is None:
+        return None
+    try:
+        data = model._kernel_data()
+    except (TypeError, NotImplementedError):
+        return None
+    return data, prior
+
+
+def prior_failure(status, theta_new, lp_new=math.inf, log_q_ratio=0.0):
+    """The ValueError ``mh_step`` raises for a log prior of NaN, or a log prior of +inf or
+    a non-finite log proposal ratio, at theta_new."""
+    if status == PRIOR_NAN:
+        return ValueError(f"the log prior is NaN at theta_new={theta_new}")
+    return ValueError(f"the log prior ({lp_new}) or log proposal ratio ({log_q_ratio}) is not "
+                      f"finite at theta_new={theta_new}")
+
+
+@jit
+def row_sums(g, acc):
+    """``g.sum(axis=0)`` bit for bit: rows added in order for d > 1, and NumPy's pairwise
+    sum when d = 1 (then the reduced axis is contiguous and NumPy sums it pairwise)."""
+    d = g.shape[1]
+    if d == 1:
+        acc[0] = pairwise_sum(g[:, 0])
+        return
+    for j in range(d):
+        acc[j] = g[0, j]
+    for t in range(1, g.shape[0]):
+        for j in range(d):
+            acc[j] += g[t, j]
+
+
+# --- SGLD -----------------------------------------------------------------------------------
+
+
+@cache
+def sgld_kernel(row_grad, row_prefetch):
+    """The compiled block of SGLD steps with :class:`~samplers.AcceptAll` (memoised per
+    model kind): ``samplers.sgld.SGLD.propose`` and ``mh_step`` written as one loop."""
+    grads = batch_grad(row_grad, row_prefetch)
+
+    @jit
+    def block(data, rng, order, theta, theta_new, lp, hs, temperature, batch, prior,
+              samples, accepted, log_const, n_grad, start, stop):
+        d = theta.shape[0]
+        code, pa, pb, pconst = prior
+        u = np.empty(batch)
+        rows = np.empty(batch, dtype=np.intp)
+        g = np.empty((batch, d))
+        acc = np.empty(d)
+        gp = np.empty(d)
+        w = order.n_total / batch
+        for i in range(start, stop):
+            h = hs[i - start]
+            restart_order(order)
+            draw_rows(rng, order, u, rows)
+            grads(data, rows, theta, g)
+            row_sums(g, acc)
+            prior_grad(code, pa, pb, pconst, theta, gp)
+            half = 0.5 * h
+            sd = math.sqrt(h * temperature)
+            for j in range(d):
+                drift = half * (gp[j] + w * acc[j])
+                theta_new[j] = theta[j] + drift + sd * rng.standard_normal()
+            n_grad[i] = batch
+            lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
+            if not lp_new > -math.inf:
+                if lp_new != lp_new:
+                    return PRIOR_NAN, i, lp
+                accepted[i] = False
+                log_const[i] = -math.inf
+            elif lp_new == math.inf:
+                return PRIOR_INF, i, lp
+            else:
+                accepted[i] = True
+                log_const[i] = lp_new - lp + 0.0
+                lp = lp_new
+                theta[:] = theta_new
+            samples[i] = theta
+        return OK, stop, lp
+
+    return block
+
+
+class _SGLDBlock(Block):
+    def __init__(self, kernel, data, prior, rng, batches, state, proposal, n_samples):
+        self._kernel, self._data, self._prior = kernel, data, prior
+        self._rng, self._order = rng, batches.kernel_state()
+        self.theta = np.array(state.theta, dtype=float)
+        self._theta_new = np.empty_like(self.theta)
+        self._lp = float(state.logprior)
+        self._iteration0 = state.iteration
+        self._proposal = proposal
+        self.accepted = np.zeros(n_samples, dtype=bool)
+        self.log_const = np.zeros(n_samples)
+        self.n_grad = np.zeros(n_samples, dtype=np.int64)
+
+    def run(self, start, stop, samples):
+        schedule = self._proposal._schedule
+        hs = np.array([schedule(self._iteration0 + i) for i in range(start, stop)], dtype=float)
+        status, done, self._lp = self._kernel(
+            self._data, self._rng, self._order, self.theta, self._theta_new, self._lp, hs,
+            self._proposal.temperature, self._proposal.batch_size, self._prior, samples,
+            self.accepted, self.log_const, self.n_grad, start, stop)
+        self.done = done
+        if status != OK:
+            raise prior_failure(status, self._theta_new.copy())
+
+    def stats(self, n):
+        zeros = np.zeros(n, dtype=np.int64)
+        return {"accepted": self.accepted[:n].copy(), "log_const": self.log_const[:n].copy(),
+                "n_grad": self.n_grad[:n].copy(), "n_used": zeros, "n_stages": zeros.copy()}
+
+
+def sgld_block(view, test, proposal, rng, batches, state, n_samples):
+    """The compiled SGLD chain (:class:`Block`), or None when the chain is not plain SGLD
+    (``SGLD`` itself, not a subclass, with ``AcceptAll``) on a :func:`compiled_model`."""
+    from .sgld import SGLD, AcceptAll
+
+    if type(proposal) is not SGLD or type(test) is not AcceptAll:
+        return None
+    parts = compiled_model(view)
+    if parts is None:
+        return None
+    kernel = sgld_kernel(view.row_grad, view.row_prefetch)
+    return _SGLDBlock(kernel, *parts, rng, batches, state, proposal, n_samples)
+
+
+# --- Metropolis-Hastings with a compiled decision ---------------------------------------------
+#
+# A step is: the proposal (``propose``), the prior at theta_new, the data-free log ratio c,
+# the test's decision (``decide``) and the bookkeeping. ``propose`` and ``decide`` are
+# jitted functions with fixed signatures, so one factory builds the block for any pair:
+#
+#   propose(data, rng, order, theta, theta_new, params) -> (log_q_ratio, n_grad)
+#   decide(data, theta, theta_new, rng, order, log_const, settings, state, resume, carry,
+#          values, info) -> (status, accepted, carry, values)
+#
+# ``decide`` writes the test's info fields into the float row ``info`` and returns DECIDED,
+# MORE (its settings ran out: its state is in the float array ``state``; the block returns
+# to Python, which extends the settings and re-enters with ``resume`` at the same step), or
+# an error status (a NaN or +inf batch mean: Python raises the test's own error). ``carry``
+# is the engine rule's carry (the test's ``carry0`` at each new decision, what the rule left
+# when it asked for MORE on resume) and ``values`` the engine's buffer of l_i, kept across
+# decisions and blocks.
+
+DECIDED, MORE, NAN_MEAN, INF_MEAN = 0, -1, 4, 5
+
+
+@jit
+def walk_propose(data, rng, order, theta, theta_new, params):
+    """:meth:`RandomWalk.propose`: d standard normals, then :func:`walk_move`."""
+    diag, chol = params
+    z = np.empty(theta.shape[0])
+    for j in range(theta.shape[0]):
+        z[j] = rng.standard_normal()
+    walk_move(theta, diag, chol, z, theta_new)
+    return 0.0, 0
+
+
+@cache
+def langevin_propose(row_grad, row_prefetch):
+    """:meth:`Langevin.propose` with a minibatch (``batch_size`` rows, the same rows for the
+    forward and the reverse gradient) for one model kind (memoised)."""
+    grads = batch_grad(row_grad, row_prefetch)
+
+    @jit
+    def propose(data, rng, order, theta, theta_new, params):
+        h, chol, batch, prior, N = params
+        code, pa, pb, pconst = prior
+        d = theta.shape[0]
+        restart_order(order)
+        rows = np.empty(batch, dtype=np.intp)
+        draw_rows(rng, order, np.empty(batch), rows)
+        g = np.empty((batch, d))
+        w = N / batch
+        grad = np.empty(d)
+        grad_new = np.empty(d)
+        gp = np.empty(d)
+        acc = np.empty(d)
+        grads(data, rows, theta, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta, gp)
+        for j in range(d):
+            grad[j] = gp[j] + w * acc[j]
+        z = np.empty(d)
+        for j in range(d):
+            z[j] = rng.standard_normal()
+        langevin_move(theta, grad, h, chol, z, theta_new)
+        grads(data, rows, theta_new, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta_new, gp)
+        for j in range(d):
+            grad_new[j] = gp[j] + w * acc[j]
+        lq = (langevin_log_q(theta, theta_new, grad_new, h, chol)
+              - langevin_log_q(theta_new, theta, grad, h, chol))
+        return lq, 2 * batch
+
+    return propose
+
+
+@cache
+def mh_kernel(propose, decide):
+    """The compiled block of MH steps for one proposal and one decision (memoised)."""
+
+    @jit
+    def block(data, rng, order, theta, theta_new, lp, pparams, prior, settings, state,
+              pending, resume, carry0, carry, values, samples, accepted, log_const, n_grad,
+              info, null_info, start, stop):
+        code, pa, pb, pconst = prior
+        for i in range(start, stop):
+            again = resume and i == start
+            if again:
+                lp_new, c = pending[0], pending[1]
+            else:
+                lq, ng = propose(data, rng, order, theta, theta_new, pparams)
+                n_grad[i] = ng
+                lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
+                if not lp_new > -math.inf:
+                    if lp_new != lp_new:
+                        return PRIOR_NAN, i, lp, carry, values
+                    accepted[i] = False
+                    log_const[i] = -math.inf
+                    info[i, :] = null_info
+                    samples[i] = theta
+                    continue
+                if lp_new == math.inf or not math.isfinite(lq):
+                    pending[0], pending[3] = lp_new, lq
+                    return PRIOR_INF, i, lp, carry, values
+                c = lp_new - lp + lq
+                log_const[i] = c
+                carry = carry0
+            status, acc, carry, values = decide(data, theta, theta_new, rng, order, c,
+                                                settings, state, again, carry, values, info[i])
+            if status != DECIDED:
+                pending[0], pending[1] = lp_new, c
+                return status, i, lp, carry, values
+            accepted[i] = acc
+            if acc:
+                theta[:] = theta_new
+                lp = lp_new
+            samples[i] = theta
+        return OK, stop, lp, carry, values
+
+    return block
+
+
+class _MHBlock(Block):
+    """A compiled MH chain: ``decision`` is what :func:`mh_decision` gives for the test."""
+
+    def __init__(self, kernel, data, prior, pparams, decision, rng, batches, state, test,
+                 n_samples):
+        self._kernel, self._data, self._prior, self._pparams = kernel, data, prior, pparams
+        self._decision = decision
+        self._settings = decision.settings
+        self._rng, self._order = rng, batches.kernel_state()
+        self._test = test
+        self.theta = np.array(state.theta, dtype=float)
+        self._theta_new = np.empty_like(self.theta)
+        self._lp = float(state.logprior)
+        self._state = np.zeros(16)
+        self._pending = np.zeros(4)
+        self._values = np.empty(0)
+        null = test.null_info()
+        self._null = np.array([float(v) for v in null], dtype=float)
+        self._fields = type(null)._fields
+        self._int_fields = tuple(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
+                                 for v in null)
+        self.accepted = np.zeros(n_samples, dtype=bool)
+        self.log_const = np.zeros(n_samples)
+        self.n_grad = np.zeros(n_samples, dtype=np.int64)
+        self.info = np.zeros((n_samples, len(self._fields)))
+
+    def run(self, start, stop, samples):
+        resume = False
+        carry0 = self._decision.carry0
+        carry = carry0
+        while True:
+            status, done, self._lp, carry, self._values = self._kernel(
+                self._data, self._rng, self._order, self.theta, self._theta_new, self._lp,
+                self._pparams, self._prior, self._settings, self._state, self._pending, resume,
+                carry0, carry, self._values, samples, self.accepted, self.log_const,
+                self.n_grad, self.info, self._null, start, stop)
+            self.done = done
+            if status == OK:
+                return
+            if status == MORE:
+                self._settings = self._decision.more(self._settings, self._state)
+                start, resume = done, True
+                continue
+            theta_new = self._theta_new.copy()
+            if status in (PRIOR_NAN, PRIOR_INF):
+                raise prior_failure(status, theta_new, self._pending[0], self._pending[3])
+            self._decision.nonfinite(self._state[0], theta_new)   # raises the test's error
+            raise AssertionError("unreachable: a non-finite mean that decides")
+
+    def stats(self, n):
+        out = {"accepted": self.accepted[:n].copy(), "log_const": self.log_const[:n].copy(),
+               "n_grad": self.n_grad[:n].copy()}
+        for k, (name, is_int) in enumerate(zip(self._fields, self._int_fields)):
+            column = self.info[:n, k]
+            out[name] = column.astype(np.int64) if is_int else column.copy()
+        return out
+
+
+class Decision(NamedTuple):
+    """A test's compiled decision for :func:`mh_kernel`."""
+
+    decide: object
+    settings: tuple
+    #: The test's carry before its first stage (``()`` for a test without one).
+    carry0: tuple
+    #: ``more(settings, state) -> settings`` after MORE.
+    more: object
+    #: ``nonfinite(mean, theta_new)``: raises the test's error for a NaN or +inf mean.
+    nonfinite: object
+
+
+def proposal_params(view, proposal):
+    """``(propose, params)`` for a compiled proposal, or None."""
+    from .proposals import Langevin, RandomWalk
+
+    if type(proposal) is RandomWalk:
+        return walk_propose, proposal._kernel(view.dim)
+    if type(proposal) is Langevin and proposal.batch_size is not None:
+        h, chol = proposal._kernel()
+        return (langevin_propose(view.row_grad, view.row_prefetch),
+                (h, chol, proposal.batch_size, view.model.prior._kernel(), view.N))
+    return None
+
+
+def mh_block(view, test, proposal, rng, batches, state, n_samples):
+    """The compiled MH chain (:class:`Block`) or None (see the module docstring)."""
+    parts = compiled_model(view)
+    if parts is None or type(view.model)._decision_data is not BaseModel._decision_data:
+        return None
+    prop = proposal_params(view, proposal)
+    decision = mh_decision(view, test)
+    if prop is None or decision is None:
+        return None
+    kernel = mh_kernel(prop[0], decision.decide)
+    return _MHBlock(kernel, parts[0], parts[1], prop[1], decision, rng, batches, state, test,
+                    n_samples)
+
+
+# --- the tests' compiled decisions -----------------------------------------------------------
+#
+# The sequential tests run on the engine's compiled driver (samplers.mhtests.engine), the very
+# function their ``decide`` calls for a compiled model; what ``SequentialTest.decide`` does
+# around it in Python (draw u, restart the order, decide a non-finite batch, build the info)
+# is written here once, with two small jitted pieces per test: ``make_settings(base, c)`` (the
+# decision's settings from the chain's and the data-free log ratio c) and ``write_info(status,
+# n_used, stage, carry, info)`` (its ``_info``).
+
+
+@jit
+def same_settings(base, c):
+    """The settings of a test whose settings do not depend on the decision."""
+    return base
+
+
+@jit
+def counts_info(status, n_used, stage, carry, info):
+    """``(n_used, n_stages)``: the info of the Austere and FPC-normal tests."""
+    info[0], info[1] = n_used, stage
+
+
+@jit
+def barker_settings(base, c):
+    """:meth:`BarkerTest._settings`: ``(m, c, sigma, ...)``."""
+    return (base[0], c) + base[1:]
+
+
+@jit
+def barker_info(status, n_used, stage, carry, info):
+    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
+    info[0], info[1] = n_used, stage
+    if status == 1 or status == 2:   # STOP, EXACT
+        info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+    else:
+        info[2] = info[3] = info[4] = math.nan
+
+
+@cache
+def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, make_settings,
+                  write_info):
+    """``SequentialTest.decide``'s compiled path as a ``decide`` (memoised)."""
+    from .mhtests.engine import GROW, MORE as ENGINE_MORE, NONFINITE, compiled_driver
+
+    drive = compiled_driver(row_ratio, row_prefetch, rule, epilogue)
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        N = order.n_total
+        settings = make_settings(base, c)
+        if resume:
+            mu0, n, k, stage = state[1], int(state[2]), int(state[3]), int(state[4])
+            mean, m2, m3 = state[5], state[6], state[7]
+        else:
+            mu0 = (-rng.standard_exponential() - c) / N if draws_threshold else math.nan
+            restart_order(order)
+            n, k, stage, mean, m2, m3 = 0, 0, 0, 0.0, 0.0, 0.0
+        status, acc, n, stage, mean, m2, m3, carry, values, k = drive(
+            data, theta, theta_new, rng, order, mu0, settings, carry, values, n, k, stage,
+            mean, m2, m3)
+        if status == ENGINE_MORE:
+            state[1], state[2], state[3], state[4] = mu0, n, k, stage
+            state[5], state[6], state[7] = mean, m2, m3
+            return MORE, False, carry, values
+        write_info(status, n, stage, carry, info)
+        if status == NONFINITE:
+            state[0] = mean
+            if mean != mean:
+                return NAN_MEAN, False, carry, values
+            if mean == math.inf:
+                return INF_MEAN, False, carry, values
+            return DECIDED, False, carry, values
+        return DECIDED, acc, carry, values
+
+    return decide
+
+
+@cache
+def exact_decide(ratio_chunks):
+    """:meth:`ExactTest.decide` as a ``decide`` for a model of one chunk of rows (N <=
+    ``FULL_CHUNK``: the pass the Python loop runs, in the calling thread)."""
+    from ._view import FULL_CHUNK, _merge_chunks
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        N = order.n_total
+        log_u = -rng.standard_exponential()
+        means = np.empty(1)
+        m2s = np.empty(1)
+        ratio_chunks(data, theta, theta_new, N, FULL_CHUNK, means, m2s, 0, 1)
+        ok, n, mean, m2 = _merge_chunks(N, FULL_CHUNK, means, m2s)
+        info[0], info[1], info[2] = N, 1, mean
+        if not ok:
+            info[3] = math.nan
+            state[0] = mean
+            if mean != mean:
+                return NAN_MEAN, False, carry, values
+            if mean == math.inf:
+                return INF_MEAN, False, carry, values
+            return DECIDED, False, carry, values
+        info[3] = math.sqrt(m2 / n) if n > 0 else 0.0
+        return DECIDED, log_u < mean * N + c, carry, values
+
+    return decide
+
+
+def mh_decision(view, test):
+    """The compiled decision of ``test`` on this model (:class:`Decision`), or None: the
+    exact test (one chunk of rows), the Austere, FPC-normal and Barker tests (these classes
+    exactly). The confidence test is not compiled: its range is a Python method of the
+    model, called per decision."""
+    from .mhtests import AustereTest, BarkerTest, ExactTest, FPCNormalTest
+    from .mhtests.base import nonfinite_decision
+
+    N = view.N
+    cls = type(test)
+    if cls is ExactTest:
+        from ._view import FULL_CHUNK
+
+        if N > FULL_CHUNK:   # the Python loop runs the pass on every core
+            return None
+        return Decision(exact_decide(view._ratio_chunks), (), (), None, nonfinite_decision)
+    if cls in (AustereTest, FPCNormalTest):
+        make, write = same_settings, counts_info
+        base = test._settings(view, None, None, 0.0)
+    elif cls is BarkerTest:
+        make, write = barker_settings, barker_info
+        base = test._draw_args
+    else:
+        return None
+    decide = engine_decide(view.row_ratio, view.row_prefetch, test.rule, test.epilogue,
+                           bool(test.draws_threshold), make, write)
+
+    def more(settings, state):
+        return test._more_settings(N, int(state[4]), settings)
+
+    return Decision(decide, base, test.carry0, more, nonfinite_decision)

@@ -1,0 +1,272 @@
+"""The compiled chain loops (samplers/_blocks.py) against the Python loop they replace.
+
+Equal seeds must give bit-identical chains on both loops (samples and every recorded info),
+whatever the block sizes; the compiled pieces (priors, random-walk move, NumPy's pairwise
+sum) must give the bits of the Python code they copy; a Ctrl-C keeps the completed blocks.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+
+import numpy as np
+import pytest
+
+from samplers import (
+    SGLD,
+    AcceptAll,
+    AustereTest,
+    BarkerTest,
+    ExactTest,
+    FPCNormalTest,
+    ChainInterrupted,
+    FlatPrior,
+    GaussianMean,
+    GaussianPrior,
+    LaplacePrior,
+    LinearRegression,
+    LogisticRegression,
+    PolynomialDecay,
+    RandomWalk,
+    sample,
+)
+from samplers import _chain
+from samplers.datasets import logistic_regression
+from samplers.priors import pairwise_sum, prior_grad, prior_logpdf
+from samplers.proposals import walk_move
+
+
+def assert_same_chain(a, b):
+    assert a.samples.shape == b.samples.shape
+    assert np.array_equal(a.samples, b.samples)
+    assert sorted(a.stats) == sorted(b.stats)
+    for name in a.stats:
+        assert a.stats[name].dtype == b.stats[name].dtype, name
+        assert np.array_equal(a.stats[name], b.stats[name], equal_nan=True), name
+
+
+# --- compiled pieces against the Python code they copy --------------------------------------
+
+
+def test_pairwise_sum_is_numpys_sum_bit_for_bit():
+    rng = np.random.default_rng(0)
+    for n in list(range(0, 300)) + [511, 1000, 4097]:
+        a = rng.normal(size=n) * 10.0 ** rng.integers(-8, 8, size=n)
+        assert pairwise_sum(a) == np.sum(a), n
+
+
+@pytest.mark.parametrize("make", [
+    lambda d, rng: FlatPrior(),
+    lambda d, rng: GaussianPrior(rng.normal(size=d), rng.uniform(0.1, 3.0, size=d)),
+    lambda d, rng: GaussianPrior(0.5, 2.0),
+    lambda d, rng: LaplacePrior(rng.normal(size=d), rng.uniform(0.1, 3.0, size=d)),
+])
+def test_prior_kernels_match_logpdf_and_grad(make):
+    rng = np.random.default_rng(1)
+    for d in (1, 2, 7, 8, 9, 17, 64, 200):
+        prior = make(d, rng).bind(d)
+        code, a, b, const = prior._kernel()
+        for _ in range(20):
+            theta = rng.normal(size=d) * 3.0
+            assert prior_logpdf(code, a, b, const, theta) == prior.logpdf(theta)
+            out = np.empty(d)
+            prior_grad(code, a, b, const, theta, out)
+            assert np.array_equal(out, prior.grad(theta))
+
+
+def test_prior_subclass_has_no_kernel():
+    class Shifted(GaussianPrior):
+        def logpdf(self, theta):
+            return super().logpdf(theta) + 1.0
+
+    bound = GaussianPrior(0.0, 1.0).bind(2)
+    assert Shifted(bound.mean, bound.sd, bound._d, bound._log_norm)._kernel() is None
+    assert GaussianPrior()._kernel() is None   # not bound to a dimension
+
+
+@pytest.mark.parametrize("scale", [0.3, [0.1, 0.2, 0.5], [[1.0, 0.3, 0.0], [0.3, 2.0, 0.1],
+                                                          [0.0, 0.1, 0.5]]])
+def test_walk_move_matches_random_walk(scale):
+    walk = RandomWalk(scale)
+    diag, chol = walk._kernel(3)
+    for seed in range(20):
+        theta = np.random.default_rng(100 + seed).normal(size=3)
+        expected = walk.propose(np.random.default_rng(seed), None, None, theta, None)[0]
+        out = np.empty(3)
+        walk_move(theta, diag, chol, np.random.default_rng(seed).standard_normal(3), out)
+        assert np.array_equal(out, expected)
+
+
+# --- SGLD -------------------------------------------------------------------------------------
+
+
+def _logistic(N=5000, d=3, prior=None):
+    X, y, theta = logistic_regression(N, d, rng=3)
+    return LogisticRegression(X, y, prior=GaussianPrior(0.0, 5.0) if prior is None else prior), theta
+
+
+@pytest.mark.parametrize("case", ["constant", "decay", "temperature", "laplace", "flat",
+                                  "mean", "linear"])
+def test_sgld_compiled_equals_python(case):
+    model, theta0 = _logistic()
+    proposal = SGLD(1e-4, 100)
+    if case == "decay":
+        proposal = SGLD(PolynomialDecay(a=1e-3, b=10.0, gamma=0.55), 50)
+    elif case == "temperature":
+        proposal = SGLD(1e-4, 64, temperature=3.0)
+    elif case == "laplace":
+        model, theta0 = _logistic(prior=LaplacePrior(0.1, [1.0, 2.0, 0.5, 3.0]))
+    elif case == "flat":
+        model, theta0 = _logistic(prior=FlatPrior())
+    elif case == "mean":
+        model = GaussianMean(np.random.default_rng(4).normal(1.0, 2.0, 3000),
+                             prior=GaussianPrior(0.0, 3.0))
+        theta0, proposal = np.array([0.5]), SGLD(1e-3, 30)
+    elif case == "linear":
+        rng = np.random.default_rng(5)
+        X = rng.normal(size=(4000, 4))
+        model = LinearRegression(X, X @ [1.0, -1.0, 0.5, 0.0] + rng.normal(size=4000),
+                                 prior=GaussianPrior(0.0, 10.0))
+        theta0, proposal = np.zeros(4), SGLD(2e-5, 40)
+    python = sample(model, AcceptAll(), proposal, theta0, 400, rng=11, compiled=False)
+    compiled = sample(model, AcceptAll(), proposal, theta0, 400, rng=11, compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_grad"][0] == proposal.batch_size
+
+
+def test_block_sizes_do_not_change_the_chain(monkeypatch):
+    model, theta0 = _logistic()
+    default = sample(model, AcceptAll(), SGLD(1e-4, 100), theta0, 300, rng=12, compiled=True)
+    monkeypatch.setattr(_chain, "FIRST_BLOCK", 1)
+    monkeypatch.setattr(_chain, "BLOCK_SECONDS", 0.0)   # every block one step
+    single = sample(model, AcceptAll(), SGLD(1e-4, 100), theta0, 300, rng=12, compiled=True)
+    assert_same_chain(default, single)
+
+
+def test_compiled_true_refuses_a_chain_without_a_compiled_loop():
+    class UserModel:
+        N = 100
+
+        def loglik(self, theta, idx):
+            return -0.5 * (theta[0] - np.asarray(idx) / 100.0) ** 2
+
+        def grad_loglik(self, theta, idx):
+            return (np.asarray(idx) / 100.0 - theta[0]).reshape(-1, 1)
+
+        def logprior(self, theta):
+            return 0.0
+
+        def grad_logprior(self, theta):
+            return np.zeros(1)
+
+    with pytest.raises(TypeError, match="no compiled chain loop for UserModel"):
+        sample(UserModel(), AcceptAll(), SGLD(1e-3, 10), [0.0], 10, rng=0, compiled=True)
+    chain = sample(UserModel(), AcceptAll(), SGLD(1e-3, 10), [0.0], 10, rng=0)  # Python loop
+    assert chain.samples.shape == (10, 1)
+
+
+def test_ctrl_c_keeps_the_completed_blocks():
+    model, theta0 = _logistic(N=20_000, d=5)
+    sample(model, AcceptAll(), SGLD(1e-5, 100), theta0, 5, rng=0, compiled=True)  # compiled
+    n = 5_000_000   # minutes of work: the interrupt comes first
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.warns(ChainInterrupted, match=rf"interrupted after \d+ of {n} steps"):
+            partial = sample(model, AcceptAll(), SGLD(1e-5, 100), theta0, n, rng=13,
+                             compiled=True)
+    finally:
+        timer.cancel()
+    done = partial.samples.shape[0]
+    assert 0 < done < n
+    assert all(v.shape[0] == done for v in partial.stats.values())
+    full = sample(model, AcceptAll(), SGLD(1e-5, 100), theta0, done, rng=13, compiled=True)
+    assert_same_chain(partial, full)
+
+
+def test_row_sums_is_numpys_sum_over_rows():
+    from samplers._blocks import row_sums
+
+    rng = np.random.default_rng(6)
+    for n in (1, 2, 7, 8, 9, 100, 129, 300):
+        for d in (1, 2, 3, 11):
+            g = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-6, 6, size=(n, d))
+            acc = np.empty(d)
+            row_sums(g, acc)
+            assert np.array_equal(acc, g.sum(axis=0)), (n, d)
+
+
+@pytest.mark.parametrize("covariance", [None, [[1.0, 0.3, 0.0], [0.3, 2.0, 0.1], [0.0, 0.1, 0.5]]])
+def test_langevin_kernels_match_the_proposal(covariance):
+    from samplers import Langevin
+    from samplers.proposals import langevin_log_q, langevin_move
+
+    mala = Langevin(0.05, batch_size=10, covariance=covariance)
+    h, chol = mala._kernel()
+    rng = np.random.default_rng(7)
+    for seed in range(30):
+        theta, grad, other = rng.normal(size=(3, 3)) * 2.0
+        expected = mala._move(np.random.default_rng(seed), theta, grad)
+        if covariance is None:   # propose() writes the unpreconditioned move inline
+            z = np.random.default_rng(seed).standard_normal(3)
+            assert np.array_equal(expected, theta + 0.5 * h * grad + np.sqrt(h) * z)
+        out = np.empty(3)
+        langevin_move(theta, grad, h, chol, np.random.default_rng(seed).standard_normal(3), out)
+        assert np.array_equal(out, expected)
+        assert langevin_log_q(other, theta, grad, h, chol) == mala._log_q(other, theta, grad)
+
+
+# --- Metropolis-Hastings ------------------------------------------------------------------------
+
+
+MH_CASES = {
+    "fpc-normal": lambda: (FPCNormalTest(m=100, epsilon=0.05), RandomWalk(0.01)),
+    "barker": lambda: (BarkerTest(m=100), RandomWalk(0.01)),
+    "barker-nodelta": lambda: (BarkerTest(m=50, delta=None), RandomWalk(0.01)),
+    "barker-skew": lambda: (BarkerTest(m=80, delta=None, skew=True), RandomWalk(0.01)),
+    "exact": lambda: (ExactTest(), RandomWalk(0.03)),
+    "austere-t": lambda: (AustereTest(m=100, epsilon=0.05), RandomWalk(0.01)),
+    "austere-normal": lambda: (AustereTest(m=50, epsilon=0.2, threshold="normal"),
+                               RandomWalk([0.01, 0.02, 0.01, 0.005])),
+    # more stages than the first table of critical values: the block returns for more
+    "austere-more-thresholds": lambda: (AustereTest(m=2, epsilon=0.001),
+                                        RandomWalk(np.diag([1e-4, 4e-4, 1e-4, 1e-4]))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(MH_CASES))
+def test_mh_compiled_equals_python(name):
+    test, walk = MH_CASES[name]()
+    model, theta0 = _logistic(N=10_000, d=3)
+    steps = 300 if name == "austere-more-thresholds" else 1000
+    python = sample(model, test, walk, theta0, steps, rng=14, compiled=False)
+    compiled = sample(model, test, walk, theta0, steps, rng=14, compiled=True)
+    assert_same_chain(python, compiled)
+    assert 0.1 < compiled.acceptance_rate < 0.9
+    if name == "austere-more-thresholds":
+        assert compiled.stats["n_stages"].max() > 4096
+
+
+@pytest.mark.parametrize("covariance", [None, "laplace"])
+def test_mh_minibatch_langevin_compiled_equals_python(covariance):
+    from samplers import Langevin
+
+    model, theta0 = _logistic(N=10_000, d=3)
+    cov = None if covariance is None else np.diag([2e-3, 1e-3, 3e-3, 1e-3])
+    mala = Langevin(5e-5 if cov is None else 0.05, batch_size=200, covariance=cov)
+    test = AustereTest(m=100, epsilon=0.05)
+    python = sample(model, test, mala, theta0, 500, rng=15, compiled=False)
+    compiled = sample(model, test, mala, theta0, 500, rng=15, compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_grad"][0] == 400
+    assert 0.05 < compiled.acceptance_rate < 0.95
+
+
+def test_exact_test_on_more_than_one_chunk_takes_the_python_loop():
+    from samplers._view import FULL_CHUNK
+
+    model = GaussianMean(np.random.default_rng(8).normal(size=FULL_CHUNK + 1))
+    with pytest.raises(TypeError, match="no compiled chain loop"):
+        sample(model, ExactTest(), RandomWalk(0.01), [0.0], 3, rng=0, compiled=True)
