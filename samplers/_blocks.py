@@ -433,7 +433,7 @@ def mh_block(view, test, proposal, rng, batches, state, n_samples):
 # around it in Python (draw u, restart the order, decide a non-finite batch, build the info)
 # is written here once, with two small jitted pieces per test: ``make_settings(base, c)`` (the
 # decision's settings from the chain's and the data-free log ratio c) and ``write_info(status,
-# n_used, stage, carry, info)`` (its ``_info``).
+# n_used, stage, mean, m2, values, settings, carry, info)`` (its ``_info``).
 
 
 @jit
@@ -443,9 +443,23 @@ def same_settings(base, c):
 
 
 @jit
-def counts_info(status, n_used, stage, carry, info):
-    """``(n_used, n_stages)``: the info of the Austere and FPC-normal tests."""
+def counts_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """``(n_used, n_stages)``: the info of the FPC-normal test."""
     info[0], info[1] = n_used, stage
+
+
+@jit
+def austere_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """:meth:`AustereTest._info`: ``(n_used, n_stages, mean, sd, first_mean)``, the last
+    three NaN after a non-finite batch; ``first_mean`` summed as ``np.mean`` sums."""
+    info[0], info[1] = n_used, stage
+    if status == -2:   # NONFINITE (samplers.mhtests.engine)
+        info[2] = info[3] = info[4] = math.nan
+        return
+    first = min(settings[0], n_used)
+    info[2] = mean
+    info[3] = math.sqrt(max(m2, 0.0) / n_used)
+    info[4] = pairwise_sum(values[:first]) / first
 
 
 @jit
@@ -455,7 +469,7 @@ def barker_settings(base, c):
 
 
 @jit
-def barker_info(status, n_used, stage, carry, info):
+def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
     """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
     info[0], info[1] = n_used, stage
     if status == 1 or status == 2:   # STOP, EXACT
@@ -491,7 +505,7 @@ def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, make
             state[1], state[2], state[3], state[4] = mu0, n, k, stage
             state[5], state[6], state[7] = mean, m2, m3
             return MORE, False, carry, values
-        write_info(status, n, stage, carry, info)
+        write_info(status, n, stage, mean, m2, values, settings, carry, info)
         if status == NONFINITE:
             state[0] = mean
             if mean != mean:
@@ -551,9 +565,10 @@ def mh_decision(view, test):
             return None
         return Decision(exact_decide(view._ratio_chunks), (), (), None, nonfinite_decision)
     if cls in (AustereTest, FPCNormalTest):
-        make, write = same_settings, counts_info
+        make = same_settings
+        write = austere_info if cls is AustereTest else counts_info
         base = test._settings(view, None, None, 0.0)
-    elif cls is BarkerTest:
+    elif cls is BarkerTest and test.stopping == "sequential":   # presized: the Python loop
         make, write = barker_settings, barker_info
         base = test._draw_args
     else:

@@ -509,7 +509,9 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 
             samples, done, wall = run_blocks(block, n_samples, progress=progress,
                                              finish=finish_block)
-            return finish_block(samples, done, wall)
+            chain = finish_block(samples, done, wall)
+            warn_if_biased(chain)
+            return chain
 
         def finish(samples, infos, wall):
             n = len(infos)
