@@ -179,14 +179,49 @@ def _extend(l, order, rng, n, mean, m2, take, u, rows, buf):
 
 
 @cache
+def interval_path(radius, grow):
+    """One path of an interval test, compiled: ``path(l, order, rng, settings, u, rows, buf,
+    lo_win, hi_win) -> (a, b)``.
+
+    The path reads rows as the engine does (stages of ``grow`` rows, moments merged batch by
+    batch) and narrows its undecided interval [a, b] by the test's own ``radius`` until the
+    interval is empty, all N rows are read, or it leaves the window [lo_win, hi_win]
+    (infinite: never); nothing of the test's rule is re-derived here. ``u``, ``rows`` and
+    ``buf`` are scratch of length N.
+    """
+
+    @jit
+    def path(l, order, rng, settings, u, rows, buf, lo_win, hi_win):
+        N = l.shape[0]
+        n, mean, m2, stage = 0, 0.0, 0.0, 0
+        restart_order(order)
+        r = radius(0, N, 0, mean, m2, settings)
+        if r < 0.0:
+            raise ValueError("the test's settings do not cover a whole pass over N rows")
+        a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+        while n < N and a < b and a < hi_win and b > lo_win:
+            take = min(grow(n, N, stage, settings), N - n)
+            n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
+            stage += 1
+            if n < N:
+                r = radius(n, N, stage, mean, m2, settings)
+                if r < 0.0:
+                    raise ValueError("the test's settings do not cover a whole pass "
+                                     "over N rows")
+                a, b = _narrow(a, b, mean - r, mean + r)
+        return a, b
+
+    return path
+
+
+@cache
 def path_thresholds(radius, grow):
     """Compiled path thresholds of an interval test (its ``path_spec``'s radius and stage
-    sizes): ``run(l, order, settings, rng, tau)`` stores one threshold per entry of ``tau``.
-
-    Each path reads rows (as the engine does: stages of ``grow`` rows, moments merged batch
-    by batch) until its undecided interval is empty or all N rows are read; the radius is
-    the test's own, so nothing of its rule is re-derived here.
+    sizes): ``run(l, order, settings, rng, tau)`` stores one threshold per entry of ``tau``:
+    the mean of the l_i clipped to the undecided interval where its path
+    (:func:`interval_path`) stopped.
     """
+    path = interval_path(radius, grow)
 
     @jit
     def run(l, order, settings, rng, tau):
@@ -194,22 +229,7 @@ def path_thresholds(radius, grow):
         mu = np.mean(l)
         u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
         for p in range(tau.shape[0]):
-            n, mean, m2, stage = 0, 0.0, 0.0, 0
-            restart_order(order)
-            r = radius(0, N, 0, mean, m2, settings)
-            if r < 0.0:
-                raise ValueError("the test's settings do not cover a whole pass over N rows")
-            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
-            while n < N and a < b:
-                take = min(grow(n, N, stage, settings), N - n)
-                n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
-                stage += 1
-                if n < N:
-                    r = radius(n, N, stage, mean, m2, settings)
-                    if r < 0.0:
-                        raise ValueError("the test's settings do not cover a whole pass "
-                                         "over N rows")
-                    a, b = _narrow(a, b, mean - r, mean + r)
+            a, b = path(l, order, rng, settings, u, rows, buf, -math.inf, math.inf)
             tau[p] = min(max(mu, a), b)
 
     return run

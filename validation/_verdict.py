@@ -27,9 +27,9 @@ import numpy as np
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from design._lib.jit import jit
 from design._lib.progress import progress_bar
-from design._lib.rows import new_order, restart_order
+from design._lib.rows import new_order
 
-from ._kernels import _extend, _narrow
+from ._kernels import interval_path
 from ._ratios import CHUNK, Population
 
 __all__ = ["AcceptanceCheck", "acceptance_check"]
@@ -55,6 +55,8 @@ def windowed_path_acceptance(radius, grow):
     tau = min(max(mean, a), b), which outside the window is 1 or below e^-40.
     """
 
+    path = interval_path(radius, grow)
+
     @jit
     def run(l, order, settings, log_const, rng, out):
         N = l.shape[0]
@@ -63,22 +65,7 @@ def windowed_path_acceptance(radius, grow):
         lo_win = (-log_const - _WINDOW) / N
         u, rows, buf = np.empty(N), np.empty(N, dtype=np.intp), np.empty(N)
         for p in range(out.shape[0]):
-            n, mean, m2, stage = 0, 0.0, 0.0, 0
-            restart_order(order)
-            r = radius(0, N, 0, mean, m2, settings)
-            if r < 0.0:
-                raise ValueError("the test's settings do not cover a whole pass over N rows")
-            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
-            while n < N and a < b and a < hi_win and b > lo_win:
-                take = min(grow(n, N, stage, settings), N - n)
-                n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
-                stage += 1
-                if n < N:
-                    r = radius(n, N, stage, mean, m2, settings)
-                    if r < 0.0:
-                        raise ValueError("the test's settings do not cover a whole pass "
-                                         "over N rows")
-                    a, b = _narrow(a, b, mean - r, mean + r)
+            a, b = path(l, order, rng, settings, u, rows, buf, lo_win, hi_win)
             tau = min(max(mu, a), b)       # outside the window only its side matters
             out[p] = math.exp(min(N * tau + log_const, 0.0))
 
