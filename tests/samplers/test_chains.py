@@ -15,7 +15,8 @@ MODEL = GaussianMean(np.random.default_rng(3).normal(0.5, 0.1, 20_000))
 def test_chain_records_and_summary():
     chain = sample(MODEL, AustereTest(m=200, epsilon=0.05), RandomWalk(0.01), [0.5], 300, rng=0)
     assert chain.samples.shape == (300, 1)
-    assert set(chain.stats) == {"accepted", "log_const", "n_grad", "n_used", "n_stages"}
+    assert set(chain.stats) == {"accepted", "log_const", "n_grad", "n_used", "n_stages",
+                                "mean", "sd", "first_mean"}
     assert chain.stats["accepted"].dtype == bool
     assert np.all(chain.stats["n_used"] % 200 == 0) or chain.stats["n_used"].max() == MODEL.N
     # a rejected step repeats the previous state; an accepted one moves
