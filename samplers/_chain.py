@@ -370,10 +370,10 @@ FIRST_BLOCK = 16
 BLOCK_SECONDS = 0.05
 
 
-def run_blocks(block, n_samples: int, *, progress=None, finish=None, desc="sampling"):
+def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling"):
     """Run a compiled chain (:class:`samplers._blocks.Block`) block by block.
 
-    Returns ``(samples, done, wall_time)``. The same contract as :func:`run_chain`, between
+    Returns ``finish(samples, done, wall_time)`` of the steps run. The same contract as :func:`run_chain`, between
     blocks: the bar advances after each block; Ctrl-C ends the chain with the steps of the
     completed blocks (a :class:`ChainInterrupted` warning; with none completed the interrupt
     propagates); another exception propagates with ``step``, ``theta`` and
@@ -403,11 +403,12 @@ def run_blocks(block, n_samples: int, *, progress=None, finish=None, desc="sampl
             done = block.done
             wall = time.perf_counter() - t0
             partial = None
-            if done and finish is not None:
+            if done:
                 partial = finish(samples[:done].copy(), done, wall)
             _describe_failure(exc, done, n_samples, block.theta, partial)
             raise
-    return (samples[:done] if done < n_samples else samples), done, time.perf_counter() - t0
+    return finish(samples[:done] if done < n_samples else samples, done,
+                  time.perf_counter() - t0)
 
 
 def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
@@ -505,12 +506,9 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
                             f"{type(test).__name__} and {type(proposal).__name__}; pass "
                             "compiled=None (or False) to run the Python loop")
         if block is not None:
-            def finish_block(samples, done, wall):
-                return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta)
-
-            samples, done, wall = run_blocks(block, n_samples, progress=progress,
-                                             finish=finish_block)
-            chain = finish_block(samples, done, wall)
+            chain = run_blocks(block, n_samples, lambda samples, done, wall: Chain(
+                samples, block.stats(done), view.N, wall, test, proposal, theta),
+                progress=progress)
             warn_if_biased(chain)
             return chain
 

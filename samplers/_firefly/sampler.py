@@ -221,12 +221,9 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
                         f"{type(z_update).__name__} and {type(theta_update).__name__}; pass "
                         "compiled=None (or False) to run the Python loop")
     if block is not None:
-        def finish_block(samples, done, wall):
-            return Chain(samples, block.stats(done), view.N, wall, z_update, theta_update, theta)
-
-        samples, done, wall = run_blocks(block, n_samples, progress=progress,
-                                         finish=finish_block)
-        return finish_block(samples, done, wall)
+        return run_blocks(block, n_samples, lambda samples, done, wall: Chain(
+            samples, block.stats(done), view.N, wall, z_update, theta_update, theta),
+            progress=progress)
 
     def finish(samples, infos, wall):
         stats = {name: np.array([getattr(info, name) for info in infos])
