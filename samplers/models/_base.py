@@ -360,8 +360,21 @@ class BaseModel:
         (:class:`~samplers.ControlVariates` adds the proxy's total ``P / N``)."""
         return self._kernel_data()
 
-    def _loglik_ratio_bound(self, theta, theta_new) -> float:
+    #: Optional jitted ``_ratio_range(consts, theta, theta_new) -> (center, half_width)``,
+    #: the range of the l_i from the constants :meth:`_range_data` (data summaries): what
+    #: ``_loglik_ratio_bound`` returns by default, and what the compiled chain loop calls
+    #: inside its steps (``samplers._blocks``), so both give the same bits.
+    _ratio_range = None
+
+    def _range_data(self) -> tuple:
+        """The constants ``_ratio_range`` reads (computed on first use, then cached by the
+        data summaries they come from)."""
         raise NotImplementedError
+
+    def _loglik_ratio_bound(self, theta, theta_new) -> float:
+        if self._ratio_range is None:
+            raise NotImplementedError
+        return self._ratio_range(self._range_data(), theta, theta_new)[1]
 
     def _loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
         """``(center, half_width)`` with every ``l_i`` in ``[center - half_width, center +

@@ -42,6 +42,29 @@ def dots(X, i, theta, theta_new):
     return a, a_new
 
 
+@jit
+def vector_norm(x):
+    """Euclidean norm ``sqrt(sum x_j^2)``, summed in order (the models' ranges of the l_i
+    are written with it, so the compiled chain loop and the Python methods agree bit for
+    bit)."""
+    s = 0.0
+    for j in range(x.shape[0]):
+        s += x[j] * x[j]
+    return np.sqrt(s)
+
+
+@jit
+def step_range(consts, theta, theta_new):
+    """``(0, L |theta_new - theta| R / K)``: the range of the l_i of a model whose l_i is
+    L-Lipschitz in ``x_i . theta`` (logistic: L = 1; Student-t), R the largest row norm,
+    ``consts = (L, R, 1/K)``."""
+    lipschitz, r, inv_temp = consts
+    diff = np.empty(theta.shape[0])
+    for j in range(theta.shape[0]):
+        diff[j] = theta_new[j] - theta[j]
+    return 0.0, lipschitz * vector_norm(diff) * r * inv_temp
+
+
 @row_jit
 def prefetch_data0(data, i):
     """Row prefetch for models whose rows live in ``data[0]`` alone (x)."""

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from design._lib.checks import check_positive
-from design._lib.jit import row_jit
+from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, Prior
 from ._kernels import prefetch_data0
 from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
@@ -40,6 +40,20 @@ def _mean_row_ratio(data, i, theta, theta_new):
 def _mean_row_grad(data, i, theta, out):
     x, sigma, inv_temp = data
     out[0] = (x[i] - theta[0]) / (sigma * sigma) * inv_temp
+
+
+@jit
+def _mean_range(consts, theta, theta_new):
+    """``(0, C)``: ``l(x) = (mu' - mu)(x - (mu + mu') / 2) / sigma^2`` (tempered) is largest
+    in |value| at the end of ``[xmin, xmax]`` farthest from the midpoint,
+    ``consts = (xmin, xmax, sigma, 1/K)``."""
+    xmin, xmax, sigma, inv_temp = consts
+    mid = 0.5 * (theta[0] + theta_new[0])
+    reach = abs(xmax - mid)
+    other = abs(xmin - mid)
+    if other > reach:
+        reach = other
+    return 0.0, abs(theta_new[0] - theta[0]) * reach / (sigma * sigma) * inv_temp
 
 
 class GaussianMean(BaseModel):
@@ -86,10 +100,10 @@ class GaussianMean(BaseModel):
     def _kernel_data(self):
         return (self.x, self.sigma, self._inv_temp)
 
-    def _loglik_ratio_bound(self, theta, theta_new):
-        mid = 0.5 * (theta[0] + theta_new[0])
-        reach = max(abs(self._xmax - mid), abs(self._xmin - mid))
-        return abs(theta_new[0] - theta[0]) * reach / self.sigma**2 * self._inv_temp
+    _ratio_range = staticmethod(_mean_range)
+
+    def _range_data(self):
+        return (self._xmin, self._xmax, self.sigma, self._inv_temp)
 
     def posterior(self) -> tuple[float, float]:
         """Closed-form posterior mean and standard deviation (flat or Gaussian prior).
@@ -135,6 +149,31 @@ def _normal_row_grad(data, i, theta, out):
     out[1] = (z * z - 1.0) * inv_temp
 
 
+@jit
+def _normal_range(consts, theta, theta_new):
+    """``(0, C)``: ``l(x) = a x^2 + b x + c`` is a quadratic in x, so its largest |value| on
+    ``[xmin, xmax]`` is at an end point or at the vertex (tempered),
+    ``consts = (xmin, xmax, 1/K)``."""
+    xmin, xmax, inv_temp = consts
+    mu, log_s = theta[0], theta[1]
+    mu_new, log_s_new = theta_new[0], theta_new[1]
+    p, p_new = math.exp(-2.0 * log_s), math.exp(-2.0 * log_s_new)
+    a = 0.5 * (p - p_new)
+    b = mu_new * p_new - mu * p
+    c = (log_s - log_s_new) - 0.5 * (mu_new * mu_new * p_new - mu * mu * p)
+    worst = abs(a * xmin * xmin + b * xmin + c)
+    value = abs(a * xmax * xmax + b * xmax + c)
+    if value > worst:
+        worst = value
+    if a != 0.0:
+        vertex = -b / (2.0 * a)
+        if xmin < vertex < xmax:
+            value = abs(a * vertex * vertex + b * vertex + c)
+            if value > worst:
+                worst = value
+    return 0.0, worst * inv_temp
+
+
 class Gaussian(BaseModel):
     """Gaussian data with unknown mean and log standard deviation, ``theta = (mu, log s)``.
 
@@ -165,15 +204,7 @@ class Gaussian(BaseModel):
     def _kernel_data(self):
         return (self.x, self._inv_temp)
 
-    def _loglik_ratio_bound(self, theta, theta_new):
-        # l(x) = a x^2 + b x + c is a quadratic in x: its largest |value| on [xmin, xmax] is at
-        # an end point or at the vertex.
-        (mu, log_s), (mu_new, log_s_new) = theta, theta_new
-        p, p_new = math.exp(-2 * log_s), math.exp(-2 * log_s_new)
-        a = 0.5 * (p - p_new)
-        b = mu_new * p_new - mu * p
-        c = (log_s - log_s_new) - 0.5 * (mu_new**2 * p_new - mu**2 * p)
-        points = [self._xmin, self._xmax]
-        if a != 0.0 and self._xmin < -b / (2 * a) < self._xmax:
-            points.append(-b / (2 * a))
-        return max(abs(a * v * v + b * v + c) for v in points) * self._inv_temp
+    _ratio_range = staticmethod(_normal_range)
+
+    def _range_data(self):
+        return (self._xmin, self._xmax, self._inv_temp)

@@ -7,9 +7,9 @@ import math
 import numpy as np
 
 from design._lib.checks import check_positive
-from design._lib.jit import row_jit
+from design._lib.jit import jit, row_jit
 from ..priors import Prior
-from ._kernels import dots, prefetch_data01
+from ._kernels import dots, prefetch_data01, vector_norm
 from ._base import BaseModel, check_finite_rows, regression_data
 
 __all__ = ["LinearRegression"]
@@ -52,6 +52,23 @@ def _linear_row_grad(data, i, theta, out):
         out[j] = w * X[i, j]
 
 
+@jit
+def _linear_range(consts, theta, theta_new):
+    """``(0, C)``: ``l_i = (t'_i - t_i)(2 y_i - t_i - t'_i) / (2 s^2)`` with ``t_i = theta .
+    x_i``, so ``|l_i| <= |theta' - theta| R (2 max|y| + |theta' + theta| R) / (2 s^2)``
+    (tempered), ``consts = (R, max|y|, s, 1/K)``, R the largest row norm."""
+    r, max_abs_y, noise_sd, inv_temp = consts
+    d = theta.shape[0]
+    diff = np.empty(d)
+    total = np.empty(d)
+    for j in range(d):
+        diff[j] = theta_new[j] - theta[j]
+        total[j] = theta_new[j] + theta[j]
+    step = vector_norm(diff) * r
+    reach = 2.0 * max_abs_y + vector_norm(total) * r
+    return 0.0, step * reach / (2.0 * (noise_sd * noise_sd)) * inv_temp
+
+
 class LinearRegression(BaseModel):
     """Linear regression ``y_i ~ N(theta . x_i, noise_sd^2)`` with known noise sd.
 
@@ -90,9 +107,7 @@ class LinearRegression(BaseModel):
     def _kernel_data(self):
         return (self.X, self.y, self.noise_sd, self._inv_temp)
 
-    def _loglik_ratio_bound(self, theta, theta_new):
-        # l_i = (t'_i - t_i)(2 y_i - t_i - t'_i) / (2 s^2) with t_i = theta . x_i.
-        r = self._max_row_norm
-        step = float(np.linalg.norm(theta_new - theta)) * r
-        reach = 2.0 * self._max_abs_y + float(np.linalg.norm(theta_new + theta)) * r
-        return step * reach / (2.0 * self.noise_sd**2) * self._inv_temp
+    _ratio_range = staticmethod(_linear_range)
+
+    def _range_data(self):
+        return (self._max_row_norm, self._max_abs_y, self.noise_sd, self._inv_temp)

@@ -9,7 +9,7 @@ import numpy as np
 from design._lib.jit import row_jit
 from design._lib.vecmath import log_sigmoid
 from ..priors import Prior
-from ._kernels import dots, prefetch_data01
+from ._kernels import dots, prefetch_data01, step_range
 from ._base import BaseModel, data_checks_skipped, regression_data, scan_rows
 
 __all__ = ["LogisticRegression", "log_sigmoid"]
@@ -162,5 +162,7 @@ class LogisticRegression(BaseModel):
             a *= self._inv_temp
         return a
 
-    def _loglik_ratio_bound(self, theta, theta_new):
-        return float(np.linalg.norm(theta_new - theta)) * self._max_row_norm * self._inv_temp
+    _ratio_range = staticmethod(step_range)
+
+    def _range_data(self):
+        return (1.0, self._max_row_norm, self._inv_temp)

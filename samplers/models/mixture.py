@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from design._lib.checks import check_positive
-from design._lib.jit import row_jit
+from design._lib.jit import jit, row_jit
 from ..priors import GaussianPrior, Prior
 from ._kernels import prefetch_data0
 from ._base import BaseModel, as_data_array, check_finite_rows
@@ -52,6 +52,24 @@ def _mix_row_grad(data, i, theta, out):
     r = 1.0 / (1.0 + math.exp((d2 * d2 - d1 * d1) * 0.5 / var))
     out[0] = ((1.0 - r) * d1 + r * d2) / var * inv_temp
     out[1] = r * d2 / var * inv_temp
+
+
+@jit
+def _mixture_range(consts, theta, theta_new):
+    """``(0, C)``: each component's log density ratio ``(m' - m)(2 x - m - m') / (2 s^2)`` is
+    linear in x, so its largest |value| on ``[xmin, xmax]`` is at an end; the mixture's l_i
+    lies between its components' (tempered), ``consts = (xmin, xmax, s^2, 1/K)``."""
+    xmin, xmax, sigma_x2, inv_temp = consts
+    worst = 0.0
+    for c in range(2):
+        m = theta[0] + theta[1] if c else theta[0]
+        m_new = theta_new[0] + theta_new[1] if c else theta_new[0]
+        for e in range(2):
+            v = xmax if e else xmin
+            value = abs((m_new - m) * (2.0 * v - m - m_new))
+            if value > worst:
+                worst = value
+    return 0.0, worst / (2.0 * sigma_x2) * inv_temp
 
 
 class GaussianMixture(BaseModel):
@@ -102,11 +120,7 @@ class GaussianMixture(BaseModel):
     def _kernel_data(self):
         return (self.x, self.sigma_x2, self._inv_temp)
 
-    def _loglik_ratio_bound(self, theta, theta_new):
-        means = (theta[0], theta[0] + theta[1])
-        means_new = (theta_new[0], theta_new[0] + theta_new[1])
-        worst = 0.0
-        for m, m_new in zip(means, means_new):
-            for v in (self._xmin, self._xmax):
-                worst = max(worst, abs((m_new - m) * (2.0 * v - m - m_new)))
-        return worst / (2.0 * self.sigma_x2) * self._inv_temp
+    _ratio_range = staticmethod(_mixture_range)
+
+    def _range_data(self):
+        return (self._xmin, self._xmax, self.sigma_x2, self._inv_temp)

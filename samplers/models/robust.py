@@ -11,7 +11,7 @@ from design._lib.checks import check_positive
 from design._lib.jit import row_jit
 from ..priors import Prior
 from ._base import BaseModel, check_finite_rows, regression_data
-from ._kernels import dots, prefetch_data01
+from ._kernels import dots, prefetch_data01, step_range
 from .linear import _residual
 
 __all__ = ["RobustRegression"]
@@ -115,9 +115,11 @@ class RobustRegression(BaseModel):
     def _kernel_data(self):
         return (self.X, self.y, self.df, self.scale, self._log_norm, self._inv_temp)
 
-    def _loglik_ratio_bound(self, theta, theta_new):
+    _ratio_range = staticmethod(step_range)
+
+    def _range_data(self):
         lipschitz = (self.df + 1.0) / (2.0 * self.scale * math.sqrt(self.df))
-        return lipschitz * float(np.linalg.norm(theta_new - theta)) * self._max_row_norm * self._inv_temp
+        return (lipschitz, self._max_row_norm, self._inv_temp)
 
     def __repr__(self):
         return (f"RobustRegression(N={self.N}, dim={self.dim}, df={self.df:g}, "
