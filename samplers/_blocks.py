@@ -34,12 +34,14 @@ import math
 from functools import cache
 from typing import NamedTuple
 
+import numba.typed
 import numpy as np
 
 from design._lib.jit import jit
 from design._lib.rows import draw_rows, restart_order
+from design._lib.rules import BOUNDS
 from .models._base import BaseModel
-from .models._kernels import batch_grad
+from .models._kernels import batch_grad, batch_ratio
 from .priors import pairwise_sum, prior_grad, prior_logpdf
 from .proposals import langevin_log_q, langevin_move, walk_move
 
@@ -288,9 +290,10 @@ def mh_kernel(propose, decide):
 
     @jit
     def block(data, rng, order, theta, theta_new, lp, pparams, prior, settings, state,
-              pending, resume, carry0, carry, values, samples, accepted, log_const, n_grad,
+              pending, resume, carry0, carry, buffer, samples, accepted, log_const, n_grad,
               info, null_info, start, stop):
         code, pa, pb, pconst = prior
+        values = buffer[0]
         for i in range(start, stop):
             again = resume and i == start
             if again:
@@ -301,7 +304,8 @@ def mh_kernel(propose, decide):
                 lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
                 if not lp_new > -math.inf:
                     if lp_new != lp_new:
-                        return PRIOR_NAN, i, lp, carry, values
+                        buffer[0] = values
+                        return PRIOR_NAN, i, lp, carry
                     accepted[i] = False
                     log_const[i] = -math.inf
                     info[i, :] = null_info
@@ -309,7 +313,8 @@ def mh_kernel(propose, decide):
                     continue
                 if lp_new == math.inf or not math.isfinite(lq):
                     pending[0], pending[3] = lp_new, lq
-                    return PRIOR_INF, i, lp, carry, values
+                    buffer[0] = values
+                    return PRIOR_INF, i, lp, carry
                 c = lp_new - lp + lq
                 log_const[i] = c
                 carry = carry0
@@ -317,13 +322,15 @@ def mh_kernel(propose, decide):
                                                 settings, state, again, carry, values, info[i])
             if status != DECIDED:
                 pending[0], pending[1] = lp_new, c
-                return status, i, lp, carry, values
+                buffer[0] = values
+                return status, i, lp, carry
             accepted[i] = acc
             if acc:
                 theta[:] = theta_new
                 lp = lp_new
             samples[i] = theta
-        return OK, stop, lp, carry, values
+        buffer[0] = values
+        return OK, stop, lp, carry
 
     return block
 
@@ -343,7 +350,11 @@ class _MHBlock(Block):
         self._lp = float(state.logprior)
         self._state = np.zeros(16)
         self._pending = np.zeros(4)
-        self._values = np.empty(0)
+        # The engine's buffer of l_i, in a one-element typed list that the kernel updates
+        # (regrown or not) instead of returning it: boxing a returned array runs Python code
+        # inside the compiled call, where a Ctrl-C then surfaces as a SystemError and the
+        # block's results are lost.
+        self._values = numba.typed.List([np.empty(0)])
         null = test.null_info()
         self._null = np.array([float(v) for v in null], dtype=float)
         self._fields = type(null)._fields
@@ -359,7 +370,7 @@ class _MHBlock(Block):
         carry0 = self._decision.carry0
         carry = carry0
         while True:
-            status, done, self._lp, carry, self._values = self._kernel(
+            status, done, self._lp, carry = self._kernel(
                 self._data, self._rng, self._order, self.theta, self._theta_new, self._lp,
                 self._pparams, self._prior, self._settings, self._state, self._pending, resume,
                 carry0, carry, self._values, samples, self.accepted, self.log_const,
@@ -374,6 +385,8 @@ class _MHBlock(Block):
             theta_new = self._theta_new.copy()
             if status in (PRIOR_NAN, PRIOR_INF):
                 raise prior_failure(status, theta_new, self._pending[0], self._pending[3])
+            if status == BAD_RANGE:
+                self._decision.bad_range(self._state[0], theta_new)   # raises
             self._decision.nonfinite(self._state[0], theta_new)   # raises the test's error
             raise AssertionError("unreachable: a non-finite mean that decides")
 
@@ -397,6 +410,8 @@ class Decision(NamedTuple):
     more: object
     #: ``nonfinite(mean, theta_new)``: raises the test's error for a NaN or +inf mean.
     nonfinite: object
+    #: ``bad_range(C, theta_new)``: raises the test's error for an infinite range.
+    bad_range: object = None
 
 
 def proposal_params(view, proposal):
@@ -430,16 +445,29 @@ def mh_block(view, test, proposal, rng, batches, state, n_samples):
 #
 # The sequential tests run on the engine's compiled driver (samplers.mhtests.engine), the very
 # function their ``decide`` calls for a compiled model; what ``SequentialTest.decide`` does
-# around it in Python (draw u, restart the order, decide a non-finite batch, build the info)
-# is written here once, with two small jitted pieces per test: ``make_settings(base, c)`` (the
-# decision's settings from the chain's and the data-free log ratio c) and ``write_info(status,
-# n_used, stage, mean, m2, values, settings, carry, info)`` (its ``_info``).
+# around it in Python (draw u, ask for the settings, decide without data, restart the order,
+# decide a non-finite batch, build the info) is written here once, with two small jitted
+# pieces per test:
+#
+#   prepare(data, theta, theta_new, N, base, c) -> (code, settings, value)
+#
+# the decision's settings from the chain's ``base`` and the data-free log ratio c (its
+# ``_settings``), with ``code`` RUN (run the engine), KNOWN (``_decide_without_data``: every
+# l_i equals ``value``, accept iff value > mu0, no row read), NAN_MEAN (the settings are NaN:
+# the test's NaN error) or BAD_RANGE (the confidence test's range ``value`` is infinite); and
+# ``write_info(status, n_used, stage, mean, m2, values, settings, carry, info)`` (its
+# ``_info``; ``status == KNOWN_INFO`` after a decision without data).
+
+RUN, KNOWN, BAD_RANGE = 0, 1, 6
+#: The engine status ``write_info`` gets for a decision made without data (GROW never ends
+#: a decision, so the value is free).
+KNOWN_INFO = 0
 
 
 @jit
-def same_settings(base, c):
+def same_settings(data, theta, theta_new, N, base, c):
     """The settings of a test whose settings do not depend on the decision."""
-    return base
+    return RUN, base, 0.0
 
 
 @jit
@@ -463,14 +491,15 @@ def austere_info(status, n_used, stage, mean, m2, values, settings, carry, info)
 
 
 @jit
-def barker_settings(base, c):
+def barker_settings(data, theta, theta_new, N, base, c):
     """:meth:`BarkerTest._settings`: ``(m, c, sigma, ...)``."""
-    return (base[0], c) + base[1:]
+    return RUN, (base[0], c) + base[1:], 0.0
 
 
 @jit
 def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
-    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
+    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch
+    (both rules' carries start ``(s2, eps, eta)``)."""
     info[0], info[1] = n_used, stage
     if status == 1 or status == 2:   # STOP, EXACT
         info[2], info[3], info[4] = carry[1], carry[0], carry[2]
@@ -478,8 +507,76 @@ def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
         info[2] = info[3] = info[4] = math.nan
 
 
+@jit
+def confidence_checked(center, C, base, scanned):
+    """:meth:`ConfidenceTest._settings` and ``_decide_without_data`` from a range
+    ``(center, C)``: ``base = (consts, delta, p, gamma, bound code, b0)``."""
+    settings = (C, base[1], base[2], base[3], base[4], base[5], scanned, center)
+    if not math.isfinite(C):
+        return (NAN_MEAN if C != C else BAD_RANGE), settings, C
+    if C == 0.0:
+        return KNOWN, settings, center
+    return RUN, settings, 0.0
+
+
 @cache
-def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, make_settings,
+def confidence_model_settings(ratio_range):
+    """``prepare`` of ``ConfidenceTest(range="model")`` on a model whose range is the jitted
+    ``ratio_range(consts, theta, theta_new)`` (``consts = base[0]``)."""
+
+    @jit
+    def prepare(data, theta, theta_new, N, base, c):
+        center, C = ratio_range(base[0], theta, theta_new)
+        return confidence_checked(center, C, base, 0)
+
+    return prepare
+
+
+@cache
+def confidence_scan_settings(row_ratio, row_prefetch):
+    """``prepare`` of ``ConfidenceTest(range="full-data")``: ``C = max_i |l_i|`` over all N
+    rows in chunks of ``FULL_CHUNK`` (as ``ConfidenceTest._range``: NaN as soon as a chunk
+    holds one)."""
+    from ._view import FULL_CHUNK
+
+    ratios = batch_ratio(row_ratio, row_prefetch)
+
+    @jit
+    def prepare(data, theta, theta_new, N, base, c):
+        size = min(FULL_CHUNK, N)
+        rows = np.empty(size, dtype=np.intp)
+        out = np.empty(size)
+        C = 0.0
+        for start in range(0, N, FULL_CHUNK):
+            k = min(FULL_CHUNK, N - start)
+            for t in range(k):
+                rows[t] = start + t
+            ratios(data, rows[:k], theta, theta_new, out[:k])
+            chunk_max = 0.0
+            for t in range(k):
+                a = abs(out[t])
+                if a != a:
+                    chunk_max = a
+                    break
+                if t == 0 or a > chunk_max:
+                    chunk_max = a
+            if not chunk_max <= C:
+                C = chunk_max
+                if C != C:
+                    break
+        return confidence_checked(0.0, C, base, N)
+
+    return prepare
+
+
+@jit
+def confidence_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """:meth:`ConfidenceTest._info`: ``(n_used, n_stages, n_scanned)``."""
+    info[0], info[1], info[2] = n_used, stage, settings[6]
+
+
+@cache
+def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, prepare,
                   write_info):
     """``SequentialTest.decide``'s compiled path as a ``decide`` (memoised)."""
     from .mhtests.engine import GROW, MORE as ENGINE_MORE, NONFINITE, compiled_driver
@@ -490,12 +587,19 @@ def engine_decide(row_ratio, row_prefetch, rule, epilogue, draws_threshold, make
     def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
                info):
         N = order.n_total
-        settings = make_settings(base, c)
         if resume:
             mu0, n, k, stage = state[1], int(state[2]), int(state[3]), int(state[4])
             mean, m2, m3 = state[5], state[6], state[7]
+            settings = prepare(data, theta, theta_new, N, base, c)[1]
         else:
             mu0 = (-rng.standard_exponential() - c) / N if draws_threshold else math.nan
+            code, settings, value = prepare(data, theta, theta_new, N, base, c)
+            if code == KNOWN:
+                write_info(KNOWN_INFO, 0, 0, value, 0.0, values, settings, carry, info)
+                return DECIDED, value > mu0, carry, values
+            if code != RUN:
+                state[0] = value
+                return code, False, carry, values
             restart_order(order)
             n, k, stage, mean, m2, m3 = 0, 0, 0, 0.0, 0.0, 0.0
         status, acc, n, stage, mean, m2, m3, carry, values, k = drive(
@@ -548,16 +652,33 @@ def exact_decide(ratio_chunks):
     return decide
 
 
+def confidence_prepare(view, test):
+    """``(prepare, base)`` of a :class:`~samplers.ConfidenceTest` on this model, or None: the
+    range from the model's jitted ``_ratio_range`` (a built-in model whose range methods are
+    :class:`~samplers.models.BaseModel`'s), or from a compiled scan of all N rows."""
+    tail = (test.delta, test.p, test.gamma, BOUNDS.index(test.bound), test.batch_size)
+    if test.range == "full-data":
+        return confidence_scan_settings(view.row_ratio, view.row_prefetch), ((),) + tail
+    model = view.model
+    cls = type(model)
+    if (not isinstance(model, BaseModel) or model._ratio_range is None
+            or cls._loglik_ratio_range is not BaseModel._loglik_ratio_range
+            or cls._loglik_ratio_bound is not BaseModel._loglik_ratio_bound):
+        return None
+    return confidence_model_settings(model._ratio_range), (model._range_data(),) + tail
+
+
 def mh_decision(view, test):
     """The compiled decision of ``test`` on this model (:class:`Decision`), or None: the
-    exact test (one chunk of rows), the Austere, FPC-normal and Barker tests (these classes
-    exactly). The confidence test is not compiled: its range is a Python method of the
-    model, called per decision."""
-    from .mhtests import AustereTest, BarkerTest, ExactTest, FPCNormalTest
+    exact test (one chunk of rows), the Austere, FPC-normal, Barker (both stopping rules) and
+    confidence tests (these classes exactly; the confidence test with its range from a
+    built-in model's jitted ``_ratio_range`` or from a scan of all rows)."""
+    from .mhtests import AustereTest, BarkerTest, ConfidenceTest, ExactTest, FPCNormalTest
     from .mhtests.base import nonfinite_decision
 
     N = view.N
     cls = type(test)
+    bad_range = None
     if cls is ExactTest:
         from ._view import FULL_CHUNK
 
@@ -571,6 +692,12 @@ def mh_decision(view, test):
     elif cls is BarkerTest and test.stopping == "sequential":   # presized: the Python loop
         make, write = barker_settings, barker_info
         base = test._draw_args
+    elif cls is ConfidenceTest:
+        parts = confidence_prepare(view, test)
+        if parts is None:
+            return None
+        (make, base), write = parts, confidence_info
+        bad_range = test._check_range
     else:
         return None
     decide = engine_decide(view.row_ratio, view.row_prefetch, test.rule, test.epilogue,
@@ -579,4 +706,4 @@ def mh_decision(view, test):
     def more(settings, state):
         return test._more_settings(N, int(state[4]), settings)
 
-    return Decision(decide, base, test.carry0, more, nonfinite_decision)
+    return Decision(decide, base, test.carry0, more, nonfinite_decision, bad_range)

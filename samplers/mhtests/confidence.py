@@ -169,13 +169,18 @@ class ConfidenceTest(IntervalTest):
 
     # -- the engine's hooks ----------------------------------------------------------------
 
-    def _settings(self, view, theta, theta_new, log_const):
-        center, C, scanned = self._range(view, theta, theta_new)
+    @staticmethod
+    def _check_range(C, theta_new):
+        """Refuse a range ``C`` that is NaN (the NaN error of the l_i) or infinite."""
         if not math.isfinite(C):
             if math.isnan(C):
                 nonfinite_decision(C, theta_new)  # raises the NaN error
             raise ValueError(f"ConfidenceTest needs bounded l_i, but a log-likelihood ratio is "
                              f"infinite at theta_new={theta_new}")
+
+    def _settings(self, view, theta, theta_new, log_const):
+        center, C, scanned = self._range(view, theta, theta_new)
+        self._check_range(C, theta_new)
         return self._with_range(C, scanned, center)
 
     def _decide_without_data(self, mu0, settings):

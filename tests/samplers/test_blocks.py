@@ -19,6 +19,7 @@ from samplers import (
     AcceptAll,
     AustereTest,
     BarkerTest,
+    ConfidenceTest,
     ExactTest,
     FPCNormalTest,
     ChainInterrupted,
@@ -32,6 +33,7 @@ from samplers import (
     RandomWalk,
     sample,
 )
+from design._lib.jit import jit
 from samplers import _chain
 from samplers.datasets import logistic_regression
 from samplers.priors import pairwise_sum, prior_grad, prior_logpdf
@@ -227,6 +229,11 @@ MH_CASES = {
     "barker-nodelta": lambda: (BarkerTest(m=50, delta=None), RandomWalk(0.01)),
     "barker-skew": lambda: (BarkerTest(m=80, delta=None, skew=True), RandomWalk(0.01)),
     "exact": lambda: (ExactTest(), RandomWalk(0.03)),
+    "confidence-bs": lambda: (ConfidenceTest(delta=0.1, batch_size=50), RandomWalk(0.01)),
+    "confidence-hoeffding": lambda: (ConfidenceTest(delta=0.1, bound="hoeffding", gamma=1.5),
+                                     RandomWalk([0.01, 0.02, 0.01, 0.005])),
+    "confidence-full-data": lambda: (ConfidenceTest(delta=0.1, bound="bernstein",
+                                                    range="full-data"), RandomWalk(0.01)),
     "austere-t": lambda: (AustereTest(m=100, epsilon=0.05), RandomWalk(0.01)),
     "austere-normal": lambda: (AustereTest(m=50, epsilon=0.2, threshold="normal"),
                                RandomWalk([0.01, 0.02, 0.01, 0.005])),
@@ -270,3 +277,92 @@ def test_exact_test_on_more_than_one_chunk_takes_the_python_loop():
     model = GaussianMean(np.random.default_rng(8).normal(size=FULL_CHUNK + 1))
     with pytest.raises(TypeError, match="no compiled chain loop"):
         sample(model, ExactTest(), RandomWalk(0.01), [0.0], 3, rng=0, compiled=True)
+
+
+# --- the confidence test: the range inside the compiled step --------------------------------
+
+
+@pytest.mark.parametrize("make", [
+    lambda rng: (GaussianMean(rng.normal(1.0, 1.0, 20_000), prior=GaussianPrior(0.0, 3.0)),
+                 [1.0], 0.01),
+    lambda rng: (__import__("samplers").Gaussian(rng.normal(1.0, 2.0, 20_000)),
+                 [1.0, 0.7], 0.01),
+    lambda rng: (__import__("samplers").GaussianMixture(rng.normal(0.5, 1.5, 20_000),
+                                                        temperature=5.0), [0.0, 1.0], 0.05),
+    lambda rng: (LinearRegression(rng.normal(size=(20_000, 2)), rng.normal(size=20_000)),
+                 [0.0, 0.0], 0.005),
+    lambda rng: (__import__("samplers").RobustRegression(rng.normal(size=(20_000, 2)),
+                                                         rng.normal(size=20_000)),
+                 [0.0, 0.0], 0.01),
+])
+def test_confidence_compiled_equals_python_on_every_model_range(make):
+    model, theta0, scale = make(np.random.default_rng(16))
+    test = ConfidenceTest(delta=0.1)
+    python = sample(model, test, RandomWalk(scale), theta0, 300, rng=17, compiled=False)
+    compiled = sample(model, test, RandomWalk(scale), theta0, 300, rng=17, compiled=True)
+    assert_same_chain(python, compiled)
+    assert 0.05 < compiled.acceptance_rate < 0.95
+    assert compiled.stats["n_used"].min() < model.N   # some decisions stopped early
+
+
+def test_confidence_with_a_zero_range_decides_without_data_on_both_loops():
+    # x_i = 0: every l_i is 0, the range is (0, 0) and no row is read
+    y = (np.arange(1000) % 2).astype(float)
+    model = LogisticRegression(np.zeros((1000, 2)), y, prior=GaussianPrior(0.0, 1.0))
+    python = sample(model, ConfidenceTest(), RandomWalk(0.5), [0.0, 0.0], 300, rng=18,
+                    compiled=False)
+    compiled = sample(model, ConfidenceTest(), RandomWalk(0.5), [0.0, 0.0], 300, rng=18,
+                      compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_used"].max() == 0 and 0.2 < compiled.acceptance_rate < 0.9
+
+
+@jit
+def _broken_range(consts, theta, theta_new):
+    """The range of :class:`_BrokenRange`: NaN below -1, infinite above 1, else honest."""
+    if theta_new[0] < -1.0:
+        return 0.0, np.nan
+    if theta_new[0] > 1.0:
+        return 0.0, np.inf
+    return 0.0, abs(theta_new[0] - theta[0]) * consts[0]
+
+
+class _BrokenRange(GaussianMean):
+    """A model whose (jitted) range fails away from 0: the compiled loop calls it in its
+    step and must raise what the Python loop raises."""
+
+    _ratio_range = staticmethod(_broken_range)
+
+    def _range_data(self):
+        return (max(abs(self._xmin), abs(self._xmax)) + 2.0,)
+
+
+@pytest.mark.parametrize("theta0, message", [(-0.95, "NaN"), (0.95, "needs bounded l_i")])
+def test_confidence_range_failures_raise_the_same_error_on_both_loops(theta0, message):
+    model = _BrokenRange(np.random.default_rng(19).uniform(-0.1, 0.1, 2000), sigma=10.0)
+    errors = []
+    for compiled in (False, True):
+        with pytest.raises(ValueError, match=message) as info:
+            sample(model, ConfidenceTest(), RandomWalk(0.05), [theta0], 2000, rng=20,
+                   compiled=compiled)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+def test_ctrl_c_keeps_the_completed_blocks_of_a_compiled_mh_chain():
+    model, theta0 = _logistic(N=20_000, d=5)
+    test = ConfidenceTest(delta=0.1, batch_size=50)
+    sample(model, test, RandomWalk(0.01), theta0, 5, rng=0, compiled=True)   # compiled
+    n = 5_000_000   # hours of work: the interrupt comes first
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.warns(ChainInterrupted, match=rf"interrupted after \d+ of {n} steps"):
+            partial = sample(model, test, RandomWalk(0.01), theta0, n, rng=21, compiled=True)
+    finally:
+        timer.cancel()
+    done = partial.samples.shape[0]
+    assert 0 < done < n
+    assert all(v.shape[0] == done for v in partial.stats.values())
+    full = sample(model, test, RandomWalk(0.01), theta0, done, rng=21, compiled=False)
+    assert_same_chain(partial, full)
