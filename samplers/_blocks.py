@@ -689,7 +689,7 @@ def mh_decision(view, test):
         make = same_settings
         write = austere_info if cls is AustereTest else counts_info
         base = test._settings(view, None, None, 0.0)
-    elif cls is BarkerTest and test.stopping == "sequential":   # presized: the Python loop
+    elif cls is BarkerTest:   # either stopping rule: its rule and epilogue are the test's
         make, write = barker_settings, barker_info
         base = test._draw_args
     elif cls is ConfidenceTest:

@@ -228,6 +228,11 @@ MH_CASES = {
     "barker": lambda: (BarkerTest(m=100), RandomWalk(0.01)),
     "barker-nodelta": lambda: (BarkerTest(m=50, delta=None), RandomWalk(0.01)),
     "barker-skew": lambda: (BarkerTest(m=80, delta=None, skew=True), RandomWalk(0.01)),
+    "barker-presized": lambda: (BarkerTest(m=50, delta=None, stopping="presized"),
+                                RandomWalk(0.01)),
+    "barker-presized-skew": lambda: (BarkerTest(m=40, delta=None, stopping="presized",
+                                                skew=True, fpc=False, margin=2.0),
+                                     RandomWalk([0.01, 0.02, 0.01, 0.005])),
     "exact": lambda: (ExactTest(), RandomWalk(0.03)),
     "confidence-bs": lambda: (ConfidenceTest(delta=0.1, batch_size=50), RandomWalk(0.01)),
     "confidence-hoeffding": lambda: (ConfidenceTest(delta=0.1, bound="hoeffding", gamma=1.5),
@@ -366,3 +371,15 @@ def test_ctrl_c_keeps_the_completed_blocks_of_a_compiled_mh_chain():
     assert all(v.shape[0] == done for v in partial.stats.values())
     full = sample(model, test, RandomWalk(0.01), theta0, done, rng=21, compiled=False)
     assert_same_chain(partial, full)
+
+
+def test_presized_barker_reading_every_row_is_exact_on_both_loops():
+    # wide data, a narrow model: the pilot often prescribes every remaining row (EXACT)
+    model = GaussianMean(np.random.default_rng(22).normal(1.0, 5.0, 400), sigma=1.0)
+    test = BarkerTest(m=50, delta=None, stopping="presized")
+    python = sample(model, test, RandomWalk(0.1), [1.0], 500, rng=3, compiled=False)
+    compiled = sample(model, test, RandomWalk(0.1), [1.0], 500, rng=3, compiled=True)
+    assert_same_chain(python, compiled)
+    exact = compiled.stats["n_used"] == model.N
+    assert 0 < exact.sum() < exact.size
+    assert np.all(compiled.stats["var_delta"][exact] == 0.0)
