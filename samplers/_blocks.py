@@ -17,15 +17,24 @@ gradients from the model's batch kernel summed row by row (as ``grads.sum(axis=0
 and moves from the shared kernels :func:`samplers.priors.prior_logpdf`,
 :func:`samplers.priors.prior_grad` and :func:`samplers.proposals.walk_move`. A step-size
 schedule is evaluated in Python for the block ahead, so any :class:`StepSchedule` works.
-``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
-combination, and that a chain interrupted by Ctrl-C keeps its completed blocks.
+A test's per-decision constants that come from the model are computed inside the step by
+the same jitted function its Python method calls: the confidence test's range is the model's
+``_ratio_range(consts, theta, theta_new)`` (:class:`~samplers.models.BaseModel`), which is
+what ``_loglik_ratio_bound`` returns, with the constants ``_range_data()`` read once per
+chain. ``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
+combination, and that a chain interrupted by Ctrl-C keeps its completed blocks. (A block
+returns scalars and tuples of scalars only: boxing a returned array runs Python code inside
+the compiled call, where a Ctrl-C would surface as a SystemError; buffers the block regrows
+live in a one-element typed list.)
 
 Which chains are compiled is decided once, at the start of the chain (:func:`sgld_block`
 and :func:`mh_block` return None for anything else, and the Python loop runs): a model
 whose ``logprior``, ``grad_logprior``, gradient kernels and decision data are
 :class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass); ``SGLD`` with
 ``AcceptAll``; ``RandomWalk`` or minibatch ``Langevin`` with a test of :func:`mh_decision`
-(these classes exactly). FlyMC's block is in :mod:`samplers._firefly.blocks`.
+(these classes exactly: exact on one chunk of rows, Austere, FPC-normal, Barker with either
+stopping rule, confidence with the range from the model or a full-data scan). FlyMC's block
+is in :mod:`samplers._firefly.blocks`.
 """
 
 from __future__ import annotations
