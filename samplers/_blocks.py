@@ -369,6 +369,7 @@ class _MHBlock(Block):
         self._fields = type(null)._fields
         self._int_fields = tuple(isinstance(v, (int, np.integer)) and not isinstance(v, bool)
                                  for v in null)
+        self._bool_fields = tuple(isinstance(v, (bool, np.bool_)) for v in null)
         self.accepted = np.zeros(n_samples, dtype=bool)
         self.log_const = np.zeros(n_samples)
         self.n_grad = np.zeros(n_samples, dtype=np.int64)
@@ -391,21 +392,45 @@ class _MHBlock(Block):
                 self._settings = self._decision.more(self._settings, self._state)
                 start, resume = done, True
                 continue
+            if status == PYTHON_STEP:
+                self._python_step(done, samples)
+                self.done = start = done + 1
+                resume = False
+                if start == stop:
+                    return
+                continue
             theta_new = self._theta_new.copy()
             if status in (PRIOR_NAN, PRIOR_INF):
                 raise prior_failure(status, theta_new, self._pending[0], self._pending[3])
-            if status == BAD_RANGE:
-                self._decision.bad_range(self._state[0], theta_new)   # raises
+            if status in (BAD_RANGE, VIOLATION):
+                self._decision.refuse(self._state, self.theta.copy(), theta_new)   # raises
             self._decision.nonfinite(self._state[0], theta_new)   # raises the test's error
             raise AssertionError("unreachable: a non-finite mean that decides")
 
     def stats(self, n):
         out = {"accepted": self.accepted[:n].copy(), "log_const": self.log_const[:n].copy(),
                "n_grad": self.n_grad[:n].copy()}
-        for k, (name, is_int) in enumerate(zip(self._fields, self._int_fields)):
+        for k, name in enumerate(self._fields):
             column = self.info[:n, k]
-            out[name] = column.astype(np.int64) if is_int else column.copy()
+            if self._int_fields[k]:
+                column = column.astype(np.int64)
+            elif self._bool_fields[k]:
+                column = column != 0.0
+            out[name] = column.copy()
         return out
+
+    def _python_step(self, i, samples):
+        """Finish step i in Python (the decision asked for it: e.g. a Poisson-factor test's
+        full-data step, whose pass runs on every core): the test's own ``decide`` on the
+        pending proposal, then the bookkeeping of ``mh_kernel``."""
+        lp_new, c = self._pending[0], self._pending[1]
+        accepted, info = self._decision.python_step(self._rng, self.theta, self._theta_new, c)
+        self.accepted[i] = accepted
+        self.info[i, :] = [float(v) for v in info]
+        if accepted:
+            self.theta[:] = self._theta_new
+            self._lp = lp_new
+        samples[i] = self.theta
 
 
 class Decision(NamedTuple):
@@ -419,8 +444,11 @@ class Decision(NamedTuple):
     more: object
     #: ``nonfinite(mean, theta_new)``: raises the test's error for a NaN or +inf mean.
     nonfinite: object
-    #: ``bad_range(C, theta_new)``: raises the test's error for an infinite range.
-    bad_range: object = None
+    #: ``refuse(state, theta, theta_new)``: raises the test's error after BAD_RANGE or
+    #: VIOLATION (what it needs is in ``state``).
+    refuse: object = None
+    #: ``python_step(rng, theta, theta_new, c) -> (accepted, info)`` after PYTHON_STEP.
+    python_step: object = None
 
 
 def proposal_params(view, proposal):
@@ -468,6 +496,9 @@ def mh_block(view, test, proposal, rng, batches, state, n_samples):
 # ``_info``; ``status == KNOWN_INFO`` after a decision without data).
 
 RUN, KNOWN, BAD_RANGE = 0, 1, 6
+#: Statuses of the Poisson-factor tests' decide: a row broke its bound (the test's
+#: BoundViolation); the step is decided in Python (its full-data fallback, nothing drawn).
+VIOLATION, PYTHON_STEP = 7, 8
 #: The engine status ``write_info`` gets for a decision made without data (GROW never ends
 #: a decision, so the value is free).
 KNOWN_INFO = 0
@@ -661,6 +692,94 @@ def exact_decide(ratio_chunks):
     return decide
 
 
+@cache
+def poisson_decide(loop):
+    """:meth:`_PoissonFactorTest.decide <samplers.mhtests.poisson>` without a proxy (TunaMH on
+    a plain model: ``P = 0``) as a ``decide``, over the test's compiled Poisson factor
+    ``loop`` (memoised). ``base = (C, chi, gamma, stop_at_zero, c, c_uniform, prob, alias,
+    weighted)``; info ``(n_used, n_stages, batch, rate, n_kept, full_data)``. A pair whose
+    expected batch reaches N returns PYTHON_STEP before drawing anything: the full-data
+    step (:class:`~samplers.ExactTest`'s decision, on every core) runs in Python."""
+    from ._poisson import alias_rows, uniform_rows
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        C, chi, gamma, stop_at_zero, c_all, c_uniform, prob, alias, weighted = base
+        N = order.n_total
+        d = theta.shape[0]
+        diff = np.empty(d)
+        for j in range(d):
+            diff[j] = theta_new[j] - theta[j]
+        phi = math.sqrt(np.dot(diff, diff))   # TaylorRemainder.phi at order 0 (BLAS ddot)
+        cphi = C * phi
+        lam = chi * cphi * cphi
+        rate = lam + cphi
+        if rate >= N:
+            return PYTHON_STEP, False, carry, values
+        info[0] = info[1] = info[2] = info[4] = info[5] = 0.0
+        info[3] = rate
+        if not -rng.standard_exponential() < c + 0.0:
+            return DECIDED, False, carry, values
+        B = rng.poisson(rate)
+        if B == 0:
+            return DECIDED, True, carry, values
+        idx = np.empty(B, dtype=np.intp)
+        if weighted:
+            u = np.empty(2 * B)
+            for t in range(2 * B):
+                u[t] = rng.random()
+            alias_rows(prob, alias, u, idx)
+        else:
+            u = np.empty(B)
+            for t in range(B):
+                u[t] = rng.random()
+            uniform_rows(N, u, idx)
+        v = np.empty(B)
+        for t in range(B):
+            v[t] = rng.random()
+        status, log_ratio, n_read, n_kept, bad, delta, bound = loop(
+            data, idx, v, theta, theta_new, c_all, c_uniform, phi, lam / C, gamma,
+            stop_at_zero)
+        if status != 0:   # _VIOLATION (samplers.mhtests.poisson)
+            state[0], state[1], state[2] = idx[bad], delta, bound
+            return VIOLATION, False, carry, values
+        info[0], info[1], info[2], info[4] = n_read, 1, B, n_kept
+        if n_kept == 0:
+            return DECIDED, True, carry, values
+        if log_ratio == -math.inf:
+            return DECIDED, False, carry, values
+        return DECIDED, -rng.standard_exponential() < log_ratio, carry, values
+
+    return decide
+
+
+def poisson_decision(view, test):
+    """The compiled decision of a Poisson-factor test without a proxy (``TunaMHTest`` on a
+    built-in model), or None (a proxy, i.e. control variates, takes the Python loop)."""
+    from .mhtests.base import nonfinite_decision
+
+    prep = test.prepare(view.model)
+    if prep.rem.cv is not None:
+        return None
+    table = prep.batches.table
+    weighted = table is not None
+    prob = table.prob if weighted else np.empty(0)
+    alias = table.alias if weighted else np.empty(0, dtype=np.int64)
+    base = (float(prep.C), float(test.chi), float(test.gamma),
+            bool(test.gamma == 1.0 and test.chi == 0.0), prep.rem.c, float(prep.c_uniform),
+            prob, alias, weighted)
+
+    def refuse(state, theta, theta_new):
+        test._refuse(view, int(state[0]), float(state[1]), float(state[2]), theta, theta_new)
+
+    def python_step(rng, theta, theta_new, c):
+        return test.decide(rng, view, None, theta, theta_new, float(c))
+
+    return Decision(poisson_decide(prep.loop), base, (), None, nonfinite_decision, refuse,
+                    python_step)
+
+
 def confidence_prepare(view, test):
     """``(prepare, base)`` of a :class:`~samplers.ConfidenceTest` on this model, or None: the
     range from the model's jitted ``_ratio_range`` (a built-in model whose range methods are
@@ -682,12 +801,13 @@ def mh_decision(view, test):
     exact test (one chunk of rows), the Austere, FPC-normal, Barker (both stopping rules) and
     confidence tests (these classes exactly; the confidence test with its range from a
     built-in model's jitted ``_ratio_range`` or from a scan of all rows)."""
-    from .mhtests import AustereTest, BarkerTest, ConfidenceTest, ExactTest, FPCNormalTest
+    from .mhtests import (AustereTest, BarkerTest, ConfidenceTest, ExactTest, FPCNormalTest,
+                          TunaMHTest)
     from .mhtests.base import nonfinite_decision
 
     N = view.N
     cls = type(test)
-    bad_range = None
+    refuse = None
     if cls is ExactTest:
         from ._view import FULL_CHUNK
 
@@ -706,7 +826,11 @@ def mh_decision(view, test):
         if parts is None:
             return None
         (make, base), write = parts, confidence_info
-        bad_range = test._check_range
+
+        def refuse(state, theta, theta_new):
+            test._check_range(state[0], theta_new)
+    elif cls is TunaMHTest:
+        return poisson_decision(view, test)
     else:
         return None
     decide = engine_decide(view.row_ratio, view.row_prefetch, test.rule, test.epilogue,
@@ -715,4 +839,4 @@ def mh_decision(view, test):
     def more(settings, state):
         return test._more_settings(N, int(state[4]), settings)
 
-    return Decision(decide, base, test.carry0, more, nonfinite_decision, bad_range)
+    return Decision(decide, base, test.carry0, more, nonfinite_decision, refuse)

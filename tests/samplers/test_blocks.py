@@ -383,3 +383,54 @@ def test_presized_barker_reading_every_row_is_exact_on_both_loops():
     exact = compiled.stats["n_used"] == model.N
     assert 0 < exact.sum() < exact.size
     assert np.all(compiled.stats["var_delta"][exact] == 0.0)
+
+
+# --- exact minibatch (Poisson-factor) tests ---------------------------------------------------
+
+
+def _tuna_model(N):
+    rng = np.random.default_rng(23)
+    X = rng.normal(size=(N, 2))
+    y = (X @ [1.0, -1.0] + rng.logistic(size=N) > 0).astype(float)
+    return LogisticRegression(X, y)
+
+
+@pytest.mark.parametrize("N, test, scale", [
+    (20_000, lambda: __import__("samplers").TunaMHTest(chi=1e-3), 0.005),
+    (20_000, lambda: __import__("samplers").TunaMHTest(chi=1e-4, sampling="uniform"), 0.01),
+    # the expected batch reaches N on some pairs: those steps are the full-data test (Python)
+    (2000, lambda: __import__("samplers").TunaMHTest(chi=0.2), 0.03),
+])
+def test_tunamh_compiled_equals_python(N, test, scale):
+    model = _tuna_model(N)
+    python = sample(model, test(), RandomWalk(scale), [1.0, -1.0], 400, rng=24, compiled=False)
+    compiled = sample(model, test(), RandomWalk(scale), [1.0, -1.0], 400, rng=24,
+                      compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["full_data"].dtype == bool
+    assert 0 < compiled.acceptance_rate < 1
+    if N == 2000:
+        assert 0 < compiled.stats["full_data"].sum() < 400
+
+
+def test_tunamh_bound_violation_raises_the_same_error_on_both_loops():
+    from samplers import TunaMHTest
+    from samplers.mhtests.poisson import BoundViolation
+
+    model = _tuna_model(20_000)
+    test = TunaMHTest(chi=1e-3)
+    test.prepare(model).rem.c[:] *= 0.05   # a wrong (too small) per-row bound, on purpose
+    errors = []
+    for compiled in (False, True):
+        with pytest.raises(BoundViolation, match="exceeds its bound") as info:
+            sample(model, test, RandomWalk(0.005), [1.0, -1.0], 400, rng=25, compiled=compiled)
+        errors.append(str(info.value))
+    assert errors[0] == errors[1]
+
+
+def test_smh_with_control_variates_takes_the_python_loop():
+    from samplers import SMHTest
+
+    with pytest.raises(TypeError, match="no compiled chain loop"):
+        sample(_tuna_model(2000), SMHTest(order=1), RandomWalk(0.01), [1.0, -1.0], 3, rng=0,
+               compiled=True)
