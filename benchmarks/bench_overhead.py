@@ -13,7 +13,9 @@ rows of a small model, --exact-N), the Austere t-test with ``epsilon = 0.5`` and
 critical values (critical value 0: it decides after its first ``m`` rows), the minibatch
 Barker test (``delta=None``, a random-walk step small enough that ``s^2 < 1`` after the first
 ``m`` rows), the confidence sampler (``batch_size = m``, a step small enough for the bound to
-separate mu0 after about ``m`` rows), FlyMC (MAP-tuned Jaakkola-Jordan bound, implicit
+separate mu0 after about ``m`` rows), the exact minibatch TunaMH test (a random-walk step
+and ``chi`` chosen so that the Poisson batch's mean ``chi (C phi)^2 + C phi`` is about ``m``:
+``C phi = chi (C phi)^2 = m / 2``), FlyMC (MAP-tuned Jaakkola-Jordan bound, implicit
 z-updates with ``q_db = 0.001``, random-walk theta-updates; about 100 bright rows) and SGLD
 (``batch_size = m``).
 
@@ -61,6 +63,7 @@ from samplers import (  # noqa: E402
     JaakkolaJordanBound,
     LogisticRegression,
     RandomWalk,
+    TunaMHTest,
     check_model,
     firefly,
     map_estimate,
@@ -122,6 +125,10 @@ def samplers(model, small, theta_mode, small_mode, bound, rows, sgld_step):
     walk = RandomWalk(1e-5)      # Barker: s^2 < 1 after the first 100 rows
     tiny = RandomWalk(3e-8)      # confidence: the bound separates mu0 within ~100 rows
     fly_walk = RandomWalk(0.004)
+    # TunaMH: E[B] = chi (C phi)^2 + C phi = rows with C phi = rows / 2, phi = |step| (a
+    # random walk of scale s in d dimensions has |step| about s sqrt(d))
+    tuna = TunaMHTest(chi=2.0 / rows)
+    tuna_walk = RandomWalk(0.5 * rows / tuna.prepare(model).C / np.sqrt(model.dim))
     return {
         "exact": (lambda n, s, **kw: sample(small, ExactTest(), RandomWalk(0.05), small_mode,
                                             n, rng=s, progress=False, **kw), small),
@@ -132,6 +139,8 @@ def samplers(model, small, theta_mode, small_mode, bound, rows, sgld_step):
         "confidence": (lambda n, s, **kw: sample(
             model, ConfidenceTest(delta=0.1, batch_size=rows, bound="bernstein-serfling"),
             tiny, theta_mode, n, rng=s, progress=False, **kw), model),
+        "tunamh": (lambda n, s, **kw: sample(model, tuna, tuna_walk, theta_mode, n, rng=s,
+                                             progress=False, **kw), model),
         "flymc": (lambda n, s, **kw: firefly(model, bound, fly_walk, theta_mode, n, rng=s,
                                              z_update=ImplicitZ(q_db=0.001), progress=False,
                                              **kw), model),

@@ -33,7 +33,8 @@ whose ``logprior``, ``grad_logprior``, gradient kernels and decision data are
 :class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass); ``SGLD`` with
 ``AcceptAll``; ``RandomWalk`` or minibatch ``Langevin`` with a test of :func:`mh_decision`
 (these classes exactly: exact on one chunk of rows, Austere, FPC-normal, Barker with either
-stopping rule, confidence with the range from the model or a full-data scan). FlyMC's block
+stopping rule, confidence with the range from the model or a full-data scan, TunaMH without
+a proxy). FlyMC's block
 is in :mod:`samplers._firefly.blocks`.
 """
 
@@ -800,7 +801,8 @@ def mh_decision(view, test):
     """The compiled decision of ``test`` on this model (:class:`Decision`), or None: the
     exact test (one chunk of rows), the Austere, FPC-normal, Barker (both stopping rules) and
     confidence tests (these classes exactly; the confidence test with its range from a
-    built-in model's jitted ``_ratio_range`` or from a scan of all rows)."""
+    built-in model's jitted ``_ratio_range`` or from a scan of all rows), and TunaMH
+    (:func:`poisson_decision`)."""
     from .mhtests import (AustereTest, BarkerTest, ConfidenceTest, ExactTest, FPCNormalTest,
                           TunaMHTest)
     from .mhtests.base import nonfinite_decision

@@ -8,7 +8,9 @@ Poisson draw from the pair's bound), draws rows *with* replacement with probabil
 per row, and decides from a product over the kept rows, not from a mean and a variance.
 None of that is a stage rule over moments, so the three tests share their own compiled
 loop below and implement :class:`~samplers.mhtests.base.AcceptanceTest` directly; the
-full-data fallback is :class:`~samplers.ExactTest`'s decision.
+full-data fallback is :class:`~samplers.ExactTest`'s decision. Without a proxy (TunaMH on a
+built-in model) the compiled chain loop runs the whole decision with the same loop and the
+same draws (``samplers._blocks.poisson_decide``).
 
 All three decide with a Poisson number of rows and leave the posterior exactly invariant.
 Write the log target as ``log p0(theta) + sum_i proxy_i(theta) + sum_i r_i(theta)``, the
