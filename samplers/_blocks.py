@@ -25,7 +25,7 @@ chain. ``tests/samplers/test_blocks.py`` checks equal chains on both loops for e
 combination, and that a chain interrupted by Ctrl-C keeps its completed blocks. (A block
 returns scalars and tuples of scalars only: boxing a returned array runs Python code inside
 the compiled call, where a Ctrl-C would surface as a SystemError; buffers the block regrows
-live in a one-element typed list.)
+live in a structref, :class:`Buffer`.)
 
 Which chains are compiled is decided once, at the start of the chain (:func:`sgld_block`
 and :func:`mh_block` return None for anything else, and the Python loop runs): a model
@@ -44,8 +44,9 @@ import math
 from functools import cache
 from typing import NamedTuple
 
-import numba.typed
 import numpy as np
+from numba.core import types
+from numba.experimental import structref
 
 from design._lib.jit import jit
 from design._lib.rows import draw_rows, restart_order
@@ -294,6 +295,34 @@ def langevin_propose(row_grad, row_prefetch):
     return propose
 
 
+@structref.register
+class BufferType(types.StructRef):
+    """numba type of :class:`Buffer`."""
+
+    def preprocess_fields(self, fields):
+        return tuple((name, types.unliteral(typ)) for name, typ in fields)
+
+
+class Buffer(structref.StructRefProxy):
+    """The engine's buffer of l_i (field ``values``), kept by a compiled MH block between
+    calls and decisions. The kernel stores the buffer (regrown or not) here instead of
+    returning it: boxing a returned array runs Python code inside the compiled call, where a
+    Ctrl-C then surfaced as a SystemError and lost the block's results."""
+
+
+structref.define_boxing(BufferType, Buffer)
+structref.define_attributes(BufferType)
+_BUFFER = BufferType([("values", types.float64[::1])])
+
+
+@jit
+def new_buffer():
+    """An empty :class:`Buffer`."""
+    buffer = structref.new(_BUFFER)
+    buffer.values = np.empty(0)
+    return buffer
+
+
 @cache
 def mh_kernel(propose, decide):
     """The compiled block of MH steps for one proposal and one decision (memoised)."""
@@ -303,7 +332,7 @@ def mh_kernel(propose, decide):
               pending, resume, carry0, carry, buffer, samples, accepted, log_const, n_grad,
               info, null_info, start, stop):
         code, pa, pb, pconst = prior
-        values = buffer[0]
+        values = buffer.values
         for i in range(start, stop):
             again = resume and i == start
             if again:
@@ -314,7 +343,7 @@ def mh_kernel(propose, decide):
                 lp_new = prior_logpdf(code, pa, pb, pconst, theta_new)
                 if not lp_new > -math.inf:
                     if lp_new != lp_new:
-                        buffer[0] = values
+                        buffer.values = values
                         return PRIOR_NAN, i, lp, carry
                     accepted[i] = False
                     log_const[i] = -math.inf
@@ -323,7 +352,7 @@ def mh_kernel(propose, decide):
                     continue
                 if lp_new == math.inf or not math.isfinite(lq):
                     pending[0], pending[3] = lp_new, lq
-                    buffer[0] = values
+                    buffer.values = values
                     return PRIOR_INF, i, lp, carry
                 c = lp_new - lp + lq
                 log_const[i] = c
@@ -332,14 +361,14 @@ def mh_kernel(propose, decide):
                                                 settings, state, again, carry, values, info[i])
             if status != DECIDED:
                 pending[0], pending[1] = lp_new, c
-                buffer[0] = values
+                buffer.values = values
                 return status, i, lp, carry
             accepted[i] = acc
             if acc:
                 theta[:] = theta_new
                 lp = lp_new
             samples[i] = theta
-        buffer[0] = values
+        buffer.values = values
         return OK, stop, lp, carry
 
     return block
@@ -360,11 +389,7 @@ class _MHBlock(Block):
         self._lp = float(state.logprior)
         self._state = np.zeros(16)
         self._pending = np.zeros(4)
-        # The engine's buffer of l_i, in a one-element typed list that the kernel updates
-        # (regrown or not) instead of returning it: boxing a returned array runs Python code
-        # inside the compiled call, where a Ctrl-C then surfaces as a SystemError and the
-        # block's results are lost.
-        self._values = numba.typed.List([np.empty(0)])
+        self._values = new_buffer()
         null = test.null_info()
         self._null = np.array([float(v) for v in null], dtype=float)
         self._fields = type(null)._fields
