@@ -913,13 +913,19 @@ def poisson_decision(view, test):
 def confidence_prepare(view, test):
     """``(prepare, base)`` of a :class:`~samplers.ConfidenceTest` on this model, or None: the
     range from the model's jitted ``_ratio_range`` (a built-in model whose range methods are
-    :class:`~samplers.models.BaseModel`'s), or from a compiled scan of all N rows."""
+    :class:`~samplers.models.BaseModel`'s, or :class:`~samplers.ControlVariates` around a
+    built-in GLM: ``(P / N, B)``), or from a compiled scan of all N rows."""
     tail = (test.delta, test.p, test.gamma, BOUNDS.index(test.bound), test.batch_size)
     if test.range == "full-data":
         return confidence_scan_settings(view.row_ratio, view.row_prefetch), ((),) + tail
+    from .models.control_variates import ControlVariates
+
     model = view.model
     cls = type(model)
-    if (not isinstance(model, BaseModel) or model._ratio_range is None
+    if cls is ControlVariates:   # (P / N, B): the wrapper's own jitted range
+        if model._glm is None:
+            return None
+    elif (not isinstance(model, BaseModel) or model._ratio_range is None
             or cls._loglik_ratio_range is not BaseModel._loglik_ratio_range
             or cls._loglik_ratio_bound is not BaseModel._loglik_ratio_bound):
         return None

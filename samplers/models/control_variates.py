@@ -134,6 +134,33 @@ def proxy_grad_kernel(g, H, center, order2, theta, N, out):
 
 
 @jit
+def cv_ratio_range(consts, theta, theta_new):
+    """:meth:`ControlVariates._loglik_ratio_range`: ``(P / N, B)``, the proxy's total
+    (:func:`proxy_total_kernel`) and the residual bound ``B`` (order 2: ``M R^3 |theta' -
+    theta| (du^2 + du dv + dv^2) / 6``; order 1: ``M R^2 |theta' - theta| (du + dv) / 2``,
+    ``du``, ``dv`` the distances of theta and theta' from the centre), ``consts = (g, H,
+    center, order2, N, M, R)``. Called by the Python method and by the compiled chain
+    loop, so both get the same bits."""
+    g, H, center, order2, N, M, R = consts
+    d = theta.shape[0]
+    u = np.empty(d)
+    v = np.empty(d)
+    step = np.empty(d)
+    for j in range(d):
+        u[j] = theta[j] - center[j]
+        v[j] = theta_new[j] - center[j]
+        step[j] = theta_new[j] - theta[j]
+    du = math.sqrt(np.dot(u, u))   # np.linalg.norm: sqrt of BLAS ddot
+    dv = math.sqrt(np.dot(v, v))
+    norm = math.sqrt(np.dot(step, step))
+    if order2 != 0.0:
+        bound = M / 6.0 * (R * R * R) * norm * (du * du + du * dv + dv * dv)
+    else:
+        bound = 0.5 * M * (R * R) * norm * (du + dv)
+    return proxy_total_kernel(g, H, center, order2, theta, theta_new) / N, bound
+
+
+@jit
 def cv_decision_data(data, theta, theta_new):
     """The wrapper's ``_decision_data(theta, theta_new)`` from its block data ``(rows, g, H,
     N)`` (``rows`` the row kernels' tuple with shift 0): the rows' tuple with shift P / N."""
@@ -839,16 +866,19 @@ class ControlVariates(BaseModel):
                             f"{type(self.model).__name__}; use ConfidenceTest(range='full-data')")
         theta = np.asarray(theta, dtype=float)
         theta_new = np.asarray(theta_new, dtype=float)
-        R = self.max_row_norm
-        du = float(np.linalg.norm(theta - self._theta_c))
-        dv = float(np.linalg.norm(theta_new - self._theta_c))
-        step = float(np.linalg.norm(theta_new - theta))
-        if self.order == 2:
-            return self.taylor_constant / 6.0 * R**3 * step * (du * du + du * dv + dv * dv)
-        return 0.5 * self.taylor_constant * R**2 * step * (du + dv)
+        return self._ratio_range(self._range_data(), theta, theta_new)[1]
+
+    #: ``(P / N, B)`` from :meth:`_range_data` (jitted; the compiled chain loop calls it too).
+    _ratio_range = staticmethod(cv_ratio_range)
+
+    def _range_data(self):
+        return (self._g, self._H, self._theta_c, self._order2, float(self.N),
+                float(self.taylor_constant), self.max_row_norm)
 
     def _loglik_ratio_range(self, theta, theta_new):
-        return self.proxy_total(theta, theta_new) / self.N, self.residual_bound(theta, theta_new)
+        if self._glm is None:
+            self.residual_bound(theta, theta_new)   # raises the TypeError that says why
+        return self._ratio_range(self._range_data(), theta, theta_new)
 
     def _loglik_ratio_bound(self, theta, theta_new):
         center, half = self._loglik_ratio_range(theta, theta_new)

@@ -390,6 +390,21 @@ def test_cv_tests_compiled_equal_python(name, proposal):
     assert_same_chain(python, compiled)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("range_", ["model", "full-data"])
+@pytest.mark.parametrize("proposal", ["walk", "independence"])
+def test_cv_confidence_compiled_equals_python(order, range_, proposal):
+    # range="model": (P / N, B) from the wrapper's jitted _ratio_range inside the step
+    cv = _cv_logistic(order)
+    prop = CV_PROPOSALS[proposal](cv)
+    test = ConfidenceTest(delta=0.1, bound="bernstein" if range_ == "full-data" else
+                          "bernstein-serfling", range=range_)
+    python = sample(cv, test, prop, cv.center.theta, 300, rng=26, compiled=False)
+    compiled = sample(cv, test, prop, cv.center.theta, 300, rng=26, compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_used"].min() < cv.N and 0.1 < compiled.acceptance_rate < 0.9
+
+
 def test_cv_other_glms_compiled_equal_python():
     from samplers import Independence
 
