@@ -22,7 +22,8 @@ A test's per-decision constants that come from the model are computed inside the
 the same jitted function its Python method calls: the confidence test's range is the model's
 ``_ratio_range(consts, theta, theta_new)`` (:class:`~samplers.models.BaseModel`), which is
 what ``_loglik_ratio_bound`` returns, with the constants ``_range_data()`` read once per
-chain. ``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
+chain (for :class:`~samplers.ControlVariates`, ``(P / N, B)`` from
+:func:`~samplers.models.control_variates.cv_ratio_range`). ``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
 combination, and that a chain interrupted by Ctrl-C keeps its completed blocks. (A block
 returns scalars and tuples of scalars only: boxing a returned array runs Python code inside
 the compiled call, where a Ctrl-C would surface as a SystemError; buffers the block regrows
