@@ -203,3 +203,23 @@ def test_shape_pass_is_the_same_for_both_model_interfaces(workers):
     many = pair_shape_sums(model, thetas, news, mu, N=3000, chunk=700, workers=workers)
     ratio = pair_shape_sums(RatioOnly(), thetas, news, mu, N=3000, chunk=700, workers=workers)
     np.testing.assert_allclose(many, ratio, rtol=1e-9, atol=1e-12)
+
+
+def test_memmapped_data_give_the_same_statistics(tmp_path):
+    """A float32 memmap is read in place, chunk by chunk: the same trial chain as the same
+    values in memory, bit for bit."""
+    rng = np.random.default_rng(14)
+    X, beta = _data(20_000, 4, rng)
+    y = (rng.random(20_000) < 1 / (1 + np.exp(-X @ beta))).astype(np.float32)
+    Xm = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=np.float32,
+                                   shape=X.shape)
+    Xm[:] = X
+    Xm.flush()
+    Xm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    thetas = beta + rng.normal(0, 0.02, (6, 4))
+    news = thetas + rng.normal(0, 0.01, (6, 4))
+    kw = dict(chunk=3000, workers=2, progress=False)
+    on_disk = TrialChain.from_model(LogisticRegression(Xm, y), thetas, news, **kw)
+    in_memory = TrialChain.from_model(LogisticRegression(np.array(Xm), y), thetas, news, **kw)
+    for name in ("mu", "sigma", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs"):
+        np.testing.assert_array_equal(getattr(on_disk, name), getattr(in_memory, name))
