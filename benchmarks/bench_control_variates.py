@@ -373,10 +373,10 @@ def numpyro_row(N, Xj, yj, mode, ref, args, seed, hmcecs):
     # draws per mcmc.run call: the sampling loop is compiled once for this length (jax
     # compiles fori_collect per distinct length), so every later batch reuses it
     batch = args.nuts_batch if (not hmcecs and N > 100_000) else args.numpyro_batch
-    # jit_model_args: the data are arguments of the compiled programs, not constants closed
-    # over by them
-    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=batch, progress_bar=False,
-                jit_model_args=True)
+    # NumPyro's default jit_model_args=False (the data closed over by the compiled programs):
+    # at N = 10^5 it samples HMCECS about 1.8x faster per draw than jit_model_args=True
+    # (27 vs 48 ms, one measurement, load ~1.5), though its warm-up is slower (38 vs 10 s)
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=batch, progress_bar=False)
     key = jax.random.PRNGKey(seed)
     t0 = time.perf_counter()
     mcmc.warmup(key, Xj, yj, init_params={"theta": jax.numpy.asarray(mode)})
