@@ -121,16 +121,21 @@ def rows_firefly(r):
 
 def rows_control_variates(r):
     """``bench_control_variates.py``: the designed control-variate tests against HMCECS and
-    NUTS (``control_variates.json``, joined by ``control_variates_1e7.json`` when N = 10^7 was
-    run on its own)."""
+    NUTS (``control_variates.json``, joined by ``control_variates_1e6.json`` and
+    ``control_variates_1e7.json`` for sizes run on their own: one run per file, ratios are
+    within a file)."""
     rows = list(r["rows"])
-    extra = _load("control_variates_1e7")
-    if extra is not None:
-        have = {x["N"] for x in rows}
-        rows += [x for x in extra["rows"] if x["N"] not in have]
+    loads = [r.get("machine", {}).get("load_average_1min")]
+    for name in ("control_variates_1e6", "control_variates_1e7"):
+        extra = _load(name)
+        if extra is not None and "rows" in extra:
+            have = {x["N"] for x in rows}
+            rows += [x for x in extra["rows"] if x["N"] not in have]
+            loads.append(extra.get("machine", {}).get("load_average_1min"))
     ns = sorted({x["N"] for x in rows})
-    load = r.get("machine", {}).get("load_average_1min")
-    how = ("`bench_control_variates.py`, one run" + (f" (load {load:.1f})" if load else "")
+    loads = [f"{x:.1f}" for x in loads if x is not None]
+    how = ("`bench_control_variates.py`, one run per N" + (f" (load at the end: {', '.join(loads)})"
+                                                          if loads else "")
            + "; reference: Laplace importance sampling with the Laplace moments as control "
            "variates")
     pick = lambda n, name: next((x for x in rows if x["N"] == n and x["sampler"] == name), None)
