@@ -132,6 +132,11 @@ def rows_control_variates(r):
             have = {x["N"] for x in rows}
             rows += [x for x in extra["rows"] if x["N"] not in have]
             loads.append(extra.get("machine", {}).get("load_average_1min"))
+    for x in rows:      # the verdict of bench_control_variates.verdict, for partial files
+        if "accuracy" not in x:
+            x["accuracy"] = ("ESS<1000" if x["min_ess"] < 1000 else
+                             "ok" if max(x["max_mean_error"], x["max_sd_error"]) <= 0.05
+                             else "miss")
     ns = sorted({x["N"] for x in rows})
     loads = [f"{x:.1f}" for x in loads if x is not None]
     how = ("`bench_control_variates.py`, one run per N" + (f" (load at the end: {', '.join(loads)})"
