@@ -121,7 +121,7 @@ def main(argv=None):
         view, pairs, stats = run(model, test, proposal, theta, args.steps, 11)
         est = test.decision_errors(stats, view.N)
         signed = design.decision_errors(stats["mean"], stats["sd"], stats["n_used"],
-                                        stats["log_const"], first_mean=stats["first_mean"],
+                                        stats["log_const"],
                                         N=view.N, m=test.m,
                                         epsilon=test.epsilon, absolute=False)
         with warnings.catch_warnings(record=True) as caught:

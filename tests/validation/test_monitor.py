@@ -18,9 +18,12 @@ from samplers.datasets import logistic_regression
 from validation import bias_monitor
 
 
-def test_decision_errors_are_eq6_when_the_decision_read_nearly_every_row():
-    # With n = N - 1 the posterior of mu is a point: the estimate is Eq. 6 at the pair's
-    # mu and sigma, which design.acceptance_error computes by another quadrature.
+@pytest.mark.parametrize("read", ["all", "all but one"])
+def test_decision_errors_are_eq6_when_the_decision_read_every_row(read):
+    # With n = N the pair's mu is known (n = N - 1: the posterior of mu is nearly a point):
+    # the estimate is Eq. 6 at the pair's mu and sigma, which design.acceptance_error
+    # computes by another quadrature. A decision that read every row is not error-free: its
+    # pair errs at other u (the earlier monitor's 0 there read 0.7 of the simulated error).
     rng = np.random.default_rng(0)
     N, m, eps = 50_000, 300, 0.05
     mu = rng.normal(0.0, 2e-6, 30)
@@ -28,21 +31,23 @@ def test_decision_errors_are_eq6_when_the_decision_read_nearly_every_row():
     c0 = rng.normal(0.0, 2e-6, 30)
     ref = design.acceptance_error(design.TrialChain(mu=mu, sigma=sigma, c0=c0, N=N), m=m,
                                   epsilon=eps).delta
-    got = design.decision_errors(mu, sigma, np.full(30, N - 1), -N * c0, first_mean=mu, N=N,
-                                 m=m, epsilon=eps, absolute=False)
+    n = np.full(30, N if read == "all" else N - 1)
+    got = design.decision_errors(mu, sigma, n, -N * c0, N=N, m=m, epsilon=eps,
+                                 absolute=False)
     assert np.max(np.abs(got - ref)) < 2e-3 * max(np.max(np.abs(ref)), 1e-3)
-    absolute = design.decision_errors(mu, sigma, np.full(30, N - 1), -N * c0, first_mean=mu,
-                                      N=N, m=m, epsilon=eps)
+    absolute = design.decision_errors(mu, sigma, n, -N * c0, N=N, m=m, epsilon=eps)
     np.testing.assert_allclose(absolute, np.abs(got), atol=1e-12)
 
 
-def test_exact_decisions_have_no_error_and_bad_shapes_are_refused():
-    d = design.decision_errors([0.0, 0.0], [1e-3, 0.0], [1000, 10], [0.0, 0.0],
-                               first_mean=[0.0, 0.0], N=1000, m=10, epsilon=0.1)
-    assert d.tolist() == [0.0, 0.0]
+def test_decisions_without_data_have_no_error_and_bad_input_is_refused():
+    # sd = 0: every l_i read is equal; n_used = 0: the prior rejected before any data
+    d = design.decision_errors([0.0, 0.0, 0.0], [1e-3, 0.0, 1e-3], [100, 10, 0],
+                               [0.0, 0.0, 0.0], N=1000, m=10, epsilon=0.1)
+    assert d[0] > 0.0 and d[1:].tolist() == [0.0, 0.0]
     with pytest.raises(ValueError, match="one entry per decision"):
-        design.decision_errors([0.0], [1e-3, 1e-3], [10], [0.0], first_mean=[0.0], N=1000,
-                               m=10, epsilon=0.1)
+        design.decision_errors([0.0], [1e-3, 1e-3], [10], [0.0], N=1000, m=10, epsilon=0.1)
+    with pytest.raises(ValueError, match="n_used must be in"):
+        design.decision_errors([0.0], [1e-3], [1001], [0.0], N=1000, m=10, epsilon=0.1)
 
 
 @pytest.fixture(scope="module")
@@ -64,7 +69,10 @@ def test_warning_fires_when_epsilon_is_far_above_the_design(designed):
         warnings.simplefilter("error", BiasWarning)
         chain = sample(model, test, proposal, theta, 300, rng=5)     # no warning
     mon = bias_monitor(chain)
-    assert 0.0 < mon.mean_error <= plan.tolerance and not mon.exceeded
+    # the design's predicted mean |Delta| (0.029 here, from the trial chain's pairs) within
+    # the issue's 25%; an estimate at the tolerance does not warn (2 standard errors' margin)
+    assert mon.mean_error == pytest.approx(plan.error, rel=0.25) and not mon.exceeded
+    assert 0.0 < mon.mean_error_se < 0.1 * mon.mean_error
     np.testing.assert_allclose(mon.running_error[-1], np.mean(chain.acceptance_errors))
     assert mon.lag >= 1 and 0.0 <= mon.contraction < 1.0
     assert mon.stationary_bound >= min(1.0, mon.lag * mon.mean_error)
