@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from scipy import special
 
 from ._lib.checks import check_int, check_interval
 from ._lib.jit import jit
 from ._sequential import sequential_error
 
-__all__ = ["decision_errors"]
+__all__ = ["decision_errors", "barker_decision_errors", "confidence_decision_errors"]
 
 #: Grid points of the tabulated E(mu_std) on [0, edge].
 _GRID = 1201
@@ -231,3 +232,161 @@ def error_table(N, m, epsilon, threshold):
                                           threshold=threshold).error, dtype=np.float64)
         _TABLES[key] = (grid, err)
     return _TABLES[key]
+
+
+def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N, sigma=1.0,
+                           fpc=True, stopping="sequential", absolute=True):
+    """Estimated error ``|P_test(accept) - S(Delta)|`` of each decision a chain made with the
+    minibatch Barker test (:class:`samplers.BarkerTest`), ``S`` the logistic cdf.
+
+    Parameters
+    ----------
+    mean : array_like
+        Mean of the l_i each decision read; ``Delta`` is estimated by ``N mean + c``.
+    var_delta, skew : array_like
+        The decision's estimated variance ``s^2`` of ``Delta*`` and skew
+        ``eta = k3(Delta*) / (3 sigma^3)`` (``BarkerInfo.var_delta``, ``.skew``).
+    batch : array_like
+        Rows of the batch that decided (``BarkerInfo.batch``: all rows read for the
+        sequential rule, the rows after the pilot for the presized one).
+    n_used : array_like
+        Rows read; ``N`` means Barker's exact test (error 0), 0 no data (error 0).
+    log_const : array_like
+        The data-free log ratio ``c`` of each decision.
+    N : int
+    sigma, fpc, stopping
+        The test's settings (:class:`samplers.BarkerTest`).
+    absolute : bool
+        ``|error|`` (default) or the signed error.
+
+    Returns
+    -------
+    numpy.ndarray
+        Per decision; NaN where the inputs are not finite.
+
+    Notes
+    -----
+    The fixed-batch error of :func:`design._barker_design.barker_error_fixed` (second-order
+    expansion in ``e = Delta* - Delta`` and ``s^2``: a skew term
+    ``N^3 m3 (1 - b/N) / b^2 [(1 - 2b/N)/6 - (1 - b/N)/2] S'''(Delta)`` and a variance-noise
+    term ``s^4 S''''(Delta) / (4 (b - 1))``) with the decision's own estimates plugged in:
+    ``Delta ~ N mean + c``, the l_i's variance from ``s^2`` and their third moment from
+    ``eta``; the excess kurtosis is taken as 0 (the engine keeps no fourth moment). The
+    sequential rule adds the first-order selection shift of stopping at the first batch with
+    ``s^2 < sigma^2`` (:func:`design._barker_design._selection_shift`, the design's model,
+    times ``S'(Delta)``); the presized rule adds ``S''(Delta) (s^2 - sigma^2)_+ / 2`` for a
+    batch decided without ``X_nc``.
+
+    Examples
+    --------
+    >>> from design import barker_decision_errors
+    >>> e = barker_decision_errors([0.0, 0.0], [0.6, 0.0], [0.05, 0.0], [200, 1000],
+    ...                            [200, 1000], [0.0, 0.0], N=1000)
+    >>> bool(e[0] > 0.0), float(e[1])
+    (True, 0.0)
+    """
+    from ._barker_design import _selection_shift, barker_error_fixed
+
+    N = check_int("N", N, low=2)
+    if stopping not in ("sequential", "presized"):
+        raise ValueError(f"stopping must be 'sequential' or 'presized', got {stopping!r}")
+    arrays = [np.asarray(a, dtype=np.float64).ravel()
+              for a in (mean, var_delta, skew, batch, n_used, log_const)]
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError("mean, var_delta, skew, batch, n_used and log_const must have one "
+                         f"entry per decision, got shapes {[a.shape for a in arrays]}")
+    mean, s2, eta, b, used, c = arrays
+    out = np.zeros(mean.shape)
+    live = (used > 0) & (used < N) & (b >= 2)
+    bad = live & ~(np.isfinite(mean) & np.isfinite(s2) & np.isfinite(eta) & np.isfinite(c))
+    out[bad] = np.nan
+    live &= ~bad & (s2 > 0)
+    if not live.any():
+        return out
+    bl, s2l, dl = b[live], s2[live], N * mean[live] + c[live]
+    f = (1.0 - bl / N) if fpc else np.ones_like(bl)
+    variance = s2l * bl / (N * (N * f))                 # of the l_i (divisor n)
+    sd = np.sqrt(variance)
+    k3_mean = 3.0 * sigma**3 * eta[live]              # k3(Delta*)
+    shrink = f * (1.0 - 2.0 * bl / N) if fpc else np.ones_like(bl)
+    m3 = k3_mean * bl * bl / (N * (N * N)) / np.where(shrink > 0, shrink, 1.0)
+    skewness = m3 / sd**3
+    err = np.array([barker_error_fixed(bb, N=N, delta=d, variance=v, skewness=g, kurtosis=0.0)
+                    for bb, d, v, g in zip(bl, dl, variance, skewness)])
+    p = special.expit(dl)
+    if stopping == "sequential":
+        S2 = variance * N / (N - 1.0)
+        shift = np.array([float(_selection_shift(bb, N, s, v ** 0.5, g, 0.0))
+                          for bb, s, v, g in zip(bl, S2, variance, skewness)])
+        err = err + shift * p * (1.0 - p)
+    else:
+        d2 = p * (1.0 - p) * (1.0 - 2.0 * p)
+        err = err + d2 * np.maximum(s2l - sigma * sigma, 0.0) / 2.0
+    out[live] = np.abs(err) if absolute else err
+    return out
+
+
+def confidence_decision_errors(mean, sd, C, n_used, log_const, *, N, delta, gamma, p, bound,
+                               batch_size, absolute=True):
+    """Estimated error ``|P_test(accept) - P_MH(accept)|`` of each decision a chain made with
+    the confidence sampler (:class:`samplers.ConfidenceTest`).
+
+    Parameters
+    ----------
+    mean, sd : array_like
+        Mean and standard deviation (divisor n) of the l_i each decision read.
+    C : array_like
+        The range half-width the decision used (``ConfidenceInfo.C``).
+    n_used : array_like
+        Rows read (0: decided without data, error 0).
+    log_const : array_like
+        The data-free log ratio ``c`` of each decision.
+    N, delta, gamma, p, bound, batch_size
+        The data size and the test's settings.
+    absolute : bool
+        ``|error|`` (default) or the signed error.
+
+    Returns
+    -------
+    numpy.ndarray
+
+    Notes
+    -----
+    ``delta`` bounds the error of every decision (Lemma 3.1 of Bardenet et al. 2014); the
+    actual error is far smaller because the concentration radius is conservative. It is
+    estimated with the design's Gaussian model of the test
+    (:func:`design._confidence_design.confidence_pair_prediction`: at look k the subsample
+    mean is ``N(mu, sigma^2 (N - t_k) / ((N - 1) t_k))``, the radius at ``sigma``, averaged
+    over ``u``) at the decision's ``sd`` and ``log MH ratio = N mean + c``. A decision that
+    read all N rows knows its pair exactly (its pair errs at other ``u``).
+
+    Examples
+    --------
+    >>> from design import confidence_decision_errors
+    >>> e = confidence_decision_errors([0.0, 0.0], [0.01, 0.0], [0.05, 0.0], [20_000, 0],
+    ...                                [0.0, 0.0], N=20_000, delta=0.05, gamma=2.0, p=2.0,
+    ...                                bound="bernstein-serfling", batch_size=100)
+    >>> bool(e[0] >= 0.0), float(e[1])
+    (True, 0.0)
+    """
+    from types import SimpleNamespace
+
+    from ._confidence_design import confidence_pair_prediction
+
+    N = check_int("N", N, low=2)
+    arrays = [np.asarray(a, dtype=np.float64).ravel() for a in (mean, sd, C, n_used, log_const)]
+    if len({a.shape for a in arrays}) != 1:
+        raise ValueError("mean, sd, C, n_used and log_const must have one entry per decision, "
+                         f"got shapes {[a.shape for a in arrays]}")
+    mean, sd, C, used, c = arrays
+    out = np.zeros(mean.shape)
+    for k in np.flatnonzero((used > 0) & (sd > 0) & (C > 0)):
+        if not (math.isfinite(mean[k]) and math.isfinite(sd[k]) and math.isfinite(c[k])):
+            out[k] = math.nan
+            continue
+        trial = SimpleNamespace(N=N, sigma=sd[k:k + 1], range_bound=C[k:k + 1],
+                                log_accept_ratio=np.array([N * mean[k] + c[k]]))
+        err = confidence_pair_prediction(trial, 0, batch_size=batch_size, gamma=gamma,
+                                         delta=delta, prob=p, bound=bound)[1]
+        out[k] = abs(err) if absolute else err
+    return out

@@ -88,7 +88,8 @@ def bias_monitor(chain, *, warn=False) -> BiasMonitor:
     ----------
     chain : samplers.Chain
         A chain whose test gives per-decision error estimates
-        (:attr:`samplers.Chain.acceptance_errors`, e.g. :class:`samplers.AustereTest`).
+        (:attr:`samplers.Chain.acceptance_errors`: :class:`samplers.AustereTest`,
+        :class:`samplers.BarkerTest`, :class:`samplers.ConfidenceTest`).
     warn : bool
         Warn (:class:`samplers.BiasWarning`) when the mean error exceeds the tolerance the
         test was designed for (:func:`samplers.sample` already warns once per chain).
@@ -125,7 +126,8 @@ def bias_monitor(chain, *, warn=False) -> BiasMonitor:
     errors = getattr(chain, "acceptance_errors", None)
     if errors is None:
         raise TypeError(f"bias_monitor needs a chain whose test estimates its decisions' errors "
-                        f"(AustereTest), got a chain of {type(chain.test).__name__}"
+                        f"(AustereTest, BarkerTest, ConfidenceTest), got a chain of "
+                        f"{type(chain.test).__name__}"
                         if hasattr(chain, "test") else
                         f"chain must be a samplers.Chain, got {type(chain).__name__}")
     running = chain.running_error

@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 import design
-from samplers import (AustereTest, BarkerTest, BiasWarning, ExactTest, GaussianPrior,
+from samplers import (AustereTest, BarkerTest, BiasWarning, ConfidenceTest, ExactTest,
+                      FPCNormalTest, GaussianPrior,
                       LogisticRegression, RandomWalk, sample)
 from samplers.datasets import logistic_regression
 from validation import bias_monitor
@@ -87,9 +88,38 @@ def test_warning_fires_when_epsilon_is_far_above_the_design(designed):
 
 def test_tests_without_an_estimate_have_no_monitor():
     X, y, theta = logistic_regression(2_000, 2, rng=1)
-    chain = sample(LogisticRegression(X, y), BarkerTest(m=100), RandomWalk(0.02), theta, 20,
-                   rng=0)
+    chain = sample(LogisticRegression(X, y), FPCNormalTest(m=100), RandomWalk(0.02), theta,
+                   20, rng=0)
     assert chain.acceptance_errors is None and chain.running_error is None
     assert "acceptance_error_mean" not in chain.to_arviz().attrs
     with pytest.raises(TypeError, match="AustereTest"):
         bias_monitor(chain)
+
+
+@pytest.mark.parametrize("test", [BarkerTest(m=200), BarkerTest(m=100, delta=None),
+                                  BarkerTest(m=100, delta=None, stopping="presized"),
+                                  ConfidenceTest(delta=0.05)], ids=repr)
+def test_barker_and_confidence_chains_estimate_their_errors(test):
+    # Finite, non-negative, no larger than the test's a-priori bound where it has one (the
+    # accuracy against simulation of the real test: benchmarks/bias_monitor_tests.py)
+    X, y, theta = logistic_regression(5_000, 2, rng=1)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    chain = sample(model, test, RandomWalk(1.5 / math.sqrt(5_000)), theta, 200, rng=0)
+    errors = chain.acceptance_errors
+    assert errors.shape == (200,) and np.all(np.isfinite(errors)) and np.all(errors >= 0.0)
+    if isinstance(test, ConfidenceTest):
+        # its radius is conservative: on this data it reads nearly every row and errs far
+        # below the a-priori bound delta
+        assert np.all(errors <= test.delta)
+    else:
+        assert np.any(errors > 0.0)
+    exact = chain.stats["n_used"] == 5_000
+    if isinstance(test, BarkerTest):
+        assert np.all(errors[exact] == 0.0)          # Barker's exact test has no error
+    assert chain.to_arviz().attrs["acceptance_error_mean"][0] == pytest.approx(errors.mean())
+    assert bias_monitor(chain).mean_error == pytest.approx(errors.mean())
+    if not errors.mean() > 0.0:
+        return
+    tight = dataclasses.replace(test, tolerance=0.5 * errors.mean())
+    with pytest.warns(BiasWarning, match="exceeds the tolerance"):
+        sample(model, tight, RandomWalk(1.5 / math.sqrt(5_000)), theta, 200, rng=0)
