@@ -5,7 +5,7 @@ about 6, so the Barker test's normality error is measurable), chains of the sequ
 Barker rule (``delta=None``, the authors' rule), the presized rule and the confidence
 sampler, each run step by step with ``samplers.mh_step`` so that its proposals are kept.
 At ``--pairs`` of each chain's pairs the real test is run ``--reps`` times on the pair's real
-l_i (``validation._kernels.repeated_decisions``: the engine's own rule and draw) and
+l_i (``validation.simulate_acceptance``: the engine's own rule and draw) and
 
     Delta = P_test(accept) - P_target(accept),
 
@@ -33,11 +33,10 @@ from scipy import special
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write  # noqa: E402
 
-from design._lib.rows import new_order  # noqa: E402
 from samplers import (  # noqa: E402
     BarkerTest, ConfidenceTest, GaussianPrior, IndexSampler, LogisticRegression, RandomWalk,
     State, check_model, mh_step)
-from validation._kernels import repeated_decisions  # noqa: E402
+from validation import simulate_acceptance  # noqa: E402
 
 
 def skewed_logistic(N, rng):
@@ -73,22 +72,11 @@ def run(model, test, proposal, theta0, n, seed):
 
 
 def simulated(view, test, theta, theta_new, c, reps, rng):
-    """The real test's Delta at one pair from ``reps`` decisions, and its standard error."""
-    N = view.N
-    l = view.ratio(theta, theta_new, np.arange(N))
-    mu = float(l.mean())
-    acc, exact = np.zeros(reps, dtype=np.bool_), np.zeros(reps, dtype=np.bool_)
-    used = np.zeros(reps, dtype=np.int64)
-    if isinstance(test, BarkerTest):
-        spec = test.engine_spec(N, log_const=c)
-        repeated_decisions(spec)(l, new_order(N), mu, math.nan, c, rng, acc, exact, used)
-        d = acc - special.expit(N * mu + c)
-    else:
-        center, C = view.range(theta, theta_new)
-        spec = test.engine_spec(N, C=float(C))
-        repeated_decisions(spec)(l, new_order(N), mu, math.nan, c, rng, acc, exact, used)
-        d = acc.astype(float) - exact      # common u: variance at most the error rate
-    return float(d.mean()), float(d.std(ddof=1) / math.sqrt(reps)), float(used.mean())
+    """The real test's Delta at one pair from ``reps`` decisions, its SE and rows read."""
+    l = view.ratio(theta, theta_new, np.arange(view.N))
+    C = float(view.range(theta, theta_new)[1]) if isinstance(test, ConfidenceTest) else None
+    r = simulate_acceptance(test, l, log_const=c, n=reps, C=C, rng=rng)
+    return r.delta, r.delta_se, r.rows_per_decision
 
 
 def main(argv=None):
