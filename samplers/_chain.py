@@ -436,7 +436,15 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
             while done < n_samples:
                 stop = min(n_samples, done + size)
                 tb = time.perf_counter()
-                block.run(done, stop, samples)
+                try:
+                    block.run(done, stop, samples)
+                except SystemError as exc:
+                    # A Ctrl-C pending when a compiled block boxes what it returns (an array:
+                    # numba calls back into Python to unpickle its dtype) comes out as a
+                    # SystemError caused by the KeyboardInterrupt: it is the interrupt.
+                    if isinstance(exc.__cause__, KeyboardInterrupt):
+                        raise KeyboardInterrupt from None
+                    raise
                 elapsed = time.perf_counter() - tb
                 bar.update(stop - done)
                 done = stop
