@@ -13,7 +13,8 @@ l_i (``validation.simulate_acceptance``: the engine's own rule and draw) and
 with the monitor's estimate (``test.decision_errors``) at the same decisions: the mean signed
 error over the pairs (the systematic part, which the per-pair noise averages out) and the
 mean |Delta| (raw, and with each pair's sampling variance removed,
-``sqrt(max(d^2 - se^2, 0))``).
+``sqrt(max(d^2 - se^2, 0))``). The confidence test, which reads nearly every row of this
+data, is repeated at most 2,000 times per pair.
 
 Run:  python benchmarks/bias_monitor_tests.py           # N = 30,000, 600 steps, 40 pairs
       python benchmarks/bias_monitor_tests.py --quick   # N = 10,000, 200 steps, 10 pairs
@@ -104,7 +105,9 @@ def main(argv=None):
         view, pairs, stats = run(model, test, proposal, theta, args.steps, 11)
         est = test.decision_errors(stats, view.N)
         picks = np.sort(rng.choice(args.steps, size=min(args.pairs, args.steps), replace=False))
-        sim = np.array([simulated(view, test, *pairs[k], stats["log_const"][k], args.reps, rng)
+        # the confidence test reads (nearly) every row here: fewer repetitions keep it short
+        reps = min(args.reps, 2000) if isinstance(test, ConfidenceTest) else args.reps
+        sim = np.array([simulated(view, test, *pairs[k], stats["log_const"][k], reps, rng)
                         for k in picks])
         d, se = sim[:, 0], sim[:, 1]
         signed_est = test.decision_errors(stats, view.N)   # |.| estimates; signed below
