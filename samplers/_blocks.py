@@ -575,12 +575,15 @@ def barker_settings(base, c):
 
 @jit
 def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
-    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
+    """:meth:`BarkerTest._info` of the sequential rule: ``(n, stage, eps, s2, eta, mean,
+    batch)``, NaN (batch 0) after a non-finite batch; the batch is every row read."""
     info[0], info[1] = n_used, stage
     if status == 1 or status == 2:   # STOP, EXACT
         info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+        info[5], info[6] = mean, n_used
     else:
-        info[2] = info[3] = info[4] = math.nan
+        info[2] = info[3] = info[4] = info[5] = math.nan
+        info[6] = 0
 
 
 @cache
