@@ -669,13 +669,24 @@ def barker_settings(data, theta, theta_new, N, base, c):
 
 @jit
 def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
-    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch
-    (both rules' carries start ``(s2, eps, eta)``)."""
+    """:meth:`BarkerTest._info` of the sequential rule: ``(n, stage, eps, s2, eta, mean,
+    batch)``, NaN (batch 0) after a non-finite batch; the batch is every row read."""
     info[0], info[1] = n_used, stage
     if status == 1 or status == 2:   # STOP, EXACT
         info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+        info[5], info[6] = mean, n_used
     else:
-        info[2] = info[3] = info[4] = math.nan
+        info[2] = info[3] = info[4] = info[5] = math.nan
+        info[6] = 0
+
+
+@jit
+def presized_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """:meth:`BarkerTest._info` of the presized rule: as :func:`barker_info`, but the batch
+    of a STOP decision is the rows after the pilot (``carry[4]`` rows)."""
+    barker_info(status, n_used, stage, mean, m2, values, settings, carry, info)
+    if status == 1:   # STOP
+        info[6] = n_used - int(carry[4])
 
 
 @jit
@@ -742,8 +753,12 @@ def confidence_scan_settings(row_ratio, row_prefetch):
 
 @jit
 def confidence_info(status, n_used, stage, mean, m2, values, settings, carry, info):
-    """:meth:`ConfidenceTest._info`: ``(n_used, n_stages, n_scanned)``."""
+    """:meth:`ConfidenceTest._info` (and ``_decide_without_data``'s, with ``mean`` the
+    centre): ``(n_used, n_stages, n_scanned, mean, sd, C)``, sd 0 without data."""
     info[0], info[1], info[2] = n_used, stage, settings[6]
+    info[3] = mean
+    info[4] = math.sqrt(max(m2, 0.0) / n_used) if n_used > 0 else 0.0
+    info[5] = settings[0] if status != KNOWN_INFO else 0.0
 
 
 @cache
@@ -957,7 +972,8 @@ def mh_decision(view, test):
         write = austere_info if cls is AustereTest else counts_info
         base = test._settings(view, None, None, 0.0)
     elif cls is BarkerTest:   # either stopping rule: its rule and epilogue are the test's
-        make, write = barker_settings, barker_info
+        make = barker_settings
+        write = presized_info if test.stopping == "presized" else barker_info
         base = test._draw_args
     elif cls is ConfidenceTest:
         parts = confidence_prepare(view, test)
