@@ -185,6 +185,7 @@ def main(argv=None):
                 gap_z = (dhat[ran] - f_err[ran]) / se[ran]
                 row = dict(N=N, model=label, test=kind, settings=settings(d),
                            rows_predicted=pred, rows_predicted_fresh=pred_fresh,
+                           rows_predicted_se=getattr(d, "data_fraction_se", 0.0) * N,
                            rows_realised_pairs=real_rows,
                            rows_realised_chain=chain_rows,
                            data_fraction_predicted=d.data_fraction,

@@ -14,7 +14,7 @@ process, so its peak RSS is its own.
   cells both evaluated; at N = 10^7 four cells against the exact programme;
 * the average design on a 100-pair trial chain of a logistic regression with N = 10^6
   (pairs around the mode, d = 5): the trial-pair statistics (two chunked passes for all
-  pairs: moments, then shape; BLAS through ``LogisticRegression.loglik_many``), then the
+  pairs: moments, then shape; the compiled ``LogisticRegression.loglik_many``), then the
   default grid; with ``--reference`` also the former one-pass-per-pair scan of the means.
 
 ``--before DIR`` also runs the same cases with an older checkout's own copy of this script

@@ -17,6 +17,13 @@ separate mu0 after about ``m`` rows), FlyMC (MAP-tuned Jaakkola-Jordan bound, im
 z-updates with ``q_db = 0.001``, random-walk theta-updates; about 100 bright rows) and SGLD
 (``batch_size = m``).
 
+Control variates (``--cv-N`` rows, default 10^6, logistic regression d = 10 + intercept from
+``_common.cv_logistic_dataset``, ``ControlVariates(model)`` at the mode, order 2): the same
+Austere test with ``RandomWalk.from_laplace(cv)`` ("cv-austere-rw") and with
+``Independence.from_laplace(cv)`` ("cv-austere-indep"), started at the mode. Their steps
+add the proxy's total P (O(d^2)) per decision to the rows; "row us" is the wrapper's row
+kernel on as many random rows.
+
 The "row us" column is an estimate of the rows' own cost: the model's compiled batch kernel
 on as many random rows (for the exact test: the same kernel on consecutive rows, which
 overstates its vectorised full pass, so its "overhead" column is not meaningful). With ``--loops python,compiled``
@@ -30,7 +37,7 @@ draws its minibatch rows with replacement (``jax.random.randint``), the toolkit 
 Needs the optional ``bench`` extra (jax, blackjax); skipped with a note without it.
 
 Run:  python benchmarks/bench_overhead.py [--steps 20000] [--rows 100] [--N 100000]
-          [--out overhead]
+          [--cv-N 1000000] [--only austere,cv-austere-rw,cv-austere-indep] [--out overhead]
 Writes benchmarks/results/<out>.json (machine load included: timings on a shared machine
 compare within one run).
 """
@@ -47,7 +54,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import cv_logistic_dataset, write  # noqa: E402
 
 from samplers import (  # noqa: E402
     SGLD,
@@ -55,9 +62,11 @@ from samplers import (  # noqa: E402
     AustereTest,
     BarkerTest,
     ConfidenceTest,
+    ControlVariates,
     ExactTest,
     GaussianPrior,
     ImplicitZ,
+    Independence,
     JaakkolaJordanBound,
     LogisticRegression,
     RandomWalk,
@@ -140,6 +149,22 @@ def samplers(model, small, theta_mode, small_mode, bound, rows, sgld_step):
     }
 
 
+def cv_samplers(N, rows):
+    """The control-variate chains: name -> (runner, model); the wrapper is built once, by
+    its chunked Newton pass (not timed)."""
+    X, y = cv_logistic_dataset(N, np.random.default_rng(5), d=D)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    test = AustereTest(m=rows, epsilon=0.5, threshold="normal")
+    walk, indep = RandomWalk.from_laplace(cv), Independence.from_laplace(cv)
+    mode = cv.center.theta
+    return {
+        "cv-austere-rw": (lambda n, s, **kw: sample(cv, test, walk, mode, n, rng=s,
+                                                    progress=False, **kw), cv),
+        "cv-austere-indep": (lambda n, s, **kw: sample(cv, test, indep, mode, n, rng=s,
+                                                       progress=False, **kw), cv),
+    }
+
+
 def rows_per_step(name, chain):
     if name == "sgld":
         return float(np.mean(chain.stats["n_grad"]))
@@ -198,6 +223,8 @@ def main(argv=None):
     ap.add_argument("--rows", type=int, default=100, help="rows per step (batch sizes)")
     ap.add_argument("--N", type=int, default=100_000, help="rows of the subsampled model")
     ap.add_argument("--exact-N", type=int, default=1000, help="rows of the exact test's model")
+    ap.add_argument("--cv-N", type=int, default=1_000_000,
+                    help="rows of the control-variate model (cv-* samplers)")
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--only", default="", help="comma-separated samplers to run")
     ap.add_argument("--out", default="overhead")
@@ -210,13 +237,17 @@ def main(argv=None):
     bound = JaakkolaJordanBound.map_tuned(model, theta_mode)
     sgld_step = 1e-5 * 1e5 / args.N
     runners = samplers(model, small, theta_mode, small_mode, bound, args.rows, sgld_step)
-    wanted = [n for n in runners if not args.only or n in args.only.split(",")]
+    only = args.only.split(",") if args.only else []
+    if not only or any(n.startswith("cv-") for n in only):
+        runners.update(cv_samplers(args.cv_N, args.rows))
+    wanted = [n for n in runners if not only or n in only]
     # "python": sample(compiled=False), the reference loop; "compiled": the compiled block loop
     # (a sampler without one is timed with compiled=None, i.e. the Python loop, "auto(py)")
     loops = ["python", "compiled"] if has_loop_switch() else ["current"]
-    print(f"N = {args.N} (exact: {args.exact_N}), d = {model.dim}, rows per step = {args.rows}, "
+    print(f"N = {args.N} (exact: {args.exact_N}, cv: {args.cv_N}), d = {model.dim}, "
+          f"rows per step = {args.rows}, "
           f"loops = {loops}, load average {load_before:.2f} on {os.cpu_count()} cores")
-    header = (f"{'sampler':<11} {'loop':<9} {'us/step':>9} {'rows/step':>10} {'row us':>8} "
+    header = (f"{'sampler':<16} {'loop':<9} {'us/step':>9} {'rows/step':>10} {'row us':>8} "
               f"{'overhead us':>12}")
     print(header)
     table = {}
@@ -244,12 +275,12 @@ def main(argv=None):
                                  "overhead_us_per_step": 1e6 * per_step - row_us,
                                  "steps": steps, "compiled_loop": loop == "compiled" and has_block}
             shown = loop if has_block else "auto(py)"
-            print(f"{name:<11} {shown:<9} {1e6 * per_step:9.2f} {rows:10.1f} {row_us:8.2f} "
+            print(f"{name:<16} {shown:<9} {1e6 * per_step:9.2f} {rows:10.1f} {row_us:8.2f} "
                   f"{1e6 * per_step - row_us:12.2f}", flush=True)
         if "python" in table[name] and "compiled" in table[name]:
             ratio = table[name]["python"]["us_per_step"] / table[name]["compiled"]["us_per_step"]
             table[name]["speedup"] = ratio
-            print(f"{'':<11} {'speedup':<9} {ratio:9.1f}x")
+            print(f"{'':<16} {'speedup':<9} {ratio:9.1f}x")
 
     peer = None
     if "sgld" in wanted:
@@ -260,12 +291,12 @@ def main(argv=None):
             ours = table["sgld"][loops[-1]]["us_per_step"]
             peer = {"us_per_step": 1e6 * bj, "note": note,
                     "ours_over_blackjax": ours / (1e6 * bj)}
-            print(f"{'sgld':<11} {'blackjax':<9} {1e6 * bj:9.2f}   (lax.scan, rows with "
+            print(f"{'sgld':<16} {'blackjax':<9} {1e6 * bj:9.2f}   (lax.scan, rows with "
                   f"replacement; ours/{'blackjax'} = {ours / (1e6 * bj):.2f}, {note})")
     load_after = os.getloadavg()[0]
     print(f"load average {load_before:.2f} before, {load_after:.2f} after")
     write(args.out, {
-        "settings": {"N": args.N, "exact_N": args.exact_N, "d": model.dim, "rows": args.rows,
+        "settings": {"N": args.N, "exact_N": args.exact_N, "cv_N": args.cv_N, "d": model.dim, "rows": args.rows,
                      "steps": args.steps, "python_steps": args.python_steps,
                      "repeats": args.repeats, "sgld_step": sgld_step, "loops": loops},
         "load_average": {"before": load_before, "after": load_after},

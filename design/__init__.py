@@ -15,6 +15,8 @@
   growth factor of the confidence sampler (:class:`ConfidenceDesign`).
 * :func:`decision_errors` -- the estimated error of each decision a chain made with the
   sequential t-test, from the decision's own mean and sd of the l_i (the bias monitor);
+  :func:`barker_decision_errors` and :func:`confidence_decision_errors` for the minibatch
+  Barker test and the confidence sampler;
 * :func:`evaluate` -- a design's predicted error and data use at the pairs of any trial
   chain (fresh pairs, to check a design out of sample).
 * :mod:`design.correction`: the Barker correction distribution (Seita et al. 2017),
@@ -45,6 +47,8 @@ __getattr__, __dir__, __all__ = attach(
         "Design": "._optimize",
         "InfeasibleDesignError": "._optimize",
         "decision_errors": "._monitor",
+        "barker_decision_errors": "._monitor",
+        "confidence_decision_errors": "._monitor",
         "evaluate": "._dispatch",
         "optimize": "._dispatch",
         "SequentialError": "._sequential",
@@ -66,7 +70,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._barker_design import BarkerDesign
     from ._confidence_design import ConfidenceDesign
     from ._dispatch import evaluate, optimize
-    from ._monitor import decision_errors
+    from ._monitor import barker_decision_errors, confidence_decision_errors, decision_errors
     from ._optimize import Design, InfeasibleDesignError
     from ._sequential import SequentialError, sequential_error
     from ._trial import TrialChain

@@ -131,6 +131,13 @@ class ConfidenceDesign:
         Concentration inequality.
     data_fraction : float
         Predicted mean fraction of the N rows read per test, over the trial pairs and u.
+    data_fraction_se : float
+        Standard error of ``data_fraction`` as an estimate of the mean over the pairs a chain
+        visits: the sd of ``pair_data_fraction`` over sqrt(n_pairs). Unlike the Austere and
+        Barker tests (one minibatch at almost every pair), the confidence test's data use
+        varies by orders of magnitude between pairs (roughly as C / |A + log u|: the range
+        C of the l_i and the log MH ratio A both vary from pair to pair), so a few pairs give
+        a noisy mean; ``pairs_for_10pc`` says how many would give a 10% standard error.
     error : float
         Predicted mean |Delta| over the trial pairs (far below ``delta``: the bounds are
         conservative).
@@ -159,6 +166,16 @@ class ConfidenceDesign:
     data_grid: np.ndarray
     pair_error: np.ndarray
     pair_data_fraction: np.ndarray
+    data_fraction_se: float = 0.0
+
+    @property
+    def pairs_for_10pc(self) -> int:
+        """Trial pairs that would make ``data_fraction_se`` 10% of ``data_fraction``
+        (at the spread between these pairs)."""
+        if self.data_fraction <= 0 or self.n_pairs < 2:
+            return self.n_pairs
+        cv = float(np.std(self.pair_data_fraction, ddof=1)) / self.data_fraction
+        return max(2, int(math.ceil((cv / 0.1) ** 2)))
 
     def __str__(self):
         rows = self.data_fraction * self.N
@@ -171,8 +188,10 @@ class ConfidenceDesign:
             "every test, Lemma 3.1; set to the tolerance)",
             f"  bound                 {self.bound}, p = {self.p:g}",
             f"  expected error        {self.error:.3g}  (mean |Delta| over the trial pairs)",
-            f"  expected data use     {self.data_fraction:.4g}  (about {rows:,.0f} of "
-            f"{self.N:,} rows per test)",
+            f"  expected data use     {self.data_fraction:.4g} ± {self.data_fraction_se:.2g}"
+            f"  (about {rows:,.0f} ± {self.data_fraction_se * self.N:,.0f} of {self.N:,} rows "
+            f"per test; the data use varies between pairs: {self.pairs_for_10pc} pairs give "
+            "a 10% standard error)",
             f"  chosen because        the least predicted data over "
             f"{self.data_grid.size} (batch_size, gamma) pairs",
         ])
@@ -225,4 +244,5 @@ def optimize_confidence(trial, tolerance, *, method="average", m_grid=None, gamm
         batch_size=int(batches[i]), gamma=float(gammas[k]), delta=delta, p=p, bound=bound,
         data_fraction=float(data_grid[i, k]), error=float(error_grid[i, k]), method=method,
         tolerance=tolerance, N=N, n_pairs=P, batch_grid=batches, gamma_grid=gammas,
-        error_grid=error_grid, data_grid=data_grid, pair_error=err, pair_data_fraction=frac)
+        error_grid=error_grid, data_grid=data_grid, pair_error=err, pair_data_fraction=frac,
+        data_fraction_se=(float(np.std(frac, ddof=1) / math.sqrt(P)) if P > 1 else math.inf))

@@ -5,13 +5,13 @@ sd of l_i = log p(x_i | theta'_p) - log p(x_i | theta_p) over all N rows. Scanni
 once per pair reads it n_pairs times. Here every chunk of rows is read once for all pairs:
 
 * a model with ``loglik_many(thetas, idx)`` (per-datum log-likelihoods of rows ``idx`` at
-  k parameter vectors, shape (len(idx), k); for a linear predictor one BLAS product
-  ``X[idx] @ Theta.T``) gets all distinct vectors among the 2 n_pairs in one call per
+  k parameter vectors, shape (len(idx), k); for the built-in logistic regression one
+  compiled loop over the rows, SIMD over the k vectors) gets all distinct vectors among the 2 n_pairs in one call per
   chunk (the cost is then the log-likelihood's transcendental functions, not memory);
 * any other model gets, per chunk, one ``loglik_ratio`` (or two ``loglik``) call per pair:
-  still one pass over memory-mapped data, but no BLAS.
+  still one pass over memory-mapped data, but one call per pair.
 
-Chunks are spread over threads (NumPy's products and ufuncs release the GIL), at most
+Chunks are spread over threads (compiled loops, NumPy's products and ufuncs release the GIL), at most
 2 x workers chunks in flight, and a ``loglik_many`` chunk holds at most ``MAX_ENTRIES``
 rows x vectors, so memory stays bounded (tens of MB with 2 workers) at any N. Per-chunk
 (count, mean, sum of squared deviations) are merged in chunk order with the pairwise update

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -86,6 +87,16 @@ def stage_thresholds(n: np.ndarray, epsilon: float, threshold: str) -> np.ndarra
     return stats.t.isf(epsilon, n - 1)
 
 
+@functools.cache
+def _gauss_legendre(order: int):
+    """Gauss-Legendre nodes and weights on [-1, 1] (computed once per order: a grid of
+    cells would otherwise rebuild them in every cell, holding the GIL)."""
+    t, w = np.polynomial.legendre.leggauss(order)
+    t.setflags(write=False)
+    w.setflags(write=False)
+    return t, w
+
+
 #: The programme stops once every survival is below this (the outputs move by less).
 STOP_TOL = 1e-13
 
@@ -119,7 +130,7 @@ def run_dp(mus, m, epsilon, N, threshold, *, interior=True,
         fast = plan.merged or (N / m >= FAST_FROM and (merge > 0 or stop_tol > 0))
         resolution = FAST_RESOLUTION if fast else DEFAULT_RESOLUTION
     r = resolution
-    band_t, band_w = np.polynomial.legendre.leggauss(r.band_order)
+    band_t, band_w = _gauss_legendre(r.band_order)
     err, right, pfull, pibar, stages, exits, surv = _dp.dp_kernel(
         plan.tau, plan.q, plan.pi, mus, r.reach, r.grid, r.window, r.band, r.interior_finest,
         r.interior_coarsest, r.interior_ratio, band_t, band_w, _GL_T, _GL_W,

@@ -188,8 +188,9 @@ class TrialChain:
             temperature applied, for an integer index array ``idx``) and
             ``model.logprior(theta)``; a fused ``model.loglik_ratio(theta, theta_new, idx)``
             is used when present, and ``model.loglik_many(thetas, idx)`` (log-likelihoods of
-            rows ``idx`` at k parameter vectors, shape (len(idx), k): for a linear predictor
-            one BLAS product ``X[idx] @ thetas.T``) is preferred when present.
+            rows ``idx`` at k parameter vectors, shape (len(idx), k): for the built-in logistic
+            regression one compiled loop over the rows, SIMD over the k vectors) is
+            preferred when present.
         thetas, theta_news : array_like, shape (n_pairs, ...)
             Current and proposed parameters of each pair. With ``theta_news`` omitted,
             ``thetas`` holds the pairs, shape (n_pairs, 2, ...): ``from_model(model, pairs)``.

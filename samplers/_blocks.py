@@ -15,17 +15,33 @@ draws in the same order: the Generator is handed to the compiled block (numba's
 :func:`design._lib.rows.draw_rows` on the sampler's own order (as ``IndexSampler.take``),
 gradients from the model's batch kernel summed row by row (as ``grads.sum(axis=0)``), priors
 and moves from the shared kernels :func:`samplers.priors.prior_logpdf`,
-:func:`samplers.priors.prior_grad` and :func:`samplers.proposals.walk_move`. A step-size
+:func:`samplers.priors.prior_grad`, :func:`samplers.proposals.walk_move` and
+:func:`samplers.proposals.gaussian_log_density`. A step-size
 schedule is evaluated in Python for the block ahead, so any :class:`StepSchedule` works.
 ``tests/samplers/test_blocks.py`` checks equal chains on both loops for every compiled
 combination, and that a chain interrupted by Ctrl-C keeps its completed blocks.
 
 Which chains are compiled is decided once, at the start of the chain (:func:`sgld_block`
 and :func:`mh_block` return None for anything else, and the Python loop runs): a model
-whose ``logprior``, ``grad_logprior``, gradient kernels and decision data are
-:class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass); ``SGLD`` with
-``AcceptAll``; ``RandomWalk`` or minibatch ``Langevin`` with a test of :func:`mh_decision`
-(these classes exactly). FlyMC's block is in :mod:`samplers._firefly.blocks`.
+(:func:`block_model`) whose ``logprior``, ``grad_logprior``, gradient kernels and decision
+data are :class:`~samplers.models.BaseModel`'s, with a built-in prior (not a subclass), or a
+:class:`~samplers.ControlVariates` (orders 1 and 2) around such a model with GLM kernels
+(logistic, linear, Student-t, Gaussian mean); ``SGLD`` with ``AcceptAll``; ``RandomWalk``
+(any scale, so ``RandomWalk.from_laplace`` too), minibatch ``Langevin`` (plain or
+preconditioned, so the control-variate gradient of ``Langevin.from_laplace(cv, batch)``)
+or ``Independence`` with a test of :func:`mh_decision` (these classes exactly). FlyMC's
+block is in :mod:`samplers._firefly.blocks`.
+
+Control variates
+----------------
+The wrapper's rows carry the per-pair constant P / N (``ControlVariates._decision_data``)
+and its gradients the per-row shift ``(g + H u) / N`` (``_grad_loglik``). In a block its
+data is ``(rows, g, H, N)`` (``ControlVariates._block_data``) and both are computed inside
+the step with the arithmetic of ``proxy_total`` and ``_proxy_grad``
+(:func:`~samplers.models.control_variates.cv_decision_data`,
+:func:`~samplers.models.control_variates.cv_batch_grad`): the decision data by wrapping the
+test's ``decide`` (:func:`with_decision_data`), the gradients as the model's
+:attr:`BlockModel.grads`, which the minibatch Langevin and SGLD blocks call.
 """
 
 from __future__ import annotations
@@ -41,9 +57,10 @@ from design._lib.rows import draw_rows, restart_order
 from .models._base import BaseModel
 from .models._kernels import batch_grad
 from .priors import pairwise_sum, prior_grad, prior_logpdf
-from .proposals import langevin_log_q, langevin_move, walk_move
+from .proposals import gaussian_log_density, langevin_log_q, langevin_move, walk_move
 
-__all__ = ["Block", "Decision", "compiled_model", "mh_block", "mh_decision", "sgld_block"]
+__all__ = ["Block", "BlockModel", "Decision", "block_model", "compiled_model", "mh_block",
+           "mh_decision", "sgld_block"]
 
 #: Statuses a compiled block returns: all steps done, the log prior was NaN, or +inf.
 OK, PRIOR_NAN, PRIOR_INF = 0, 1, 2
@@ -72,7 +89,10 @@ class Block:
 def compiled_model(view):
     """``(data, prior)`` of a built-in model whose prior and gradients the compiled loops
     can evaluate exactly as its methods do, else None."""
-    model = view.model
+    return _builtin_parts(view.model)
+
+
+def _builtin_parts(model):
     if not isinstance(model, BaseModel):
         return None
     cls = type(model)
@@ -87,6 +107,54 @@ def compiled_model(view):
     except (TypeError, NotImplementedError):
         return None
     return data, prior
+
+
+@jit
+def same_data(data, theta, theta_new):
+    """The decision data of a model whose rows carry no per-pair constant: its data."""
+    return data
+
+
+class BlockModel(NamedTuple):
+    """What the compiled MH and SGLD blocks read of a model (:func:`block_model`)."""
+
+    #: The tuple ``grads`` and ``decision_data`` read.
+    data: tuple
+    #: The prior's kernel tuple (:meth:`Prior._kernel`).
+    prior: tuple
+    #: ``decision_data(data, theta, theta_new) -> tuple``: what the row-ratio kernel reads in
+    #: one decision (the model's ``_decision_data``), jitted.
+    decision_data: object
+    #: ``grads(data, idx, theta, out)``: the per-row gradients ``view.grad`` gives, jitted.
+    grads: object
+
+
+def block_model(view):
+    """The :class:`BlockModel` of a chain's model, or None (the Python loop runs).
+
+    A built-in model (:func:`compiled_model`) whose rows carry no per-pair constant, or a
+    :class:`~samplers.ControlVariates` (this class exactly) around such a model with GLM
+    kernels: its block data is ``(rows, g, H, N)`` and the proxy's total P and gradient
+    ``g + H u`` are computed in the step (``cv_decision_data``, ``cv_batch_grad``) with the
+    arithmetic of ``proxy_total`` and ``_proxy_grad``. Its prior and log prior are the wrapped
+    model's (``ControlVariates.logprior`` returns them).
+    """
+    from .models.control_variates import ControlVariates, cv_batch_grad, cv_decision_data
+
+    model = view.model
+    if type(model) is ControlVariates:
+        data = model._block_data()
+        inner = _builtin_parts(model.model)
+        if data is None or inner is None or model.prior is not model.model.prior:
+            return None
+        if type(model.model)._decision_data is not BaseModel._decision_data:
+            return None
+        return BlockModel(data, inner[1], cv_decision_data,
+                          cv_batch_grad(view.row_grad, view.row_prefetch))
+    parts = compiled_model(view)
+    if parts is None or type(model)._decision_data is not BaseModel._decision_data:
+        return None
+    return BlockModel(parts[0], parts[1], same_data, batch_grad(view.row_grad, view.row_prefetch))
 
 
 def prior_failure(status, theta_new, lp_new=math.inf, log_q_ratio=0.0):
@@ -117,10 +185,10 @@ def row_sums(g, acc):
 
 
 @cache
-def sgld_kernel(row_grad, row_prefetch):
+def sgld_kernel(grads):
     """The compiled block of SGLD steps with :class:`~samplers.AcceptAll` (memoised per
-    model kind): ``samplers.sgld.SGLD.propose`` and ``mh_step`` written as one loop."""
-    grads = batch_grad(row_grad, row_prefetch)
+    model kind, ``grads`` its :attr:`BlockModel.grads`): ``samplers.sgld.SGLD.propose`` and
+    ``mh_step`` written as one loop."""
 
     @jit
     def block(data, rng, order, theta, theta_new, lp, hs, temperature, batch, prior,
@@ -197,16 +265,17 @@ class _SGLDBlock(Block):
 
 def sgld_block(view, test, proposal, rng, batches, state, n_samples):
     """The compiled SGLD chain (:class:`Block`), or None when the chain is not plain SGLD
-    (``SGLD`` itself, not a subclass, with ``AcceptAll``) on a :func:`compiled_model`."""
+    (``SGLD`` itself, not a subclass, with ``AcceptAll``) on a :func:`block_model`."""
     from .sgld import SGLD, AcceptAll
 
     if type(proposal) is not SGLD or type(test) is not AcceptAll:
         return None
-    parts = compiled_model(view)
-    if parts is None:
+    model = block_model(view)
+    if model is None:
         return None
-    kernel = sgld_kernel(view.row_grad, view.row_prefetch)
-    return _SGLDBlock(kernel, *parts, rng, batches, state, proposal, n_samples)
+    kernel = sgld_kernel(model.grads)
+    return _SGLDBlock(kernel, model.data, model.prior, rng, batches, state, proposal,
+                      n_samples)
 
 
 # --- Metropolis-Hastings with a compiled decision ---------------------------------------------
@@ -241,11 +310,26 @@ def walk_propose(data, rng, order, theta, theta_new, params):
     return 0.0, 0
 
 
+@jit
+def independence_propose(data, rng, order, theta, theta_new, params):
+    """:meth:`Independence.propose`: ``mean + L z`` (:func:`walk_move` from the mean) and
+    ``log phi(theta) - log phi(theta_new)`` (:func:`gaussian_log_density`)."""
+    mean, factor, inverse = params
+    d = theta.shape[0]
+    z = np.empty(d)
+    for j in range(d):
+        z[j] = rng.standard_normal()
+    walk_move(mean, np.empty(0), factor, z, theta_new)
+    lq = (gaussian_log_density(theta, mean, inverse)
+          - gaussian_log_density(theta_new, mean, inverse))
+    return lq, 0
+
+
 @cache
-def langevin_propose(row_grad, row_prefetch):
+def langevin_propose(grads):
     """:meth:`Langevin.propose` with a minibatch (``batch_size`` rows, the same rows for the
-    forward and the reverse gradient) for one model kind (memoised)."""
-    grads = batch_grad(row_grad, row_prefetch)
+    forward and the reverse gradient) for one model kind (memoised; ``grads`` its
+    :attr:`BlockModel.grads`)."""
 
     @jit
     def propose(data, rng, order, theta, theta_new, params):
@@ -399,31 +483,52 @@ class Decision(NamedTuple):
     nonfinite: object
 
 
-def proposal_params(view, proposal):
-    """``(propose, params)`` for a compiled proposal, or None."""
-    from .proposals import Langevin, RandomWalk
+def proposal_params(view, proposal, model):
+    """``(propose, params)`` for a compiled proposal on a :class:`BlockModel`, or None:
+    ``RandomWalk`` (any scale, so also ``from_laplace``), minibatch ``Langevin`` (plain or
+    preconditioned) and ``Independence`` (these classes exactly)."""
+    from .proposals import Independence, Langevin, RandomWalk
 
     if type(proposal) is RandomWalk:
         return walk_propose, proposal._kernel(view.dim)
+    if type(proposal) is Independence:
+        return independence_propose, proposal._kernel()
     if type(proposal) is Langevin and proposal.batch_size is not None:
         h, chol = proposal._kernel()
-        return (langevin_propose(view.row_grad, view.row_prefetch),
-                (h, chol, proposal.batch_size, view.model.prior._kernel(), view.N))
+        return (langevin_propose(model.grads),
+                (h, chol, proposal.batch_size, model.prior, view.N))
     return None
+
+
+@cache
+def with_decision_data(decide, decision_data):
+    """``decide`` reading the model's per-decision data (``decision_data(data, theta,
+    theta_new)``, e.g. control variates' P / N) instead of the block's data (memoised)."""
+
+    @jit
+    def decide_on(data, theta, theta_new, rng, order, c, settings, state, resume, carry,
+                  values, info):
+        return decide(decision_data(data, theta, theta_new), theta, theta_new, rng, order, c,
+                      settings, state, resume, carry, values, info)
+
+    return decide_on
 
 
 def mh_block(view, test, proposal, rng, batches, state, n_samples):
     """The compiled MH chain (:class:`Block`) or None (see the module docstring)."""
-    parts = compiled_model(view)
-    if parts is None or type(view.model)._decision_data is not BaseModel._decision_data:
+    model = block_model(view)
+    if model is None:
         return None
-    prop = proposal_params(view, proposal)
+    prop = proposal_params(view, proposal, model)
     decision = mh_decision(view, test)
     if prop is None or decision is None:
         return None
-    kernel = mh_kernel(prop[0], decision.decide)
-    return _MHBlock(kernel, parts[0], parts[1], prop[1], decision, rng, batches, state, test,
-                    n_samples)
+    decide = decision.decide
+    if model.decision_data is not same_data:
+        decide = with_decision_data(decide, model.decision_data)
+    kernel = mh_kernel(prop[0], decide)
+    return _MHBlock(kernel, model.data, model.prior, prop[1], decision, rng, batches, state,
+                    test, n_samples)
 
 
 # --- the tests' compiled decisions -----------------------------------------------------------
@@ -470,12 +575,15 @@ def barker_settings(base, c):
 
 @jit
 def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
-    """:meth:`BarkerTest._info`: ``(n, stage, eps, s2, eta)``, NaN after a non-finite batch."""
+    """:meth:`BarkerTest._info` of the sequential rule: ``(n, stage, eps, s2, eta, mean,
+    batch)``, NaN (batch 0) after a non-finite batch; the batch is every row read."""
     info[0], info[1] = n_used, stage
     if status == 1 or status == 2:   # STOP, EXACT
         info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+        info[5], info[6] = mean, n_used
     else:
-        info[2] = info[3] = info[4] = math.nan
+        info[2] = info[3] = info[4] = info[5] = math.nan
+        info[6] = 0
 
 
 @cache

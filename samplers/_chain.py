@@ -141,6 +141,27 @@ class Chain:
             return None
         return np.cumsum(np.abs(errors)) / np.arange(1, errors.shape[0] + 1)
 
+    @property
+    def acceptance_error_se(self):
+        """Monte Carlo standard error of the final :attr:`running_error` (batch means over
+        ``floor(sqrt(steps))``-step batches, which allows for the decisions' correlation
+        along the chain); None without estimates, NaN with fewer than 4 steps."""
+        errors = self.acceptance_errors
+        if errors is None:
+            return None
+        return batch_means_se(np.abs(errors))
+
+    @property
+    def bias_exceeded(self) -> bool:
+        """Whether the estimated mean error exceeds the test's design tolerance by more than
+        :data:`WARN_MARGIN_Z` = 2 standard errors (when the chain warns,
+        :class:`BiasWarning`); False without a tolerance or estimates."""
+        running = self.running_error
+        if running is None or running.shape[0] == 0:
+            return False
+        return bias_exceeds(float(running[-1]), self.acceptance_error_se,
+                            getattr(self.test, "tolerance", None))
+
     def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data: ``posterior[var_name]`` and the per-step stats as sample stats.
 
@@ -292,19 +313,45 @@ class BiasWarning(UserWarning):
     """Warned when a chain's estimated mean error exceeds its test's design tolerance."""
 
 
+#: A chain warns when its estimated mean error exceeds the design tolerance by more than this
+#: many of its standard errors (a design exactly at its tolerance warns with probability
+#: about 0.02; the same margin as ``validation.acceptance_check``'s verdict).
+WARN_MARGIN_Z = 2.0
+
+
+def batch_means_se(x) -> float:
+    """Standard error of the mean of a series by batch means (``floor(sqrt(n))`` per batch)."""
+    x = np.asarray(x, dtype=float)
+    n = x.shape[0]
+    if n < 4:
+        return math.nan
+    size = int(math.isqrt(n))
+    k = n // size
+    means = x[n - k * size:].reshape(k, size).mean(axis=1)
+    return float(np.std(means, ddof=1) / math.sqrt(k))
+
+
+def bias_exceeds(mean_error, se, tolerance) -> bool:
+    """Whether a chain's estimated mean error exceeds ``tolerance`` by more than
+    :data:`WARN_MARGIN_Z` standard errors (``se`` NaN: by any amount)."""
+    margin = WARN_MARGIN_Z * se if math.isfinite(se) else 0.0
+    return bool(tolerance is not None and mean_error > tolerance + margin)
+
+
 def warn_if_biased(chain, stacklevel=3):
     """Warn (:class:`BiasWarning`) if the test records a design tolerance and the chain's
-    estimated mean ``|Delta|`` exceeds it."""
+    estimated mean ``|Delta|`` exceeds it by more than :data:`WARN_MARGIN_Z` standard errors."""
     tolerance = getattr(chain.test, "tolerance", None)
     if tolerance is None:
         return
-    running = chain.running_error
-    if running is None or running.shape[0] == 0 or not running[-1] > tolerance:
+    if not chain.bias_exceeded:
         return
+    running, se = chain.running_error, chain.acceptance_error_se
     warnings.warn(f"the estimated mean error of this chain's accept/reject decisions, "
-                  f"{running[-1]:.3g}, exceeds the tolerance {tolerance:g} its test was designed "
-                  f"for ({short_repr(chain.test)}); see chain.acceptance_errors and "
-                  "validation.bias_monitor(chain)", BiasWarning, stacklevel=stacklevel)
+                  f"{running[-1]:.3g} (standard error {se:.2g}), exceeds the tolerance "
+                  f"{tolerance:g} its test was designed for ({short_repr(chain.test)}); see "
+                  "chain.acceptance_errors and validation.bias_monitor(chain)", BiasWarning,
+                  stacklevel=stacklevel)
 
 
 class ChainInterrupted(UserWarning):
@@ -389,7 +436,15 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
             while done < n_samples:
                 stop = min(n_samples, done + size)
                 tb = time.perf_counter()
-                block.run(done, stop, samples)
+                try:
+                    block.run(done, stop, samples)
+                except SystemError as exc:
+                    # A Ctrl-C pending when a compiled block boxes what it returns (an array:
+                    # numba calls back into Python to unpickle its dtype) comes out as a
+                    # SystemError caused by the KeyboardInterrupt: it is the interrupt.
+                    if isinstance(exc.__cause__, KeyboardInterrupt):
+                        raise KeyboardInterrupt from None
+                    raise
                 elapsed = time.perf_counter() - tb
                 bar.update(stop - done)
                 done = stop

@@ -91,6 +91,17 @@ def langevin_log_q(x_to, x_from, g_from, h, chol):
     return -0.5 / h * np.dot(w, w)
 
 
+@jit
+def gaussian_log_density(x, mean, inverse):
+    """:meth:`Independence.log_density`: ``-|L^-1 (x - mean)|^2 / 2`` (``inverse`` = L^-1),
+    with the same BLAS products (same bits)."""
+    r = np.empty(x.shape[0])
+    for j in range(x.shape[0]):
+        r[j] = x[j] - mean[j]
+    w = np.dot(inverse, r)
+    return -0.5 * np.dot(w, w)
+
+
 def minibatch_grad(view, theta, idx) -> np.ndarray:
     """Unbiased estimate ``grad log p0(theta) + (N/n) sum_{i in idx} grad log p(x_i|theta)``
     of the gradient of the log posterior from the rows ``idx`` (the SGLD drift)."""
@@ -440,6 +451,12 @@ class Independence(Proposal):
         if self.mean.shape[0] != view.dim:
             raise ValueError(f"mean has {self.mean.shape[0]} element(s) but theta has "
                              f"{view.dim}")
+
+    def _kernel(self):
+        """``(mean, factor, inverse)`` for :func:`walk_move` (from ``mean``) and
+        :func:`gaussian_log_density` (compiled loops)."""
+        return (np.array(self.mean, order="C"), np.array(self._factor, order="C"),
+                np.array(self._inverse, order="C"))
 
     def log_density(self, theta) -> float:
         """``log phi(theta)`` up to a constant."""

@@ -48,6 +48,8 @@ __getattr__, __dir__, __all__ = attach(
         "stationary_check": "._grid",
         "loglik_ratios": "._ratios",
         "proposal_pairs": "._ratios",
+        "SimulatedAcceptance": "._simulate",
+        "simulate_acceptance": "._simulate",
         "SequentialCheck": "._sequential",
         "sequential_check": "._sequential",
         # the workflow in one call; it lives in the application layer (validation.workflow)
@@ -65,3 +67,4 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._grid import FixedBatchBarker, GridChain, StationaryCheck, stationary_check
     from ._ratios import loglik_ratios, proposal_pairs
     from ._sequential import SequentialCheck, sequential_check
+    from ._simulate import SimulatedAcceptance, simulate_acceptance

@@ -26,6 +26,8 @@ class BiasMonitor:
     mean_error : float
         Its final value: the estimated mean error in the acceptance probability, the
         quantity an average-error design bounds by its tolerance.
+    mean_error_se : float
+        Monte Carlo standard error of ``mean_error`` (batch means along the chain).
     max_error : float
         The largest estimated ``|Delta|`` of a decision.
     autocorrelation_time : float
@@ -41,11 +43,13 @@ class BiasMonitor:
     tolerance : float or None
         The design tolerance the test was made for.
     exceeded : bool
-        Whether ``mean_error`` exceeds ``tolerance``.
+        Whether ``mean_error`` exceeds ``tolerance`` by more than 2 ``mean_error_se``
+        (the rule of the chain's :class:`samplers.BiasWarning`).
     """
 
     running_error: np.ndarray
     mean_error: float
+    mean_error_se: float
     max_error: float
     autocorrelation_time: float
     lag: int
@@ -56,7 +60,8 @@ class BiasMonitor:
 
     def __repr__(self):
         tol = "" if self.tolerance is None else f", tolerance={self.tolerance:g}"
-        return (f"BiasMonitor(mean_error={self.mean_error:.3g}, max_error={self.max_error:.3g}, "
+        return (f"BiasMonitor(mean_error={self.mean_error:.3g} +- {self.mean_error_se:.2g}, "
+                f"max_error={self.max_error:.3g}, "
                 f"lag={self.lag}, contraction={self.contraction:.3g}, "
                 f"stationary_bound={self.stationary_bound:.3g}{tol}, exceeded={self.exceeded})")
 
@@ -83,7 +88,8 @@ def bias_monitor(chain, *, warn=False) -> BiasMonitor:
     ----------
     chain : samplers.Chain
         A chain whose test gives per-decision error estimates
-        (:attr:`samplers.Chain.acceptance_errors`, e.g. :class:`samplers.AustereTest`).
+        (:attr:`samplers.Chain.acceptance_errors`: :class:`samplers.AustereTest`,
+        :class:`samplers.BarkerTest`, :class:`samplers.ConfidenceTest`).
     warn : bool
         Warn (:class:`samplers.BiasWarning`) when the mean error exceeds the tolerance the
         test was designed for (:func:`samplers.sample` already warns once per chain).
@@ -120,7 +126,8 @@ def bias_monitor(chain, *, warn=False) -> BiasMonitor:
     errors = getattr(chain, "acceptance_errors", None)
     if errors is None:
         raise TypeError(f"bias_monitor needs a chain whose test estimates its decisions' errors "
-                        f"(AustereTest), got a chain of {type(chain.test).__name__}"
+                        f"(AustereTest, BarkerTest, ConfidenceTest), got a chain of "
+                        f"{type(chain.test).__name__}"
                         if hasattr(chain, "test") else
                         f"chain must be a samplers.Chain, got {type(chain).__name__}")
     running = chain.running_error
@@ -131,9 +138,10 @@ def bias_monitor(chain, *, warn=False) -> BiasMonitor:
     eta = rho ** lag
     bound = stationary_bound(min(1.0, lag * mean_error), eta)
     tolerance = getattr(chain.test, "tolerance", None)
-    exceeded = tolerance is not None and mean_error > tolerance
+    se = chain.acceptance_error_se
+    exceeded = chain.bias_exceeded
     if warn and exceeded:
-        warnings.warn(f"estimated mean error {mean_error:.3g} exceeds the design tolerance "
-                      f"{tolerance:g}", BiasWarning, stacklevel=2)
-    return BiasMonitor(running, mean_error, float(np.max(np.abs(errors))), tau, lag, eta,
+        warnings.warn(f"estimated mean error {mean_error:.3g} (standard error {se:.2g}) exceeds "
+                      f"the design tolerance {tolerance:g}", BiasWarning, stacklevel=2)
+    return BiasMonitor(running, mean_error, se, float(np.max(np.abs(errors))), tau, lag, eta,
                        bound, tolerance, bool(exceeded))

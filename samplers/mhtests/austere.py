@@ -24,11 +24,13 @@ class AustereInfo(NamedTuple):
     n_stages: int
     #: Mean of the l_i the decision read (at the stage where it stopped).
     mean: float
-    #: Their standard deviation (divisor n) (a decision with ``n_used = N`` is exact). With ``mean``, ``first_mean`` and the chain's ``log_const`` this gives the
+    #: Their standard deviation (divisor n) (a decision with ``n_used = N`` is exact). With
+    #: ``mean`` and the chain's ``log_const`` this gives the
     #: decision's estimated error (:attr:`samplers.Chain.acceptance_errors`).
     sd: float
     #: Mean of the first ``m`` rows: read by every decision, so not selected by the
-    #: stopping rule (``mean`` is).
+    #: stopping rule (``mean`` is); a diagnostic of the selection (the error estimate uses
+    #: the likelihood of all rows read, which the stopping rule does not bias).
     first_mean: float
 
 
@@ -197,15 +199,16 @@ class AustereTest(IntervalTest):
     def decision_errors(self, stats, N):
         """Estimated ``|Delta|`` of each decision: Korattikara et al.'s Eq. 6 with the design's
         dynamic programme at the decision's ``sd`` of the l_i, averaged over the posterior
-        of ``mu`` given the rows it read (:func:`design.decision_errors`); 0 for steps the
-        prior rejected and for exact decisions."""
+        of ``mu`` given the rows it read (:func:`design.decision_errors`; a decision that
+        read all N rows gives its pair's error at the exact ``mu``); 0 for steps the prior
+        rejected."""
         from design import decision_errors
 
         sd = np.asarray(stats["sd"], dtype=float)
         prior_rejected = ~np.isfinite(stats["log_const"])
         c = np.where(prior_rejected, 0.0, stats["log_const"])
         out = decision_errors(np.nan_to_num(stats["mean"]), np.where(prior_rejected, 0.0, sd),
-                              stats["n_used"], c, first_mean=np.nan_to_num(stats["first_mean"]),
+                              stats["n_used"], c,
                               N=N, m=min(self.m, N), epsilon=min(self.epsilon, 0.5 - 1e-12),
                               threshold="normal")
         out[prior_rejected] = 0.0

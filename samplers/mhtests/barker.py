@@ -40,6 +40,11 @@ class BarkerInfo(NamedTuple):
     #: Estimated skew ``eta = k3(Delta*) / (3 sigma^3)`` of the final batch (what the
     #: skew-corrected test corrects; reported by both modes, 0 for an exact decision).
     skew: float
+    #: Mean of all the l_i read (``N mean + c`` estimates ``Delta``; the bias monitor).
+    mean: float
+    #: Rows of the batch that decided: all rows read for the sequential rule, the rows after
+    #: the pilot for the presized one (N for an exact decision).
+    batch: int
 
 
 @jit
@@ -245,6 +250,9 @@ class BarkerTest(SequentialTest):
     skew: bool = False
     stopping: str = "sequential"
     margin: float = 1.3
+    #: The design tolerance (mean |P - S(Delta)| over pairs) the settings were chosen for,
+    #: recorded by :meth:`from_design`; a chain whose estimated mean error exceeds it warns.
+    tolerance: float | None = field(default=None, compare=False, repr=False)
     _draw_args: tuple = field(default=None, init=False, repr=False, compare=False)
 
     carry0 = (math.nan, math.nan, math.nan, math.nan, 0.0, 0.0)
@@ -269,6 +277,8 @@ class BarkerTest(SequentialTest):
         if not (math.isfinite(self.margin) and self.margin >= 1.0):
             raise ValueError(f"margin must be a finite number >= 1, got {self.margin!r}")
         set_(self, "margin", float(self.margin))
+        if self.tolerance is not None:
+            set_(self, "tolerance", check_interval("tolerance", self.tolerance, 0.0, 1.0))
         corr = _correction_module()
         kind = corr.SkewCorrectionTable if self.skew else corr.CorrectionTable
         table = self.correction
@@ -307,7 +317,8 @@ class BarkerTest(SequentialTest):
         the default ``sigma = 1`` correction and the finite-population factor the design
         assumes."""
         design_for(design, "barker", cls.__name__)
-        return cls(m=design.m, delta=design.delta)
+        tolerance = design.tolerance if design.method == "average" else None
+        return cls(m=design.m, delta=design.delta, tolerance=tolerance)
 
     def _custom_correction(self):
         """The correction table, or None if it is the shipped default."""
@@ -325,7 +336,7 @@ class BarkerTest(SequentialTest):
 
     def __reduce__(self):  # a worker process reloads the default table from the package
         return (type(self), (self.m, self.delta, self._custom_correction(), self.fpc, self.skew,
-                             self.stopping, self.margin))
+                             self.stopping, self.margin, self.tolerance))
 
     @property
     def sigma(self) -> float:
@@ -344,12 +355,31 @@ class BarkerTest(SequentialTest):
 
     def _info(self, run, settings):
         if run.status not in (STOP, EXACT):  # non-finite l_i
-            return BarkerInfo(run.n_used, run.stage, math.nan, math.nan, math.nan)
+            return BarkerInfo(run.n_used, run.stage, math.nan, math.nan, math.nan, math.nan, 0)
         s2, eps, eta = run.carry[:3]
-        return BarkerInfo(run.n_used, run.stage, eps, s2, eta)
+        batch = run.n_used
+        if self.stopping == "presized" and run.status == STOP:
+            batch -= int(run.carry[4])          # the pilot's rows
+        return BarkerInfo(run.n_used, run.stage, eps, s2, eta, run.mean, batch)
 
     def _vector_settings(self, N, C, log_const):
         return self._settings(None, None, None, log_const)
 
     def null_info(self):
-        return BarkerInfo(0, 0, math.nan, math.nan, math.nan)
+        return BarkerInfo(0, 0, math.nan, math.nan, math.nan, math.nan, 0)
+
+    def decision_errors(self, stats, N):
+        """Estimated ``|P(accept) - S(Delta)|`` of each decision from its batch's estimates
+        (:func:`design.barker_decision_errors`: the fixed-batch skew and variance-noise
+        terms, plus the sequential rule's selection shift or the presized rule's clipping
+        term); 0 for exact decisions and for steps the prior rejected."""
+        from design import barker_decision_errors
+
+        c = np.asarray(stats["log_const"], dtype=float)
+        rejected = ~np.isfinite(c)
+        out = barker_decision_errors(
+            np.nan_to_num(stats["mean"]), stats["var_delta"], stats["skew"], stats["batch"],
+            np.where(rejected, 0, stats["n_used"]), np.where(rejected, 0.0, c), N=N,
+            sigma=self.sigma, fpc=self.fpc, stopping=self.stopping)
+        out[rejected] = 0.0
+        return out

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -22,6 +22,11 @@ class ConfidenceInfo(NamedTuple):
     n_stages: int
     #: Rows read to find the range of the l_i (N with ``range="full-data"``, else 0).
     n_scanned: int
+    #: Mean and standard deviation (divisor n) of the l_i read (NaN, 0 without data).
+    mean: float
+    sd: float
+    #: The range half-width ``C`` the radius used.
+    C: float
 
 
 def confidence_radius(bound: str, t: int, N: int, C: float, sd: float, delta_t: float) -> float:
@@ -113,6 +118,9 @@ class ConfidenceTest(IntervalTest):
     bound: str = "bernstein-serfling"
     batch_size: int = 100
     range: str = "model"
+    #: The design tolerance the settings were chosen for (recorded by :meth:`from_design`);
+    #: a chain whose estimated mean error exceeds it warns.
+    tolerance: float | None = field(default=None, compare=False, repr=False)
 
     radius = staticmethod(confidence_look_radius)
     grow = staticmethod(geometric_stages)
@@ -126,6 +134,9 @@ class ConfidenceTest(IntervalTest):
             raise ValueError(f"bound must be one of {BOUNDS}, got {self.bound!r}")
         if self.range not in ("model", "full-data"):
             raise ValueError(f"range must be 'model' or 'full-data', got {self.range!r}")
+        if self.tolerance is not None:
+            object.__setattr__(self, "tolerance",
+                               check_interval("tolerance", self.tolerance, 0.0, 1.0))
 
     @classmethod
     def from_design(cls, design) -> "ConfidenceTest":
@@ -133,8 +144,9 @@ class ConfidenceTest(IntervalTest):
         prescribes: its ``batch_size``, ``gamma``, ``delta``, ``p`` and ``bound``, with the
         range from the model (the range the design's trial chain recorded)."""
         design_for(design, "confidence", cls.__name__)
+        tolerance = design.tolerance if design.method == "average" else None
         return cls(delta=design.delta, gamma=design.gamma, p=design.p, bound=design.bound,
-                   batch_size=design.batch_size, range="model")
+                   batch_size=design.batch_size, range="model", tolerance=tolerance)
 
     def check(self, view):
         if self.range == "model" and view.range is None:
@@ -181,11 +193,12 @@ class ConfidenceTest(IntervalTest):
     def _decide_without_data(self, mu0, settings):
         """C == 0: every l_i equals the center, so the mean is known without reading data."""
         if settings[0] == 0.0:
-            return settings[7] > mu0, ConfidenceInfo(0, 0, settings[6])
+            return settings[7] > mu0, ConfidenceInfo(0, 0, settings[6], settings[7], 0.0, 0.0)
         return None
 
     def _info(self, run, settings):
-        return ConfidenceInfo(run.n_used, run.stage, settings[6])
+        sd = math.sqrt(max(run.m2, 0.0) / run.n_used) if run.n_used > 0 else 0.0
+        return ConfidenceInfo(run.n_used, run.stage, settings[6], run.mean, sd, settings[0])
 
     def _vector_settings(self, N, C, log_const):
         if C is None:
@@ -197,4 +210,21 @@ class ConfidenceTest(IntervalTest):
         return self.delta
 
     def null_info(self):
-        return ConfidenceInfo(0, 0, 0)
+        return ConfidenceInfo(0, 0, 0, math.nan, 0.0, 0.0)
+
+    def decision_errors(self, stats, N):
+        """Estimated ``|P(accept) - P_MH(accept)|`` of each decision: the design's Gaussian
+        model of the test at the decision's sd and log MH ratio
+        (:func:`design.confidence_decision_errors`); far below the a-priori bound
+        ``delta``. 0 for decisions without data and steps the prior rejected."""
+        from design import confidence_decision_errors
+
+        c = np.asarray(stats["log_const"], dtype=float)
+        rejected = ~np.isfinite(c)
+        out = confidence_decision_errors(
+            np.nan_to_num(stats["mean"]), np.where(rejected, 0.0, stats["sd"]), stats["C"],
+            np.where(rejected, 0, stats["n_used"]), np.where(rejected, 0.0, c), N=N,
+            delta=self.delta, gamma=self.gamma, p=self.p, bound=self.bound,
+            batch_size=self.batch_size)
+        out[rejected] = 0.0
+        return out

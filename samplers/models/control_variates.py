@@ -92,6 +92,75 @@ def _weights_loop(link, derivs):
     return loop
 
 
+# --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
+
+
+@jit
+def proxy_total_kernel(g, H, center, order2, theta, theta_new):
+    """:meth:`ControlVariates.proxy_total` bit for bit: ``Delta . g`` at order 1 (``order2``
+    0.0), ``Delta . (g + H (theta + theta' - 2 theta*) / 2)`` at order 2, the same products
+    (BLAS ``dgemv`` and ``ddot``, as NumPy's ``@``) in the same order."""
+    d = theta.shape[0]
+    delta = np.empty(d)
+    for j in range(d):
+        delta[j] = theta_new[j] - theta[j]
+    if order2 == 0.0:
+        return np.dot(delta, g)
+    v = np.empty(d)
+    for j in range(d):
+        v[j] = theta[j] + theta_new[j] - 2.0 * center[j]
+    Hv = np.dot(H, v)
+    w = np.empty(d)
+    for j in range(d):
+        w[j] = g[j] + 0.5 * Hv[j]
+    return np.dot(delta, w)
+
+
+@jit
+def proxy_grad_kernel(g, H, center, order2, theta, N, out):
+    """``out = ControlVariates._proxy_grad(theta) / N`` bit for bit: ``(g + H u) / N``
+    (``g / N`` at order 1), the per-row shift of the wrapper's gradients."""
+    d = theta.shape[0]
+    if order2 == 0.0:
+        for j in range(d):
+            out[j] = g[j] / N
+        return
+    u = np.empty(d)
+    for j in range(d):
+        u[j] = theta[j] - center[j]
+    Hu = np.dot(H, u)
+    for j in range(d):
+        out[j] = (g[j] + Hu[j]) / N
+
+
+@jit
+def cv_decision_data(data, theta, theta_new):
+    """The wrapper's ``_decision_data(theta, theta_new)`` from its block data ``(rows, g, H,
+    N)`` (``rows`` the row kernels' tuple with shift 0): the rows' tuple with shift P / N."""
+    rows, g, H, N = data
+    inner, center, order2, _ = rows
+    return (inner, center, order2, proxy_total_kernel(g, H, center, order2, theta, theta_new) / N)
+
+
+@cache
+def cv_batch_grad(row_grad, row_prefetch):
+    """The wrapper's ``_grad_loglik`` over its block data ``(rows, g, H, N)`` (memoised per
+    kernel): the residuals' row gradients plus ``(g + H u) / N`` on every row."""
+    grads = batch_grad(row_grad, row_prefetch)
+
+    @jit
+    def kernel(data, idx, theta, out):
+        rows, g, H, N = data
+        grads(rows, idx, theta, out)
+        shift = np.empty(theta.shape[0])
+        proxy_grad_kernel(g, H, rows[1], rows[2], theta, N, shift)
+        for t in range(out.shape[0]):
+            for j in range(out.shape[1]):
+                out[t, j] += shift[j]
+
+    return kernel
+
+
 # --- the center ----------------------------------------------------------------------------
 
 
@@ -681,6 +750,15 @@ class ControlVariates(BaseModel):
 
     def _data(self, shift) -> tuple:
         return (self.model._kernel_data(), self._theta_c, self._order2, float(shift))
+
+    def _block_data(self) -> tuple | None:
+        """``(rows, g, H, N)`` for the compiled block loop (:mod:`samplers._blocks`): the row
+        kernels' tuple with shift 0, the sums at the center and N as a float, from which
+        :func:`cv_decision_data` and :func:`cv_batch_grad` compute what
+        :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model."""
+        if self._glm is None:
+            return None
+        return (self._data(0.0), self._g, self._H, float(self.N))
 
     def _kernel_data(self):
         raise TypeError("ControlVariates rows carry the per-pair constant P/N: read them through "

@@ -93,3 +93,24 @@ def test_bad_input():
         acceptance_error(PAIRS, m=20_000, epsilon=0.1)
     with pytest.raises(ValueError, match="epsilon must be in"):
         acceptance_error(PAIRS, m=100, epsilon=-0.1)
+
+
+def test_basis_integrals_equal_the_basis_evaluated_at_every_node():
+    """The per-interval power sums give the same integrals as w @ basis(t) (NumPy/SciPy
+    reference), nodes on knots, at both ends and in empty rows included."""
+    from design._acceptance_error import basis_integrals
+
+    rng = np.random.default_rng(12)
+    knots = np.linspace(0.0, 3.0, 13)
+    basis = CubicSpline(knots, np.eye(knots.size))
+    t = np.concatenate([rng.uniform(0.0, 3.0, 500), knots])
+    rows = rng.integers(0, 4, t.size)
+    rows[rows == 2] = 3                                   # row 2 has no nodes
+    w1, w2 = rng.normal(size=t.size), rng.uniform(size=t.size)
+    A1, A2 = basis_integrals(basis, rows, t, (w1, w2), 4)
+    B = basis(t)
+    for r in range(4):
+        sel = rows == r
+        np.testing.assert_allclose(A1[r], w1[sel] @ B[sel], rtol=0, atol=1e-13)
+        np.testing.assert_allclose(A2[r], w2[sel] @ B[sel], rtol=0, atol=1e-13)
+    assert not A1[2].any()

@@ -294,6 +294,11 @@ def test_confidence_design(real_tests, residuals):
     d = optimize(trial, TOL, test="confidence")
     assert isinstance(d, ConfidenceDesign) and d.test == "confidence" and d.delta == TOL
     assert "growth factor gamma" in str(d)
+    # the predicted data use comes with its standard error over the pairs
+    frac = d.pair_data_fraction
+    assert d.data_fraction == pytest.approx(np.mean(frac))
+    assert d.data_fraction_se == pytest.approx(np.std(frac, ddof=1) / math.sqrt(frac.size))
+    assert d.pairs_for_10pc == math.ceil((np.std(frac, ddof=1) / np.mean(frac) / 0.1) ** 2)
     test = ConfidenceTest.from_design(d)
     assert (test.batch_size, test.gamma, test.delta) == (d.batch_size, d.gamma, TOL)
     rows, dhat, se, gap = _check_against_real(real_tests, d, test, pops, cs, 2000, rng,

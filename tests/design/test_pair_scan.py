@@ -98,11 +98,31 @@ def test_loglik_many_matches_loglik_and_checks_shapes():
     thetas = rng.normal(size=(4, 3))
     idx = rng.permutation(500)[:77]
     many = model.loglik_many(thetas, idx)
-    for k in range(4):
-        np.testing.assert_allclose(many[:, k], model.loglik(thetas[k], idx), rtol=1e-12,
-                                   atol=1e-12)
+    for k in range(4):          # the same arithmetic in the same order: the same bits
+        np.testing.assert_array_equal(many[:, k], model.loglik(thetas[k], idx))
     with pytest.raises(ValueError, match="thetas must have shape"):
         model.loglik_many(np.zeros((2, 4)), idx)
+
+
+@pytest.mark.parametrize("plus_minus", [False, True])
+def test_loglik_many_kernel_matches_numpy(plus_minus):
+    """The compiled loop of LogisticRegression.loglik_many against plain NumPy/SciPy
+    (log_expit of the signed predictors over 1/K), large predictors included."""
+    from scipy.special import log_expit
+
+    rng = np.random.default_rng(13)
+    X = rng.normal(size=(400, 3)) * np.array([1.0, 30.0, 300.0])
+    y = rng.choice([-1.0, 1.0] if plus_minus else [0.0, 1.0], 400)
+    model = LogisticRegression(X, y, temperature=2.5)
+    thetas = rng.normal(size=(9, 3))
+    idx = rng.integers(0, 400, 250)
+    sign = y[idx] if plus_minus else 2.0 * y[idx] - 1.0
+    eta = np.zeros((idx.size, 9))
+    for j in range(3):          # summed over j in order, as the kernel does (at |eta| ~ 500
+        eta += X[idx, j][:, None] * thetas[:, j]   # one ulp of eta is 1e-13 of exp(-eta))
+    ref = log_expit(sign[:, None] * eta) / 2.5
+    np.testing.assert_allclose(model.loglik_many(thetas, idx), ref, rtol=1e-13, atol=1e-300)
+    assert model.loglik_many(thetas[:0], idx).shape == (250, 0)
 
 
 def test_a_bad_loglik_many_is_refused():
@@ -183,3 +203,23 @@ def test_shape_pass_is_the_same_for_both_model_interfaces(workers):
     many = pair_shape_sums(model, thetas, news, mu, N=3000, chunk=700, workers=workers)
     ratio = pair_shape_sums(RatioOnly(), thetas, news, mu, N=3000, chunk=700, workers=workers)
     np.testing.assert_allclose(many, ratio, rtol=1e-9, atol=1e-12)
+
+
+def test_memmapped_data_give_the_same_statistics(tmp_path):
+    """A float32 memmap is read in place, chunk by chunk: the same trial chain as the same
+    values in memory, bit for bit."""
+    rng = np.random.default_rng(14)
+    X, beta = _data(20_000, 4, rng)
+    y = (rng.random(20_000) < 1 / (1 + np.exp(-X @ beta))).astype(np.float32)
+    Xm = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=np.float32,
+                                   shape=X.shape)
+    Xm[:] = X
+    Xm.flush()
+    Xm = np.load(tmp_path / "X.npy", mmap_mode="r")
+    thetas = beta + rng.normal(0, 0.02, (6, 4))
+    news = thetas + rng.normal(0, 0.01, (6, 4))
+    kw = dict(chunk=3000, workers=2, progress=False)
+    on_disk = TrialChain.from_model(LogisticRegression(Xm, y), thetas, news, **kw)
+    in_memory = TrialChain.from_model(LogisticRegression(np.array(Xm), y), thetas, news, **kw)
+    for name in ("mu", "sigma", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs"):
+        np.testing.assert_array_equal(getattr(on_disk, name), getattr(in_memory, name))

@@ -270,3 +270,187 @@ def test_exact_test_on_more_than_one_chunk_takes_the_python_loop():
     model = GaussianMean(np.random.default_rng(8).normal(size=FULL_CHUNK + 1))
     with pytest.raises(TypeError, match="no compiled chain loop"):
         sample(model, ExactTest(), RandomWalk(0.01), [0.0], 3, rng=0, compiled=True)
+
+
+# --- control variates and the independence proposal --------------------------------------------
+
+
+def _cv_models():
+    """Control-variate wrappers of each GLM kind, orders 1 and 2."""
+    from samplers import ControlVariates, RobustRegression
+
+    logistic, _ = _logistic(N=3000, d=10)
+    rng = np.random.default_rng(9)
+    X = np.column_stack([np.ones(2000), rng.normal(size=(2000, 2))])
+    y = X @ [0.5, -1.0, 2.0] + rng.standard_t(4, size=2000)
+    mean = GaussianMean(rng.normal(1.0, 2.0, 1500), sigma=2.0, prior=GaussianPrior(0.0, 3.0))
+    return [ControlVariates(m, order=order)
+            for m in (logistic, LinearRegression(X, y, prior=GaussianPrior(0.0, 10.0)),
+                      RobustRegression(X, y, df=4.0, prior=GaussianPrior(0.0, 10.0)), mean)
+            for order in (1, 2)]
+
+
+def test_proxy_kernels_match_the_wrapper():
+    from samplers.models.control_variates import (
+        cv_batch_grad,
+        cv_decision_data,
+        proxy_total_kernel,
+    )
+
+    rng = np.random.default_rng(10)
+    for cv in _cv_models():
+        rows, g, H, N = cv._block_data()
+        grads = cv_batch_grad(cv._row_grad, cv._row_prefetch)
+        sd = np.sqrt(np.diag(cv.laplace_covariance()))
+        for _ in range(20):
+            theta = cv.center.theta + sd * rng.normal(size=cv.dim)
+            theta_new = theta + 0.3 * sd * rng.normal(size=cv.dim)
+            P = proxy_total_kernel(g, H, rows[1], rows[2], theta, theta_new)
+            assert P == cv.proxy_total(theta, theta_new), cv
+            data = cv_decision_data(cv._block_data(), theta, theta_new)
+            expected = cv._decision_data(theta, theta_new)
+            assert data[3] == expected[3] and data[2] == expected[2], cv
+            idx = rng.choice(cv.N, size=37, replace=False)
+            out = np.empty((37, cv.dim))
+            grads(cv._block_data(), idx, theta, out)
+            assert np.array_equal(out, cv._grad_loglik(theta, idx)), cv
+
+
+def test_gaussian_log_density_matches_independence():
+    from samplers import Independence
+    from samplers.proposals import gaussian_log_density
+
+    rng = np.random.default_rng(11)
+    for d in (1, 3, 11):
+        A = rng.normal(size=(d, d))
+        q = Independence(rng.normal(size=d), A @ A.T + d * np.eye(d))
+        mean, factor, inverse = q._kernel()
+        for seed in range(20):
+            x = rng.normal(size=d) * 3.0
+            assert gaussian_log_density(x, mean, inverse) == q.log_density(x)
+            z = np.random.default_rng(seed).standard_normal(d)
+            out = np.empty(d)
+            walk_move(mean, np.empty(0), factor, z, out)
+            expected = q.propose(np.random.default_rng(seed), None, None, x, None)[0]
+            assert np.array_equal(out, expected)
+
+
+def _cv_logistic(order=2, N=20_000):
+    from samplers import ControlVariates
+
+    model, _ = _logistic(N=N, d=10)
+    return ControlVariates(model, order=order)
+
+
+CV_PROPOSALS = {
+    "walk": lambda cv: RandomWalk.from_laplace(cv),
+    "walk-diag": lambda cv: RandomWalk(0.5 * np.sqrt(np.diag(cv.laplace_covariance()))),
+    "independence": lambda cv: __import__("samplers").Independence.from_laplace(cv, scale=1.2),
+    "langevin": lambda cv: __import__("samplers").Langevin.from_laplace(cv, batch_size=50),
+}
+CV_TESTS = {
+    "austere": lambda: AustereTest(m=50, epsilon=0.05),
+    "barker": lambda: BarkerTest(m=100),
+    "fpc-normal": lambda: FPCNormalTest(m=50, epsilon=0.05),
+    "exact": lambda: ExactTest(),
+}
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("proposal", sorted(CV_PROPOSALS))
+def test_cv_austere_compiled_equals_python(order, proposal):
+    cv = _cv_logistic(order)
+    prop = CV_PROPOSALS[proposal](cv)
+    test = AustereTest(m=50, epsilon=0.05)
+    python = sample(cv, test, prop, cv.center.theta, 400, rng=16, compiled=False)
+    compiled = sample(cv, test, prop, cv.center.theta, 400, rng=16, compiled=True)
+    assert_same_chain(python, compiled)
+    assert 0.1 < compiled.acceptance_rate < 0.995
+
+
+@pytest.mark.parametrize("name", ["barker", "fpc-normal", "exact"])
+@pytest.mark.parametrize("proposal", ["walk", "independence"])
+def test_cv_tests_compiled_equal_python(name, proposal):
+    cv = _cv_logistic(2, N=8000)
+    prop = CV_PROPOSALS[proposal](cv)
+    python = sample(cv, CV_TESTS[name](), prop, cv.center.theta, 300, rng=17, compiled=False)
+    compiled = sample(cv, CV_TESTS[name](), prop, cv.center.theta, 300, rng=17, compiled=True)
+    assert_same_chain(python, compiled)
+
+
+def test_cv_other_glms_compiled_equal_python():
+    from samplers import Independence
+
+    for cv in _cv_models()[2:]:   # linear, Student-t, Gaussian mean; orders 1 and 2
+        for prop in (RandomWalk.from_laplace(cv), Independence.from_laplace(cv)):
+            test = AustereTest(m=40, epsilon=0.1)
+            python = sample(cv, test, prop, cv.center.theta, 200, rng=18, compiled=False)
+            compiled = sample(cv, test, prop, cv.center.theta, 200, rng=18, compiled=True)
+            assert_same_chain(python, compiled)
+
+
+def test_cv_more_thresholds_and_sgld_compiled_equal_python(monkeypatch):
+    cv = _cv_logistic(1)
+    # order 1 away from the mode: residuals large enough that the test reads many stages,
+    # past the first table of critical values (the block returns for more)
+    start = cv.center.theta + 3.0 * np.sqrt(np.diag(cv.laplace_covariance()))
+    test = AustereTest(m=2, epsilon=1e-4)
+    walk = RandomWalk.from_laplace(cv, scale=0.5)
+    monkeypatch.setattr(_chain, "FIRST_BLOCK", 7)
+    python = sample(cv, test, walk, start, 60, rng=19, compiled=False)
+    compiled = sample(cv, test, walk, start, 60, rng=19, compiled=True)
+    assert_same_chain(python, compiled)
+    assert compiled.stats["n_stages"].max() > 4096
+    python = sample(cv, AcceptAll(), SGLD(1e-5, 50), start, 200, rng=20, compiled=False)
+    compiled = sample(cv, AcceptAll(), SGLD(1e-5, 50), start, 200, rng=20, compiled=True)
+    assert_same_chain(python, compiled)
+
+
+def test_cv_ctrl_c_keeps_the_completed_blocks():
+    from samplers import Independence
+
+    cv = _cv_logistic(2, N=20_000)
+    q = Independence.from_laplace(cv, scale=1.2)
+    test = AustereTest(m=50, epsilon=0.05)
+    sample(cv, test, q, cv.center.theta, 5, rng=0, compiled=True)   # compiled
+    n = 50_000_000   # minutes of work: the interrupt comes first
+    timer = threading.Timer(1.0, lambda: os.kill(os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.warns(ChainInterrupted, match=rf"interrupted after \d+ of {n} steps"):
+            partial = sample(cv, test, q, cv.center.theta, n, rng=21, compiled=True)
+    finally:
+        timer.cancel()
+    done = partial.samples.shape[0]
+    assert 0 < done < n
+    assert all(v.shape[0] == done for v in partial.stats.values())
+    full = sample(cv, test, q, cv.center.theta, done, rng=21, compiled=False)
+    assert_same_chain(partial, full)
+
+
+def test_cv_of_a_user_model_takes_the_python_loop():
+    from samplers import ControlVariates
+
+    class UserMean:
+        N = 500
+        dim = 1
+
+        def __init__(self):
+            self.x = np.random.default_rng(12).normal(size=500)
+
+        def loglik(self, theta, idx):
+            return -0.5 * (self.x[idx] - theta[0]) ** 2
+
+        def grad_loglik(self, theta, idx):
+            return (self.x[idx] - theta[0]).reshape(-1, 1)
+
+        def hess_loglik(self, theta, idx):
+            return -np.ones((len(idx), 1, 1))
+
+        def logprior(self, theta):
+            return 0.0
+
+    cv = ControlVariates(UserMean())
+    with pytest.raises(TypeError, match="no compiled chain loop for ControlVariates"):
+        sample(cv, AustereTest(m=50, epsilon=0.1), RandomWalk(0.05), cv.center.theta, 3,
+               rng=0, compiled=True)
