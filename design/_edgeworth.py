@@ -30,17 +30,22 @@ and below when W < -(c + a) + (c beta / 2)(c + a) - (k3 / 6)((c + a)^2 - 1), to 
 order. At a = 0 and f = 0 this is the classical expansion of the studentized mean,
 P(T <= x) = Phi(x) + n^-1/2 (gamma / 6)(2 x^2 + 1) phi(x) + O(1 / n) (Hall 1992, section 2.6):
 the t statistic is skewed against the sign of gamma, so on right-skewed l_i the test
-stops below too often and above too rarely. The noise e of the sample variance makes the
-threshold itself random; averaged over it (a Gaussian e of variance v), P(W - c e / 2 > t)
-= Phi-bar(t / sqrt(1 + c^2 v / 4)): the thresholds are divided by sqrt(1 + c^2 v / 4). For
-Gaussian data v = 2 / n is the Student-t heaviness that the ``"normal"`` prediction of
-the t-test already absorbs (see :func:`design.sequential_error`), so only the excess
-v_ex = (kappa - gamma^2) (1 - f) / n enters: heavy tails (kappa > gamma^2) make the
-statistic heavier-tailed and the early stops more frequent on both sides. This is the
-part of the n^-1 term of the i.i.d. expansion, -n^-1 x (kappa (x^2 - 3) / 12 - gamma^2
-(x^4 + 2 x^2 - 3) / 18 - (x^2 + 3) / 4) phi(x), that comes from the noise of the sample
-variance; the rest of that term (the kurtosis of the mean itself, the square of the skew
-term) is neglected, which is what ``edgeworth_reliable`` bounds.
+stops below too often and above too rarely.
+
+**The n^-1 term.** The i.i.d. expansion continues with n^-1 q2(x) phi(x),
+q2(x) = x (kappa (x^2 - 3) / 12 - gamma^2 (x^4 + 2 x^2 - 3) / 18 - (x^2 + 3) / 4)
+(Hall 1992, Eq. 2.55). Its last part is Student's heaviness, which the t thresholds of
+the real test already remove (the Gaussian programme's ``"normal"`` prediction); the rest
+is kept, times (1 - f), as a further shift of each threshold, evaluated at the same
+drift-shifted argument (c -+ a) as the skew term, together with the square of the
+first-order shift that the quantile map W = Phi^-1(P(T <= x)) adds (x sh^2 / 2). Note the
+sign: at |x| > sqrt(3) excess kurtosis makes the t statistic *lighter*-tailed (mean and sd
+of a batch grow together when a large l_i is in it). An earlier version kept only the
+noise of the sample variance (thresholds divided by sqrt(1 + c^2 v_ex / 4)), which has the
+opposite sign: at kappa ~ 40-50 and m = 100 it over-predicted the wrong stops by up to
+6-13 SE of the simulated test at small epsilon (deep thresholds); with the full term
+the cells within ``edgeworth_reliable`` are within 2.5 SE
+(``benchmarks/edgeworth_kurtosis.py``).
 
 **The programme.** With these stage-dependent, drift-dependent and asymmetric thresholds
 [L_j, U_j] in the space of the Gaussian walk Z (U = a + the upper W-threshold above), the
@@ -55,8 +60,11 @@ error below 0.5 delta^2), survivors below ``STOP_TOL`` are dropped.
 
 The polynomial terms are only an expansion: the shifts are capped at ``SHIFT_CAP`` in
 absolute value (the Cornish-Fisher map stops being monotone beyond), and the expansion is
-meaningful only while gamma / sqrt(m) and kappa / m are small (``edgeworth_reliable``);
-beyond, simulate the real test (``validation.clt_check`` does).
+meaningful only while gamma / sqrt(m) and kappa / m are small (``edgeworth_reliable``:
+|gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5); beyond, the neglected
+n^-3/2 terms are not small at the first stages (lognormal l_i with kappa ~ 77 at m = 100,
+or kappa ~ 40 at m = 50, are still 4-8 SE off) and the real test must be simulated on the
+real l_i (``validation.acceptance_check``, whose verdict is the simulation's).
 
 References
 ----------
@@ -123,17 +131,28 @@ def _thresholds(q, a, n, N, gamma, kappa):
     one_f = max(1.0 - f, 0.0)
     k3 = gamma * (1.0 - 2.0 * f) / math.sqrt(n * max(one_f, 1.0 / n))
     beta = gamma * math.sqrt(one_f / n)
-    v_ex = (kappa - gamma * gamma) * one_f / n
-    c = q / math.sqrt(max(1.0 + 0.25 * q * q * v_ex, 0.25))
-    up, lo = c - a, c + a
-    sh_u = 0.5 * c * beta * _clip(up, ARG_CAP) - k3 / 6.0 * (_clip(up, ARG_CAP) ** 2 - 1.0)
-    sh_l = 0.5 * c * beta * _clip(lo, ARG_CAP) - k3 / 6.0 * (_clip(lo, ARG_CAP) ** 2 - 1.0)
+    c = q
+    up, lo = _clip(c - a, ARG_CAP), _clip(c + a, ARG_CAP)
+    sh_u = 0.5 * c * beta * up - k3 / 6.0 * (up * up - 1.0)
+    sh_l = 0.5 * c * beta * lo - k3 / 6.0 * (lo * lo - 1.0)
+    # the n^-1 term of the studentized mean beyond Student's (Hall 1992, Eq. 2.55):
+    # P(T <= x) - P_Gauss(T <= x) gains x (kappa (x^2 - 3) / 12 - gamma^2 (x^4 + 2x^2 - 3)
+    # / 18) phi(x) / n, odd in x; and the quantile map's square of the first-order shift
+    r = one_f / n
+    sh_u += r * _second(up, gamma, kappa) + 0.5 * up * sh_u * sh_u
+    sh_l += -r * _second(lo, gamma, kappa) - 0.5 * lo * sh_l * sh_l
     U = c + _clip(sh_u, SHIFT_CAP)
     L = -c + _clip(sh_l, SHIFT_CAP)
     if U - L < 0.2:                       # keep a (narrow) continuation region
         mid = 0.5 * (U + L)
         U, L = mid + 0.1, mid - 0.1
     return L, U
+
+
+@jit
+def _second(x, gamma, kappa):
+    x2 = x * x
+    return x * (kappa * (x2 - 3.0) / 12.0 - gamma * gamma * (x2 * x2 + 2.0 * x2 - 3.0) / 18.0)
 
 
 @jit

@@ -22,6 +22,11 @@ def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):
     assert (out / "trial.npz").exists()
     assert summary["clt_check"]["batch_size"] == summary["design"]["m"]
     assert "CLT check" in (out / "report.txt").read_text()
+    verdict = summary["clt_check"]           # the verdict is the design's: mean |Delta| of the
+    assert verdict["design_tolerance"] == 0.05   # real test against the tolerance, KS beside it
+    assert verdict["passed"] == (verdict["mean_abs_error_simulated"] <= 0.05 + 2 * verdict[
+        "mean_abs_error_simulated_se"])
+    assert "supporting detail: KS distance" in (out / "report.txt").read_text()
     # with control variates the designed test reads about one minibatch, as its design says
     with_cv = next(r for name, r in summary["runs"].items() if name.startswith("AustereMH designed + CV"))
     assert with_cv["control_variates"] and with_cv["mean_rows_per_step"] < 0.01 * 20_000
