@@ -40,6 +40,39 @@ def test_decision_errors_are_eq6_when_the_decision_read_every_row(read):
     np.testing.assert_allclose(absolute, np.abs(got), atol=1e-12)
 
 
+@pytest.mark.parametrize("kappa", [1e-3, 0.3, 3.0, 300.0])
+def test_eq6_kernel_matches_quadrature(kappa):
+    # The monitor's Eq. 6 for one pair (whole cells from two recursions, the cell holding
+    # mu_c in closed form) against scipy's quad of E(|x|) kappa exp(kappa (mu_c - x)) over
+    # x >= mu_c, E the piecewise-linear table and 0 beyond it, signed as Eq. 6.
+    from scipy import integrate
+
+    from design._monitor import _signed_error, _tail_sums
+
+    grid = np.linspace(0.0, 6.0, 241)
+    err = 0.3 * np.exp(-grid ** 2 / 3.0) * (1.0 + 0.2 * np.sin(5.0 * grid))
+    ahead, behind = np.empty_like(grid), np.empty_like(grid)
+    _tail_sums(kappa, grid[1] - grid[0], err, ahead, behind)
+
+    def E(x):
+        return np.interp(abs(x), grid, err, right=0.0)
+
+    knots = np.concatenate([-grid[::-1], grid[1:]])     # E is linear between these
+
+    def reference(mu_c):
+        cuts = np.concatenate([[mu_c], knots[knots > mu_c]])
+        total = 0.0
+        for lo, hi in zip(cuts[:-1], cuts[1:]):
+            val = integrate.quad(lambda x: E(x) * kappa * math.exp(kappa * (mu_c - x)), lo, hi,
+                                 epsabs=1e-15, epsrel=1e-12)[0]
+            total += val if hi <= 0.0 else -val
+        return total
+
+    for mu_c in (-7.0, -6.0, -2.33, -0.01, 0.0, 0.01, 1.7, 5.99, 6.0, 8.0):
+        got = _signed_error(mu_c, kappa, grid, err, ahead, behind)
+        assert got == pytest.approx(reference(mu_c), rel=1e-6, abs=1e-10), mu_c
+
+
 def test_decisions_without_data_have_no_error_and_bad_input_is_refused():
     # sd = 0: every l_i read is equal; n_used = 0: the prior rejected before any data
     d = design.decision_errors([0.0, 0.0, 0.0], [1e-3, 0.0, 1e-3], [100, 10, 0],
