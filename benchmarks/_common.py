@@ -52,3 +52,31 @@ def cv_logistic_dataset(N, rng, d=10):
     X[:, -1] = 1.0
     y = (rng.random(N) < 1.0 / (1.0 + np.exp(-(X @ theta)))).astype(float)
     return X, y
+
+
+def chain_with_pairs(model, test, proposal, theta0, n, seed):
+    """A chain run step by step on the Python loop, keeping what ``sample`` does not: each
+    step's pair ``(theta, theta_new)`` (the proposal is peeked with a copy of the generator,
+    so the chain is the one ``mh_step`` makes). Returns ``(view, pairs, stats)``, ``stats``
+    holding ``log_const`` and every field of the test's info, per step."""
+    import numpy as np
+
+    from samplers import IndexSampler, State, check_model, mh_step
+
+    view, theta = check_model(model, theta0)
+    rng = np.random.default_rng(seed)
+    batches = IndexSampler(view.N, rng)
+    state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
+    pairs, infos = [], []
+    for _ in range(n):
+        before = state.theta
+        peek = np.random.Generator(type(rng.bit_generator)())
+        peek.bit_generator.state = rng.bit_generator.state
+        theta_new = proposal.propose(peek, view, batches, before, state.pstate)[0]
+        state, info = mh_step(rng, state, view, test, proposal, batches)
+        pairs.append((before, theta_new))
+        infos.append(info)
+    stats = {"log_const": np.array([i.log_const for i in infos])}
+    for name in infos[0].test._fields:
+        stats[name] = np.array([getattr(i.test, name) for i in infos])
+    return view, pairs, stats

@@ -30,37 +30,13 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write  # noqa: E402
+from _common import chain_with_pairs, machine, write  # noqa: E402
 
 import design  # noqa: E402
 from samplers import (  # noqa: E402
-    AustereTest, BiasWarning, ExactTest, GaussianPrior, IndexSampler, LogisticRegression,
-    RandomWalk, State, check_model, mh_step, sample)
+    AustereTest, BiasWarning, ExactTest, GaussianPrior, LogisticRegression, RandomWalk, sample)
 from samplers.datasets import logistic_regression  # noqa: E402
 from validation import acceptance_check  # noqa: E402
-
-
-def run(model, test, proposal, theta0, n, seed):
-    """A chain step by step; returns the per-step (theta, theta_new, c) and the stats."""
-    view, theta = check_model(model, theta0)
-    rng = np.random.default_rng(seed)
-    batches = IndexSampler(view.N, rng)
-    state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-    pairs, infos = [], []
-    for _ in range(n):
-        before = state.theta
-        peek = np.random.Generator(type(rng.bit_generator)())
-        peek.bit_generator.state = rng.bit_generator.state
-        theta_new = proposal.propose(peek, view, batches, before, state.pstate)[0]
-        state, info = mh_step(rng, state, view, test, proposal, batches)
-        pairs.append((before, theta_new))
-        infos.append(info)
-    stats = {"log_const": np.array([i.log_const for i in infos]),
-             "mean": np.array([i.test.mean for i in infos]),
-             "sd": np.array([i.test.sd for i in infos]),
-             "first_mean": np.array([i.test.first_mean for i in infos]),
-             "n_used": np.array([i.test.n_used for i in infos])}
-    return view, pairs, stats
 
 
 def model_ratios(view, theta, theta_new):
@@ -92,7 +68,7 @@ def main(argv=None):
         "predicted_error": plan.error}, "cases": {}}
     rng = np.random.default_rng(7)
     for name, test in (("designed", designed), ("epsilon x20", loose)):
-        view, pairs, stats = run(model, test, proposal, theta, args.steps, 11)
+        view, pairs, stats = chain_with_pairs(model, test, proposal, theta, args.steps, 11)
         est = test.decision_errors(stats, view.N)
         signed = design.decision_errors(stats["mean"], stats["sd"], stats["n_used"],
                                         stats["log_const"],

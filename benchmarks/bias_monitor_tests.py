@@ -32,11 +32,10 @@ import numpy as np
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import machine, write  # noqa: E402
+from _common import chain_with_pairs, machine, write  # noqa: E402
 
 from samplers import (  # noqa: E402
-    BarkerTest, ConfidenceTest, GaussianPrior, IndexSampler, LogisticRegression, RandomWalk,
-    State, check_model, mh_step)
+    BarkerTest, ConfidenceTest, GaussianPrior, LogisticRegression, RandomWalk)
 from validation import simulate_acceptance  # noqa: E402
 
 
@@ -49,27 +48,6 @@ def skewed_logistic(N, rng):
     theta = np.array([0.8, -0.5, 0.3])
     y = (rng.random(N) < special.expit(X @ theta)).astype(float)
     return X, y, theta
-
-
-def run(model, test, proposal, theta0, n, seed):
-    """A chain step by step: its pairs, log_const and stats (all info fields)."""
-    view, theta = check_model(model, theta0)
-    rng = np.random.default_rng(seed)
-    batches = IndexSampler(view.N, rng)
-    state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-    pairs, infos = [], []
-    for _ in range(n):
-        before = state.theta
-        peek = np.random.Generator(type(rng.bit_generator)())
-        peek.bit_generator.state = rng.bit_generator.state
-        theta_new = proposal.propose(peek, view, batches, before, state.pstate)[0]
-        state, info = mh_step(rng, state, view, test, proposal, batches)
-        pairs.append((before, theta_new))
-        infos.append(info)
-    stats = {"log_const": np.array([i.log_const for i in infos])}
-    for name in infos[0].test._fields:
-        stats[name] = np.array([getattr(i.test, name) for i in infos])
-    return view, pairs, stats
 
 
 def simulated(view, test, theta, theta_new, c, reps, rng):
@@ -102,7 +80,7 @@ def main(argv=None):
     out = {"settings": vars(args), "machine": machine(), "cases": {}}
     rng = np.random.default_rng(7)
     for name, test in cases.items():
-        view, pairs, stats = run(model, test, proposal, theta, args.steps, 11)
+        view, pairs, stats = chain_with_pairs(model, test, proposal, theta, args.steps, 11)
         est = test.decision_errors(stats, view.N)
         picks = np.sort(rng.choice(args.steps, size=min(args.pairs, args.steps), replace=False))
         # the confidence test reads (nearly) every row here: fewer repetitions keep it short
