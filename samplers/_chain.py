@@ -155,7 +155,8 @@ class Chain:
     def bias_exceeded(self) -> bool:
         """Whether the estimated mean error exceeds the test's design tolerance by more than
         :data:`WARN_MARGIN_Z` = 2 standard errors (when the chain warns,
-        :class:`BiasWarning`); False without a tolerance or estimates."""
+        :class:`BiasWarning`); False without a tolerance or estimates, and for chains of
+        fewer than 4 decisions."""
         running = self.running_error
         if running is None or running.shape[0] == 0:
             return False
@@ -333,9 +334,11 @@ def batch_means_se(x) -> float:
 
 def bias_exceeds(mean_error, se, tolerance) -> bool:
     """Whether a chain's estimated mean error exceeds ``tolerance`` by more than
-    :data:`WARN_MARGIN_Z` standard errors (``se`` NaN: by any amount)."""
-    margin = WARN_MARGIN_Z * se if math.isfinite(se) else 0.0
-    return bool(tolerance is not None and mean_error > tolerance + margin)
+    :data:`WARN_MARGIN_Z` standard errors; False when ``se`` is NaN (fewer than 4 decisions:
+    too few to tell bias from noise, e.g. the 2-step chain that compiles a block)."""
+    if tolerance is None or se is None or not math.isfinite(se):
+        return False
+    return bool(mean_error > tolerance + WARN_MARGIN_Z * se)
 
 
 def warn_if_biased(chain, stacklevel=3):

@@ -117,6 +117,12 @@ def test_warning_fires_when_epsilon_is_far_above_the_design(designed):
     attrs = bad.to_arviz().attrs
     assert attrs["design_tolerance"] == plan.tolerance
     assert attrs["acceptance_error_mean"][0] == pytest.approx(bias_monitor(bad).mean_error)
+    # a chain too short for a standard error (the 2-step chain that compiles a block) is
+    # no evidence of bias, however large its estimate: no warning
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BiasWarning)
+        short = sample(model, loose, proposal, theta, 2, rng=5)
+    assert not short.bias_exceeded and math.isnan(short.acceptance_error_se)
 
 
 def test_tests_without_an_estimate_have_no_monitor():
