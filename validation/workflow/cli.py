@@ -20,9 +20,10 @@ def _add_demo(sub):
     p.add_argument("--features", type=int, default=10, help="covariates (default 10)")
     p.add_argument("--samples", type=int, default=2000,
                    help="steps of each control-variate chain (default 2000)")
-    p.add_argument("--exact-samples", type=int, default=500,
+    p.add_argument("--exact-samples", type=int, default=800,
                    help="steps of the two chains on the plain model: exact MH and the plain "
-                        "designed test, both reading most rows (default 500)")
+                        "designed test, both reading most rows (default 800: ESS >= 400 for "
+                        "both at 10^6 rows)")
     p.add_argument("--trial", type=int, default=100, help="trial pairs for the design")
     p.add_argument("--tolerance", type=float, default=0.01,
                    help="design tolerance on the mean error in acceptance probability")

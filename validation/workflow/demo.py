@@ -49,7 +49,7 @@ class DemoSettings:
     n_rows: int = 1_000_000
     n_features: int = 10
     n_samples: int = 2000
-    n_samples_exact: int = 500
+    n_samples_exact: int = 800
     n_trial: int = 100
     tolerance: float = 0.01
     seed: int = 2014
