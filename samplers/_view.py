@@ -122,13 +122,13 @@ class ModelView:
         self.decision_data = (decision_data if decision_data is not None
                               else (lambda th, th_new: model.kernel_data()))
         self._ratio_chunks = (
-            chunk_ratio_moments(k.ratio) if k.eta is None
-            else chunk_ratio_moments_eta(k.eta, k.eta_ratio))
+            chunk_ratio_moments(k.ratio) if k.eta_rows2 is None
+            else chunk_ratio_moments_eta(k.eta_rows2, k.eta_ratio))
         self._loglik_chunks = None
         if k.loglik is not None:
             self._loglik_chunks = (
-                chunk_loglik_sums(k.loglik) if k.eta is None
-                else chunk_loglik_sums_eta(k.eta, k.eta_loglik))
+                chunk_loglik_sums(k.loglik) if k.eta_rows is None
+                else chunk_loglik_sums_eta(k.eta_rows, k.eta_loglik))
 
     def chunks(self):
         """Consecutive index blocks covering all N rows (for full-data passes)."""
