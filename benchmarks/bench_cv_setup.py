@@ -20,7 +20,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import ROOT, write  # noqa: E402
+
+sys.path.insert(0, str(ROOT))   # measure this checkout, not whichever one is pip-installed
 
 from samplers import ControlVariates, LogisticRegression  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402

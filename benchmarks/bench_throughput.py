@@ -32,7 +32,9 @@ import numpy as np
 from scipy.special import log_expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import ROOT, write  # noqa: E402
+
+sys.path.insert(0, str(ROOT))   # measure this checkout, not whichever one is pip-installed
 
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
 from samplers import ModelView, check_model  # noqa: E402

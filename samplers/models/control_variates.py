@@ -17,9 +17,8 @@ from design._lib.checks import check_finite_array, check_int
 from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
-from ._glm import glm_kernels
-from design._lib.passes import n_chunks, run_chunks
-from ._kernels import batch_grad, batch_loglik, batch_ratio, rows_dot
+from ._glm import glm_kernels, glm_sums
+from ._kernels import batch_grad, batch_loglik, batch_ratio
 
 __all__ = ["ControlVariates", "TaylorCenter"]
 
@@ -78,78 +77,6 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
         inner_prefetch(data[0], i)
 
     return row_ratio, row_loglik, row_grad, row_prefetch
-
-
-#: Rows of a chunk the GLM sums handle at a time (their x_i, 64 x d floats, stay in L1).
-_SUM_BLOCK = 64
-
-
-@cache
-def _glm_sums_kernel(link, derivs, scatter):
-    """Kernel of one chunked pass of :meth:`ControlVariates._sums` for a GLM (run on every
-    core by :func:`design._lib.passes.run_chunks`): for chunks ``c0 <= c < c1`` of ``chunk``
-    rows starting at chunk ``base``, ``Ls[c] = sum f_i(eta_i)``, ``gs[c] = sum f_i'(eta_i) x_i`` and, if ``hessian``,
-    the lower triangle of ``Hs[c] = sum f_i''(eta_i) x_i x_i^T``, ``eta_i = x_i . theta``.
-
-    A block of rows is copied (``scatter``) into a small buffer, their predictors taken four
-    rows side by side (:func:`rows_dot`), and the Hessian updated four rows at a time
-    (``H[j, :j+1] += sum_r w_r x_rj x_r[:j+1]``, a contiguous loop the compiler vectorises):
-    the O(d^2) per row that dominates at large d runs at the core's arithmetic speed, without
-    the threads of a BLAS library (OpenBLAS's threaded ``X.T @ (w X)`` on a chunk slowed a
-    hundredfold when another process held a core).
-    """
-
-    @jit
-    def kernel(inner, theta, N, chunk, hessian, base, Ls, gs, Hs, c0, c1):
-        d = theta.shape[0]
-        xb = np.zeros((_SUM_BLOCK, d))
-        eta = np.empty(_SUM_BLOCK)
-        f2 = np.empty(_SUM_BLOCK)
-        for c in range(c0, c1):
-            g = gs[c]
-            H = Hs[c]
-            g[:] = 0.0
-            H[:, :] = 0.0
-            total = 0.0
-            end = min((base + c + 1) * chunk, N)
-            for b in range((base + c) * chunk, end, _SUM_BLOCK):
-                k = min(_SUM_BLOCK, end - b)
-                for r in range(k):
-                    scatter(inner, b + r, 1.0, xb[r])
-                rows_dot(xb, 0, k, theta, eta)
-                for r in range(k):
-                    total += link(inner, b + r, eta[r])
-                    w1, f2[r] = derivs(inner, b + r, eta[r])
-                    x = xb[r]
-                    for j in range(d):
-                        g[j] += w1 * x[j]
-                if not hessian:
-                    continue
-                r = 0
-                while r + 4 <= k:
-                    x0, x1, x2, x3 = xb[r], xb[r + 1], xb[r + 2], xb[r + 3]
-                    w0, w1, w2, w3 = f2[r], f2[r + 1], f2[r + 2], f2[r + 3]
-                    for j in range(d):
-                        u0, u1, u2, u3 = w0 * x0[j], w1 * x1[j], w2 * x2[j], w3 * x3[j]
-                        h = H[j]
-                        for q in range(j + 1):
-                            h[q] += (u0 * x0[q] + u1 * x1[q]) + (u2 * x2[q] + u3 * x3[q])
-                    r += 4
-                while r < k:
-                    x0 = xb[r]
-                    for j in range(d):
-                        u0 = f2[r] * x0[j]
-                        h = H[j]
-                        for q in range(j + 1):
-                            h[q] += u0 * x0[q]
-                    r += 1
-            Ls[c] = total
-
-    return kernel
-
-
-#: Chunks of rows per call of a threaded GLM pass (between calls: progress bar, Ctrl-C).
-_GROUP = 16
 
 
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
@@ -612,7 +539,7 @@ class ControlVariates(BaseModel):
         """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``, or
         ``(-inf or nan, None, None)`` as soon as a row's log-likelihood is not finite."""
         d = self.dim
-        if self._glm is not None:
+        if self._glm is not None:   # one compiled pass on every core
             return self._glm_sums(theta, hessian, desc)
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
@@ -638,39 +565,13 @@ class ControlVariates(BaseModel):
         return L, g, 0.5 * (H + H.T)
 
     def _glm_sums(self, theta, hessian, desc):
-        """:meth:`_sums` of a GLM: chunks of rows on every core (:func:`_glm_sums_kernel`),
-        :data:`_GROUP` chunks per call (progress and Ctrl-C between calls), the per-chunk
-        sums added in chunk order (so the result does not depend on the threads)."""
-        d = self.dim
-        glm = self._glm
-        kernel = _glm_sums_kernel(glm.link, glm.derivs, glm.scatter)
-        inner = self.model._kernel_data()
-        theta = np.ascontiguousarray(theta, dtype=np.float64)
-        count = n_chunks(self.N, SCAN_CHUNK)
-        L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
         try:
-            for first in range(0, count, _GROUP):
-                last = min(first + _GROUP, count)
-                Ls = np.empty(last - first)
-                gs = np.empty((last - first, d))
-                Hs = np.empty((last - first, d, d) if hessian else (last - first, 0, 0))
-                run_chunks(kernel, last - first, inner, theta, self.N, SCAN_CHUNK, hessian,
-                           first, Ls, gs, Hs)
-                for c in range(last - first):
-                    if not math.isfinite(Ls[c]):
-                        return float(Ls[c]), None, None
-                    L += Ls[c]
-                    g += gs[c]
-                    if hessian:
-                        H += Hs[c]
-                if bar is not None:
-                    bar.update(min(last * SCAN_CHUNK, self.N) - first * SCAN_CHUNK)
+            return glm_sums(self.model, theta, hessian=hessian,
+                            progress=None if bar is None else bar.update)
         finally:
             if bar is not None:
                 bar.close()
-        H = np.tril(H)
-        return L, g, H + np.tril(H, -1).T
 
     def _fd_total_hess(self, theta, desc):
         """``sum_i hess l_i`` by central differences of the summed gradient (2 d passes)."""

@@ -501,12 +501,12 @@ def test_glm_sums_on_every_core_are_the_numpy_sums_whatever_the_threads(monkeypa
     against the model's own per-row log-likelihoods, gradients and finite-difference
     Hessians; bit-identical on one thread and on two; without the Hessian, the same L and g."""
     import design._lib.passes as passes
-    import samplers.models.control_variates as cv_module
+    import samplers.models._glm as glm_module
 
     model = MODELS[name]
     cv = ControlVariates(model)
-    monkeypatch.setattr(cv_module, "SCAN_CHUNK", 97)
-    monkeypatch.setattr(cv_module, "_GROUP", 3)
+    monkeypatch.setattr(glm_module, "SUMS_CHUNK", 97)
+    monkeypatch.setattr(glm_module, "_GROUP", 3)
     rng = np.random.default_rng(7)
     theta = cv.center.theta + 0.1 * rng.normal(size=cv.dim)
     rows = np.arange(model.N)
