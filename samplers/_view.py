@@ -14,6 +14,7 @@ from design._lib.passes import n_chunks, run_chunks
 from .models._base import BaseModel
 from .models._kernels import (
     chunk_grad_sums,
+    chunk_grad_sums_rows,
     chunk_loglik_sums,
     chunk_loglik_sums_eta,
     chunk_ratio_moments,
@@ -65,7 +66,7 @@ class ModelView:
         #: (compiled models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = self.decision_data = None
         #: Per-row log-likelihood and gradient kernels of a compiled model (full passes).
-        self.row_loglik = self.row_grad = None
+        self.row_loglik = self.row_grad = self.grad_rows = None
         #: The sequential-test engine's buffer of l_i, reused between decisions.
         self.engine_values = None
         if isinstance(model, BaseModel):
@@ -114,6 +115,7 @@ class ModelView:
         k = model.row_kernels
         self.row_ratio, self.row_prefetch = k.ratio, k.prefetch
         self.row_loglik, self.row_grad = k.loglik, k.grad
+        self.grad_rows = k.grad_rows
         self.kernel_data = model.kernel_data
         #: ``(theta, theta_new) -> data`` for one decision: what the compiled test loops
         #: pass to ``row_ratio`` (``kernel_data()`` unless the rows depend on the pair,
@@ -179,7 +181,9 @@ class ModelView:
             return total
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty((count, self.dim))
-        run_chunks(chunk_grad_sums(self.row_grad), count, self.kernel_data(), theta,
+        kernel = (chunk_grad_sums(self.row_grad) if self.grad_rows is None
+                  else chunk_grad_sums_rows(self.grad_rows))
+        run_chunks(kernel, count, self.kernel_data(), theta,
                    self.N, FULL_CHUNK, sums, threads=threads)
         for row in sums:
             total += row

@@ -265,6 +265,24 @@ def chunk_grad_sums(row_grad):
 
 
 @cache
+def chunk_grad_sums_rows(grad_rows):
+    """:func:`chunk_grad_sums` through a model's block kernel ``grad_rows`` (rows added in
+    order, each with the row kernel's arithmetic: the same sums), :data:`ROW_BLOCK` rows at
+    a time."""
+    @jit
+    def kernel(data, theta, N, chunk, sums, c0, c1):
+        eta = np.empty(ROW_BLOCK)
+        for c in range(c0, c1):
+            acc = sums[c]
+            acc[:] = 0.0
+            end = min((c + 1) * chunk, N)
+            for b in range(c * chunk, end, ROW_BLOCK):
+                grad_rows(data, b, min(ROW_BLOCK, end - b), theta, eta, acc)
+
+    return kernel
+
+
+@cache
 def chunk_loglik_sums_eta(eta_rows, eta_loglik):
     """:func:`chunk_loglik_sums` for a model whose log-likelihood goes through a linear
     predictor: per block of :data:`ROW_BLOCK` rows, the predictors (``eta_rows``), then

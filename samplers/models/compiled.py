@@ -24,7 +24,9 @@ call (:mod:`samplers.mhtests.engine`) with the row kernel inlined. The interface
     ``eta_rows(data, start, k, theta, eta)`` and ``eta_rows2(data, start, k, theta,
     theta_new, eta, eta_new)`` (the predictors of rows ``start .. start + k - 1``, equal to
     the ones the row kernels compute), ``eta_loglik(data, eta) -> loglik`` and
-    ``eta_ratio(data, eta, eta_new) -> l_i``.
+    ``eta_ratio(data, eta, eta_new) -> l_i``; and ``grad_rows(data, start, k, theta, eta,
+    acc)``, adding the gradients of such a block to ``acc`` (each as ``grad`` gives it, in
+    row order).
 
     ``theta`` and ``theta_new`` are float64 vectors of length ``dim``.
 ``kernel_data()`` -> tuple
@@ -109,6 +111,9 @@ class RowKernels(NamedTuple):
     eta_loglik: Callable | None = None
     #: ``eta_ratio(data, eta, eta_new) -> l_i`` of a row, or None.
     eta_ratio: Callable | None = None
+    #: ``grad_rows(data, start, k, theta, eta, acc)``: adds the gradients of rows ``start ..
+    #: start + k - 1`` to ``acc`` in row order (``eta``: scratch of length k), or None.
+    grad_rows: Callable | None = None
 
 
 @runtime_checkable

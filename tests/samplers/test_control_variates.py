@@ -534,3 +534,24 @@ def test_glm_sums_stop_at_a_nonfinite_chunk():
     theta = np.full(cv.dim, 1e308)          # x.theta overflows (inf or inf - inf) on some rows
     L, g, H = cv._sums(theta)
     assert not math.isfinite(L) and g is None and H is None
+
+
+def test_ctrl_c_between_chunk_groups_stops_the_glm_pass(monkeypatch):
+    """The pass runs its chunks in groups of _GROUP, calling ``progress`` between groups; a
+    Ctrl-C (SIGINT) arriving there stops it before the next group."""
+    import os
+    import signal
+
+    import samplers.models._glm as glm_module
+
+    monkeypatch.setattr(glm_module, "_GROUP", 2)
+    model = MODELS["logistic"]
+    seen = []
+
+    def progress(rows):
+        seen.append(rows)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        glm_module.glm_sums(model, np.zeros(model.dim), progress=progress, chunk=100)
+    assert seen == [200]      # one group of two chunks, then the interrupt

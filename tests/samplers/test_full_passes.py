@@ -161,7 +161,8 @@ def test_rows_dot_has_the_bits_of_the_row_dot_product(d, start, k):
 def test_logistic_passes_over_blocks_of_rows_are_the_chunked_numpy_pass(
         monkeypatch, tmp_path, d, dtype, plus_minus, chunk):
     """Chunks longer than a block of rows (ROW_BLOCK), N not a multiple of four, a memmap:
-    bit for bit the chunked NumPy route, and close to scipy's log_expit."""
+    the l_i moments, the log-likelihood and the gradient bit for bit those of the chunked
+    NumPy route, and close to scipy's log_expit."""
     from scipy.special import log_expit
 
     from samplers import LogisticRegression
@@ -185,10 +186,17 @@ def test_logistic_passes_over_blocks_of_rows_are_the_chunked_numpy_pass(
         for v in model.loglik(theta, idx):
             part += v
         total += part
+    grad = np.asarray(model.grad_logprior(theta), float).copy()
+    for start in range(0, N, chunk):
+        part = np.zeros(d)
+        for row in model.grad_loglik(theta, np.arange(start, min(start + chunk, N))):
+            part += row                       # in row order (NumPy sums d = 1 pairwise)
+        grad += part
     for threads in (1, 2):
         ok, mom = view.full_ratio_moments(theta, theta_new, threads=threads)
         assert ok and (mom.n, mom.mean, mom.m2) == (ref.n, ref.mean, ref.m2)
         assert view.full_loglik(theta, threads=threads) == total
+        np.testing.assert_array_equal(view.full_grad(theta, threads=threads), grad)
     s = 2.0 * y - 1.0 if not plus_minus else y
     Xf = X.astype(float)
     ll = log_expit(s * (Xf @ theta)) / 1.5
