@@ -239,6 +239,8 @@ def _glm_sums_kernel(link, derivs, scatter):
         d = theta.shape[0]
         xb = np.zeros((_SUM_BLOCK, d))
         eta = np.empty(_SUM_BLOCK)
+        f = np.empty(_SUM_BLOCK)
+        f1 = np.empty(_SUM_BLOCK)
         f2 = np.empty(_SUM_BLOCK)
         for c in range(c0, c1):
             g = gs[c]
@@ -252,9 +254,15 @@ def _glm_sums_kernel(link, derivs, scatter):
                 for r in range(k):
                     scatter(inner, b + r, 1.0, xb[r])
                 rows_dot(xb, 0, k, theta, eta)
+                # separate loops: the branch-free links vectorise, libm's exp in derivs not
                 for r in range(k):
-                    total += link(inner, b + r, eta[r])
-                    w1, f2[r] = derivs(inner, b + r, eta[r])
+                    f[r] = link(inner, b + r, eta[r])
+                for r in range(k):
+                    total += f[r]
+                for r in range(k):
+                    f1[r], f2[r] = derivs(inner, b + r, eta[r])
+                for r in range(k):
+                    w1 = f1[r]
                     x = xb[r]
                     for j in range(d):
                         g[j] += w1 * x[j]
