@@ -62,10 +62,10 @@ def dots(X, i, theta, theta_new):
 @row_jit
 def _prefetch_rows4(X, i):
     """Cache hint for rows ``i .. i + 3`` of the C-contiguous X (no-op past its end)."""
-    d = X.shape[1]
     if i + 4 <= X.shape[0]:
-        for q in range(0, 4 * d, _LINE_ITEMS):
-            prefetch_item(X, i + q // d, q % d)
+        for r in range(4):   # a hint per line-sized step of each row (no integer division)
+            for j in range(0, X.shape[1], _LINE_ITEMS):
+                prefetch_item(X, i + r, j)
 
 
 @row_jit
