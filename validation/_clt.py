@@ -254,8 +254,16 @@ class CLTCheck:
         hist.set_title(f"skewness {self.skewness[p]:.3g}, excess kurtosis "
                        f"{self.excess_kurtosis[p]:.3g}", fontsize="small")
         hist.legend(fontsize="small")
-        fig.suptitle(f"CLT check: {'passes' if self.passed else 'fails'} at tolerance "
-                     f"{self.tolerance:g}")
+        if self.acceptance is None:
+            fig.suptitle(f"CLT check: {'passes' if self.passed else 'fails'} at tolerance "
+                         f"{self.tolerance:g}")
+        else:
+            a = self.acceptance
+            fig.suptitle(f"CLT check: {'PASSES' if self.passed else 'FAILS'} in the currency "
+                         f"of the design (real test's mean |Delta| {a.mean_abs_simulated:.3g} "
+                         f"± {a.mean_abs_simulated_se:.2g}, tolerance {a.tolerance:g}); KS "
+                         f"{'passes' if self.ks_passed else 'fails'} at {self.tolerance:g}",
+                         fontsize="medium")
         fig.tight_layout()
         return fig
 
