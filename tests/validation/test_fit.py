@@ -167,6 +167,7 @@ def _redesign(model, pairs, trial, tolerance, rng=2):
                                                    np.random.default_rng(rng))
 
 
+@pytest.mark.slow
 def test_austere_redesign_by_simulation_where_the_expansion_fails():
     """Gamma(0.5) data: l_i with skewness up to ~18 and excess kurtosis ~500, outside the
     Edgeworth expansion at every m of the grid. The Gaussian design (m = 1000, eps = 0.02)
@@ -185,6 +186,7 @@ def test_austere_redesign_by_simulation_where_the_expansion_fails():
     assert "outside its validity" in lines[0] and "simulation redesign" in lines[-1]
 
 
+@pytest.mark.slow
 def test_austere_redesign_falls_back_to_the_confidence_test():
     """Lognormal(0, 1) data: skewness ~50 and kurtosis ~4000 in the l_i; no Austere cell
     of the grid keeps the tolerance on the real test, so the confidence test is designed."""
@@ -195,6 +197,7 @@ def test_austere_redesign_falls_back_to_the_confidence_test():
     assert "confidence test" in lines[-1]
 
 
+@pytest.mark.slow
 def test_austere_redesign_with_the_corrected_programme_inside_the_expansion():
     """N(0, 0.1^2) data: l_i with skewness ~3, kurtosis ~12, inside the expansion at every m
     of the grid: the corrected programme designs and the simulated verdict checks it."""
