@@ -141,6 +141,7 @@ def test_clt_check_without_a_design_is_unchanged():
     l = np.random.default_rng(9).normal(size=20_000)
     c = clt_check(l, batch_size=100, n_sim=4000, search=False, rng=1)
     assert c.acceptance is None and c.passed == c.ks_passed
+    assert not c.searched and "not searched (search=False)" in str(c)
 
 
 def test_acceptance_check_arguments():
