@@ -49,7 +49,8 @@ MAX_ENTRIES = 1 << 20
 PILOT_BLOCKS = 4096
 PILOT_BLOCK_ROWS = 8
 ONE_PASS_FROM = 1 << 18
-#: Half-width of the window about the pilot mean, in pilot standard errors, and its bins.
+#: Half-width of the window about the pilot mean, in pilot standard errors, and its bins
+#: (an even number: a bin edge at the pilot).
 WINDOW_SE = 8.0
 WINDOW_BINS = 128
 #: Largest certified relative error of sum |d| and sum |d|^3 the one pass accepts; beyond
@@ -302,9 +303,9 @@ def _pair_columns_stats(ll, old, new, pilot, width, nbins):
     of the deviations from it (the mean and the squares with the arithmetic of
     ``_pair_columns_moments``, so they are the same bits); ``ends`` (P, 2): min and max of l;
     ``sums`` (P, nbins + 1, 4): count and sums of e, e^2, e^3 of e = l - pilot[p] over the
-    rows in each of ``nbins`` equal bins of the window |e| < width[p], then (index nbins)
-    over the rows with e >= width[p] (those with e <= -width[p] follow from the totals);
-    ``finite``.
+    rows in each of ``nbins`` equal bins of the window |e| < width[p] (bin nbins / 2 starts
+    at e = 0), then (index nbins) the count of e >= 0 and the sums of |e|, e |e|, |e|^3 over
+    all rows; ``finite``.
     """
     n, P = ll.shape[0], old.shape[0]
     moments = np.zeros((P, 4))
@@ -324,16 +325,17 @@ def _pair_columns_stats(ll, old, new, pilot, width, nbins):
     # row by row, the pairs in an inner loop over contiguous arrays (vectorised); each sum
     # still runs over the rows in order. Rows inside the window (a few per cent) are binned
     # in a third loop.
+    half = nbins // 2
     lbuf = np.empty(P)
     m2 = np.zeros(P)
     m3 = np.zeros(P)
     m4 = np.zeros(P)
     lo = np.full(P, math.inf)
     hi = np.full(P, -math.inf)
-    u0 = np.zeros(P)
-    u1 = np.zeros(P)
-    u2 = np.zeros(P)
-    u3 = np.zeros(P)
+    c0 = np.zeros(P)
+    a1 = np.zeros(P)
+    a2 = np.zeros(P)
+    a3 = np.zeros(P)
     for r in range(n):
         row = ll[r]
         for p in range(P):
@@ -349,19 +351,20 @@ def _pair_columns_stats(ll, old, new, pilot, width, nbins):
             lo[p] = l if l < lo[p] else lo[p]
             hi[p] = l if l > hi[p] else hi[p]
             e = l - pilot[p]
-            e2 = e * e
-            a = 1.0 if e >= width[p] else 0.0     # a select: the side is random
-            u0[p] += a
-            u1[p] += a * e
-            u2[p] += a * e2
-            u3[p] += a * e2 * e
-            inside += 1 if abs(e) < width[p] else 0
+            a = abs(e)
+            c0[p] += 1.0 if e >= 0.0 else 0.0
+            a1[p] += a
+            a2[p] += e * a
+            a3[p] += a * e * e
+            inside += 1 if a < width[p] else 0
         if inside > 0:
             for p in range(P):
                 e = lbuf[p] - pilot[p]
-                w = width[p]
-                if abs(e) < w:
-                    k = min(max(int((e + w) * inv_bw[p]), 0), nbins - 1)
+                if abs(e) < width[p]:
+                    if e >= 0.0:
+                        k = min(half + int(e * inv_bw[p]), nbins - 1)
+                    else:
+                        k = max(half - 1 - int(-e * inv_bw[p]), 0)
                     e2 = e * e
                     sums[p, k, 0] += 1.0
                     sums[p, k, 1] += e
@@ -370,10 +373,10 @@ def _pair_columns_stats(ll, old, new, pilot, width, nbins):
     for p in range(P):
         ends[p, 0] = lo[p]
         ends[p, 1] = hi[p]
-        sums[p, nbins, 0] = u0[p]
-        sums[p, nbins, 1] = u1[p]
-        sums[p, nbins, 2] = u2[p]
-        sums[p, nbins, 3] = u3[p]
+        sums[p, nbins, 0] = c0[p]
+        sums[p, nbins, 1] = a1[p]
+        sums[p, nbins, 2] = a2[p]
+        sums[p, nbins, 3] = a3[p]
         moments[p, 0] = mean[p]
         moments[p, 1] = m2[p]
         moments[p, 2] = m3[p]
@@ -428,14 +431,15 @@ def _pilot(model, plan, N, P):
 
 def _abs_sums(sums, delta, width, n, m2, m3):
     """(sum |e - delta|, sum |e - delta|^3, certified bound on the error of each) for one
-    pair from the window and upper-tail sums of e = l - pilot (``_pair_columns_stats``),
-    ``delta`` = mu - pilot, n rows and the central sums m2, m3 of the l_i.
+    pair from the sums of ``_pair_columns_stats`` over e = l - pilot, ``delta`` = mu - pilot,
+    n rows and the central sums m2, m3 of the l_i.
 
+    The power sums of e over e >= 0 are (count, (T_k + sum |e|^k sign)/2) with T_k the totals
+    (n, n delta, m2 + n delta^2, m3 + 3 delta m2 + n delta^3), those over e < 0 the rest;
+    less the window's bins, they are the rows beyond the window, on a known side of delta.
     Rows above ``delta`` contribute sum (e - delta)^k, rows below sum (delta - e)^k, both
-    expanded in the power sums of e; the lower tail's sums are the totals (n, n delta,
-    m2 + n delta^2, m3 + 3 delta m2 + n delta^3) less the rest. The rows of the one bin that
-    holds ``delta`` are split as if spread evenly over it, which is off by at most
-    count x bin width (x bin width^3).
+    expanded in the power sums of e. The rows of the one bin that holds ``delta`` are split
+    as if spread evenly over it, which is off by at most count x bin width (x bin width^3).
     """
     def powers(t):          # sum (e - delta), sum (e - delta)^3 over the rows of t
         c, s1, s2, s3 = t
@@ -443,11 +447,16 @@ def _abs_sums(sums, delta, width, n, m2, m3):
                 s3 - 3.0 * delta * s2 + 3.0 * delta * delta * s1 - delta ** 3 * c)
 
     nbins = sums.shape[0] - 1
+    half = nbins // 2
     bw = 2.0 * width / nbins
     total = np.array([n, n * delta, m2 + n * delta * delta,
                       m3 + 3.0 * delta * m2 + n * delta ** 3])
-    below = total - sums.sum(axis=0)
-    up, down = powers(sums[nbins]), powers(below)
+    c0, s_abs1, s_abs2, s_abs3 = sums[nbins]
+    positive = np.array([c0, 0.5 * (total[1] + s_abs1), 0.5 * (total[2] + s_abs2),
+                         0.5 * (total[3] + s_abs3)])
+    above = positive - sums[half:nbins].sum(axis=0)
+    below = (total - positive) - sums[:half].sum(axis=0)
+    up, down = powers(above), powers(below)
     a1, a3 = up[0] - down[0], up[1] - down[1]
     b_delta = min(max(int((delta + width) / bw), 0), nbins - 1)
     for b in range(nbins):
