@@ -416,17 +416,26 @@ def _chunk_columns(model, plan, idx):
     return ll, np.zeros(P, dtype=np.int64), np.arange(1, P + 1, dtype=np.int64)
 
 
-def _pilot(model, plan, N, P):
-    """Mean and sd of each pair's l_i over ``PILOT_BLOCKS`` evenly spaced blocks of rows."""
+def _pilot(model, plan, N, P, chunk):
+    """Mean and sd of each pair's l_i over ``PILOT_BLOCKS`` evenly spaced blocks of rows,
+    read ``chunk`` rows at a time (Chan et al.'s merge), and the number of rows."""
     starts = np.linspace(0, N - PILOT_BLOCK_ROWS, PILOT_BLOCKS).astype(np.int64)
     idx = np.unique((starts[:, None] + np.arange(PILOT_BLOCK_ROWS)).ravel())
-    ll, old, new = _chunk_columns(model, plan, idx)
-    L = ll[:, new] - ll[:, old]
-    if not np.all(np.isfinite(L)):
-        raise ValueError(
-            f"model log-likelihood differences must be {idx.size} finite values for an index "
-            f"chunk of size {idx.size}, got non-finite values")
-    return L.mean(axis=0), L.std(axis=0), idx.size
+    n_acc, mean, m2 = 0, np.zeros(P), np.zeros(P)
+    for s in range(0, idx.size, chunk):
+        ll, old, new = _chunk_columns(model, plan, idx[s:s + chunk])
+        L = ll[:, new] - ll[:, old]
+        if not np.all(np.isfinite(L)):
+            raise ValueError(
+                f"model log-likelihood differences must be {L.shape[0]} finite values for an "
+                f"index chunk of size {L.shape[0]}, got non-finite values")
+        n_b, mean_b = L.shape[0], L.mean(axis=0)
+        n = n_acc + n_b
+        delta = mean_b - mean
+        mean = mean + delta * (n_b / n)
+        m2 = m2 + ((L - mean_b) ** 2).sum(axis=0) + delta * delta * (n_acc * n_b / n)
+        n_acc = n
+    return mean, np.sqrt(m2 / n_acc), n_acc
 
 
 def _abs_sums(sums, delta, width, n, m2, m3):
@@ -503,7 +512,7 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     else:
         plan = ("generic", (thetas, theta_news))
     P = thetas.shape[0]
-    pilot, pilot_sd, n_pilot = _pilot(model, plan, N, P)
+    pilot, pilot_sd, n_pilot = _pilot(model, plan, N, P, chunk)
     if not np.all(pilot_sd > 0):          # every sampled l_i equal: no scale for a window
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
                                  workers=workers, progress=progress)
