@@ -318,3 +318,27 @@ def test_one_pass_falls_back_to_the_exact_shape_pass(monkeypatch):
                                              workers=1, progress=False)
     _, _, shape2 = _two_pass(model, thetas, news, N, 2000, 1)
     np.testing.assert_allclose(shape[:, 4:], shape2[:, 4:], rtol=1e-13)
+
+
+def test_one_pass_reads_a_memmap(monkeypatch, tmp_path):
+    """The one pass over memory-mapped rows gives the in-memory result, bit for bit."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 64)
+    rng = np.random.default_rng(23)
+    N = 12_000
+    X, beta = _data(N, 3, rng)
+    y = (rng.random(N) < 0.5).astype(float)
+    mapped = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=float,
+                                       shape=X.shape)
+    mapped[:] = X
+    mapped.flush()
+    mapped = np.load(tmp_path / "X.npy", mmap_mode="r")
+    thetas = beta + rng.normal(0, 0.02, (5, 3))
+    news = thetas + rng.normal(0, 0.01, (5, 3))
+    out = [_pair_scan.pair_statistics(LogisticRegression(data, y), thetas, news, N=N,
+                                      chunk=1500, workers=2, progress=False)
+           for data in (X, mapped)]
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
