@@ -14,11 +14,11 @@ process, so its peak RSS is its own; the 1-minute load average before each case 
   programme;
 * ``average``: the average design on a trial chain of ``--pairs`` (100) pairs of a logistic
   regression with ``--rows`` (10^6) rows (pairs around the mode, d = 5): the trial-pair
-  statistics (one chunked pass for all pairs, ``design._pair_scan.pair_statistics``; the
+  statistics (one chunked pass for all pairs, ``TrialChain.from_model``; the
   compiled ``LogisticRegression.loglik_many``), then the default grid search (a screen of
   every cell, the full programme at the few it cannot rule out). With ``--reference`` also
   the references it replaces, in the same process: the two exact passes
-  (``pair_moments`` then ``pair_shape_sums``) and the full grid (``search="full"``), with
+  (``TrialChain.from_model(..., two_pass=True)``) and the full grid (``search="full"``), with
   the agreement (largest relative differences of the trial fields; differences of the
   chosen design's error and data fraction, over the cells both evaluated, and of the
   screened values); with ``--per-pair`` the former one-pass-per-pair scan of the means.
@@ -151,14 +151,9 @@ def _max_rel(a, b):
 
 def _two_pass_trial(model, thetas, news):
     """TrialChain.from_model with the two exact passes (the statistics before the one pass)."""
-    from design import TrialChain, _pair_scan
+    from design import TrialChain
 
-    saved = _pair_scan.ONE_PASS_FROM
-    _pair_scan.ONE_PASS_FROM = model.N + 1          # below it, pair_statistics runs both
-    try:
-        return TrialChain.from_model(model, thetas, news, progress=False)
-    finally:
-        _pair_scan.ONE_PASS_FROM = saved
+    return TrialChain.from_model(model, thetas, news, progress=False, two_pass=True)
 
 
 def case_average(rows=1_000_000, pairs=100, reference=False, per_pair=False):

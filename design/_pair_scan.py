@@ -481,7 +481,8 @@ def _abs_sums(sums, delta, width, n, m2, m3):
     return a1, a3, n_s * bw, n_s * bw ** 3
 
 
-def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=None):
+def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=None,
+                    two_pass=False):
     """(mu, sigma, shape) of every pair's l_i in one chunked pass over the data.
 
     ``shape`` is :func:`pair_shape_sums`'s (n_pairs, 6) array (min l, max l, sum d^3,
@@ -498,9 +499,9 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     known except in the one bin that holds mu, whose share is bounded (``_abs_sums``). If
     mu falls outside the window or that bound exceeds ``ABS_TOL`` of the sum, the shape is
     summed again about mu in a second pass (:func:`pair_shape_sums`); below
-    ``ONE_PASS_FROM`` rows the two passes run as before.
+    ``ONE_PASS_FROM`` rows, or with ``two_pass``, the two exact passes run.
     """
-    if N < ONE_PASS_FROM:
+    if two_pass or N < ONE_PASS_FROM:
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
                                  workers=workers, progress=progress)
         return mu, sigma, pair_shape_sums(model, thetas, theta_news, mu, N=N, chunk=chunk,

@@ -178,7 +178,7 @@ class TrialChain:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_model(cls, model, thetas, theta_news=None, log_q_ratios=None, *, chunk=65_536,
-                   workers=None, progress=None):
+                   workers=None, progress=None, two_pass=False):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
         Parameters
@@ -205,6 +205,10 @@ class TrialChain:
             tqdm bar over the chunks (default: when stderr is a terminal), or
             ``callback(done, total)``; Ctrl-C or an exception from the callback stops the
             pass promptly.
+        two_pass : bool
+            Sum the shape of the l_i in a second pass about the mean (see Notes): the
+            reference, with exact absolute moments, at twice the cost. mu and sigma are the
+            same bits either way.
 
         Returns
         -------
@@ -271,7 +275,8 @@ class TrialChain:
             workers = os.cpu_count() or 1
         workers = check_int("workers", workers, low=1)
         mu, sigma, shape = pair_statistics(model, thetas, theta_news, N=N, chunk=chunk,
-                                           workers=workers, progress=progress)
+                                           workers=workers, progress=progress,
+                                           two_pass=bool(two_pass))
         bound = getattr(model, "loglik_ratio_bound", None)
         ranged = getattr(model, "loglik_ratio_range", None)
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}

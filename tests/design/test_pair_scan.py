@@ -342,3 +342,30 @@ def test_one_pass_reads_a_memmap(monkeypatch, tmp_path):
            for data in (X, mapped)]
     for a, b in zip(*out):
         np.testing.assert_array_equal(a, b)
+
+
+def test_from_model_two_pass_is_the_reference(monkeypatch):
+    """TrialChain.from_model(two_pass=True) runs the two exact passes: the same mu and
+    sigma bits as the one pass, and the shape fields the one pass approximates."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 128)
+    rng = np.random.default_rng(24)
+    N = 15_000
+    X, beta = _data(N, 3, rng)
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+    model = LogisticRegression(X, y)
+    thetas = beta + rng.normal(0, 0.02, (6, 3))
+    news = thetas + rng.normal(0, 0.01, (6, 3))
+    one = TrialChain.from_model(model, thetas, news, chunk=2500, progress=False)
+    two = TrialChain.from_model(model, thetas, news, chunk=2500, progress=False,
+                                two_pass=True)
+    mu, sigma, shape = _two_pass(model, thetas, news, N, 2500, 2)
+    np.testing.assert_array_equal(two.mu, mu)
+    np.testing.assert_array_equal(two.abs_z1, shape[:, 4] / N / sigma)
+    np.testing.assert_array_equal(one.mu, two.mu)
+    np.testing.assert_array_equal(one.sigma, two.sigma)
+    for name in ("skewness", "kurtosis", "abs_z1", "abs_z3"):
+        np.testing.assert_allclose(getattr(one, name), getattr(two, name), rtol=1e-6,
+                                   atol=1e-12)
