@@ -493,10 +493,12 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     fourth powers of deviations from its own mean are merged in chunk order by the pairwise
     updates of Chan, Golub & LeVeque (1979) and Pebay (2008, eqs. 2.1-2.2), which lose no
     precision when |mu| << sigma. The absolute moments sum |d| and sum |d|^3 have no such
-    update; they are summed about a pilot mean from a sample of the rows (``_pilot``),
-    split at the pilot into power sums above and below a window of +-``WINDOW_SE`` pilot
-    standard errors, and binned inside it; once mu is known, every row's side of mu is
-    known except in the one bin that holds mu, whose share is bounded (``_abs_sums``). If
+    update; they are summed about a pilot mean c from a sample of the rows (``_pilot``):
+    with e = l - c, the count of e >= 0 and the sums of |e|, e |e| and |e|^3 (which with the
+    totals give the power sums on each side of c), and the power sums of the rows inside a
+    window |e| < ``WINDOW_SE`` pilot standard errors in ``WINDOW_BINS`` bins. Once mu is
+    known, every row's side of mu is known except in the one bin that holds mu, whose share
+    is bounded (``_abs_sums``). If
     mu falls outside the window or that bound exceeds ``ABS_TOL`` of the sum, the shape is
     summed again about mu in a second pass (:func:`pair_shape_sums`); below
     ``ONE_PASS_FROM`` rows, or with ``two_pass``, the two exact passes run.
