@@ -227,8 +227,14 @@ class _Evaluator:
         self.method, self.N, self.threshold = method, N, threshold
         self.exact = exact
         self.dp_options = dict(merge=0.0, stop_tol=0.0) if exact else {}
+        self.spread = (1.0, 1.0)
         if method == "average":
             self.integrals = PairIntegrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
+            # mean over the pairs of sum_k |A[p, k]|: bounds how far an error of the knot
+            # values moves the mean |Delta| (or data fraction); about 1, the spline weights
+            # being mostly positive
+            self.spread = (float(np.mean(np.sum(np.abs(self.integrals.A_err), axis=1))),
+                           float(np.mean(np.sum(np.abs(self.integrals.A_data), axis=1))))
 
     def __call__(self, m, eps, screen=False):
         """(error, data fraction) of cell (m, eps); ``screen``: by the screening programme
@@ -244,11 +250,14 @@ class _Evaluator:
 
     def screen_margins(self, m):
         """(error margin, data margin) that bound |screen - design's programme| at this m:
-        ``SCREEN_SAFETY`` times the merged plans' bounds C (delta_screen^2 + delta^2)."""
+        ``SCREEN_SAFETY`` times the merged plans' bounds C (delta_screen^2 + delta^2) on E
+        and pi-bar, times the mean absolute weight of the knot values in a pair's
+        integrals (``spread``)."""
         K = self.N / m
         d2 = merge_step(K, SCREEN_MERGE) ** 2 + (0.0 if self.exact else
                                                  merge_step(K, DEFAULT_MERGE) ** 2)
-        return SCREEN_SAFETY * MERGE_ERROR_E * d2, SCREEN_SAFETY * MERGE_ERROR_DATA * d2
+        return (SCREEN_SAFETY * MERGE_ERROR_E * d2 * self.spread[0],
+                SCREEN_SAFETY * MERGE_ERROR_DATA * d2 * self.spread[1])
 
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
@@ -346,10 +355,12 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     the design's own only in its merge step (0.02 instead of 1e-3 in log information
     time), and a merged plan's E and pi-bar are within ``MERGE_ERROR_E`` delta^2 and
     ``MERGE_ERROR_DATA`` delta^2 of the exact programme's (``design._stages``; measured
-    and tested), hence mean |Delta| and the mean data fraction too (averages of E and
-    pi-bar against weights of total mass at most 1). With margins of ``SCREEN_SAFETY`` = 2
-    times these bounds for both plans (4e-4 in the error, 2.4e-3 in the data fraction at
-    N = 10^6), a cell whose screened error exceeds the tolerance plus the margin is
+    and tested), hence mean |Delta| and the mean data fraction within those bounds times
+    the mean over the pairs of sum_k |A[p, k]| (the weights of the knot values in a pair's
+    u-integrals, ``PairIntegrals``: about 1, the spline weights being mostly positive).
+    With margins of ``SCREEN_SAFETY`` = 2 times these bounds for both plans (about 4e-4 in
+    the error and 2.4e-3 in the data fraction at N = 10^6), a cell whose screened error
+    exceeds the tolerance plus the margin is
     infeasible, and one whose screened data fraction minus the margin exceeds the data of
     a feasible cell found cannot be chosen. The candidates run in order of screened data,
     so the search stops at the first one that cannot beat the best found
