@@ -16,7 +16,7 @@ from ._lib.progress import progress_bar
 from ._acceptance_error import LAWS, PairIntegrals, check_law, mu_table_edge
 from ._names import METHODS
 from ._sequential import THRESHOLDS, run_dp
-from ._stages import DEFAULT_MERGE, MERGE_ERROR_DATA, MERGE_ERROR_E, merge_step
+from ._stages import DEFAULT_MERGE, MERGE_ERROR_DATA, MERGE_ERROR_E, merge_step, visited_stages
 from ._trial import TrialChain
 
 __all__ = ["Design", "InfeasibleDesignError", "optimize",
@@ -248,6 +248,15 @@ class _Evaluator:
         delta, data = self.integrals.evaluate(table, m, self.N)
         return float(np.mean(np.abs(delta))), float(np.mean(data))
 
+    def screen_is_exact(self, m):
+        """Whether the screening programme is the design's own at this m: neither plan
+        merges a stage (N / m below about 8 / ``SCREEN_MERGE``), so both run the same
+        stages at the same resolution and give the same bits."""
+        if self.exact:
+            return False
+        J1 = -(-self.N // m) - 1
+        return visited_stages(J1, self.N / m, merge_step(self.N / m, SCREEN_MERGE)).size == J1
+
     def screen_margins(self, m):
         """(error margin, data margin) that bound |screen - design's programme| at this m:
         ``SCREEN_SAFETY`` times the merged plans' bounds C (delta_screen^2 + delta^2) on E
@@ -436,7 +445,9 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
                 yield [(i, k, False) for i, k in batch]
         total = min(n_m * n_eps, n_m * _bisect_bound(n_eps))
     elif search == "screen":
-        margins = [evaluate.screen_margins(int(m)) for m in m_grid]
+        same = [evaluate.screen_is_exact(int(m)) for m in m_grid]
+        margins = [(0.0, 0.0) if same[i] else evaluate.screen_margins(int(m))
+                   for i, m in enumerate(m_grid)]
         def jobs(result):                                                  # noqa: E306
             return _cells_screen(n_m, n_eps, result, tolerance, margins, workers)
         total = 2 * n_m * n_eps
@@ -444,7 +455,20 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         def jobs(result):                                                  # noqa: E306
             return _cells_full(n_m, n_eps, result)
         total = n_m * n_eps
-    results = _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress)
+    if search == "screen":
+        def cell(m, eps, screen=False, _evaluate=evaluate):
+            """A full-programme job of a row whose screen is that programme reuses it."""
+            i, k = rows[m], cols[eps]
+            if not screen and same[i] and (i, k, True) in results_so_far:
+                return results_so_far[(i, k, True)]
+            return _evaluate(m, eps, screen=screen)
+        rows = {int(m): i for i, m in enumerate(m_grid)}
+        cols = {float(e): k for k, e in enumerate(epsilon_grid)}
+        results_so_far = {}
+        results = _search(cell, m_grid, epsilon_grid, jobs, total, workers, progress,
+                          results=results_so_far)
+    else:
+        results = _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress)
     error_grid, data_grid = _grids(results, n_m, n_eps, screen=False)
     screen_grids = (_grids(results, n_m, n_eps, screen=True) if search == "screen"
                     else (None, None))
@@ -658,20 +682,21 @@ def _bisect_bound(n_eps):
     return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
 
 
-def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress):
+def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results=None):
     """Run the batches of jobs (i, k, screen) that ``jobs(result)`` yields; return
     {job: (error, data)}.
 
     ``result(job)`` gives a finished job's result to the generator, which chooses each
     batch from the results of the ones before; the jobs of a batch run on ``workers``
-    threads. ``total`` is the progress bar's (upper bound on the) number of jobs. The main
+    threads. ``total`` is the progress bar's (upper bound on the) number of jobs;
+    ``results``, if given, is the dict the results go to (``evaluate`` may read it). The main
     thread waits on the futures with a timeout, so a KeyboardInterrupt (or an exception
     from the progress callback) reaches it at once; the pool is then shut down with the
     jobs not yet started cancelled, so only the running ones (each a fraction of a second)
     are waited for. (``concurrent.futures``' ``with`` block followed by ``map`` would
     instead wait for every queued job.)
     """
-    results = {}
+    results = {} if results is None else results
     callback, close = _progress_callback(progress, total)
 
     def run(job):
