@@ -438,37 +438,9 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     evaluate = _Evaluator(method, N, prediction_threshold, trial, int(m_grid[0]),
                           float(epsilon_grid[0]), exact=bool(exact))
     n_m, n_eps = m_grid.size, epsilon_grid.size
-    if search == "bisect":
-        def jobs(result):
-            feasible = lambda i, k: result((i, k, False))[0] <= tolerance  # noqa: E731
-            for batch in _cells_bisect(n_m, n_eps, feasible):
-                yield [(i, k, False) for i, k in batch]
-        total = min(n_m * n_eps, n_m * _bisect_bound(n_eps))
-    elif search == "screen":
-        same = [evaluate.screen_is_exact(int(m)) for m in m_grid]
-        margins = [(0.0, 0.0) if same[i] else evaluate.screen_margins(int(m))
-                   for i, m in enumerate(m_grid)]
-        def jobs(result):                                                  # noqa: E306
-            return _cells_screen(n_m, n_eps, result, tolerance, margins, workers)
-        total = 2 * n_m * n_eps
-    else:
-        def jobs(result):                                                  # noqa: E306
-            return _cells_full(n_m, n_eps, result)
-        total = n_m * n_eps
-    if search == "screen":
-        def cell(m, eps, screen=False, _evaluate=evaluate):
-            """A full-programme job of a row whose screen is that programme reuses it."""
-            i, k = rows[m], cols[eps]
-            if not screen and same[i] and (i, k, True) in results_so_far:
-                return results_so_far[(i, k, True)]
-            return _evaluate(m, eps, screen=screen)
-        rows = {int(m): i for i, m in enumerate(m_grid)}
-        cols = {float(e): k for k, e in enumerate(epsilon_grid)}
-        results_so_far = {}
-        results = _search(cell, m_grid, epsilon_grid, jobs, total, workers, progress,
-                          results=results_so_far)
-    else:
-        results = _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress)
+    run, jobs, total, results = _plan(search, evaluate, m_grid, epsilon_grid, tolerance,
+                                      workers)
+    _search(run, m_grid, epsilon_grid, jobs, total, workers, progress, results)
     error_grid, data_grid = _grids(results, n_m, n_eps, screen=False)
     screen_grids = (_grids(results, n_m, n_eps, screen=True) if search == "screen"
                     else (None, None))
@@ -682,21 +654,20 @@ def _bisect_bound(n_eps):
     return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
 
 
-def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results=None):
+def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results):
     """Run the batches of jobs (i, k, screen) that ``jobs(result)`` yields; return
     {job: (error, data)}.
 
     ``result(job)`` gives a finished job's result to the generator, which chooses each
     batch from the results of the ones before; the jobs of a batch run on ``workers``
     threads. ``total`` is the progress bar's (upper bound on the) number of jobs;
-    ``results``, if given, is the dict the results go to (``evaluate`` may read it). The main
+    ``results`` is the dict the results go to (``evaluate`` may read it). The main
     thread waits on the futures with a timeout, so a KeyboardInterrupt (or an exception
     from the progress callback) reaches it at once; the pool is then shut down with the
     jobs not yet started cancelled, so only the running ones (each a fraction of a second)
     are waited for. (``concurrent.futures``' ``with`` block followed by ``map`` would
     instead wait for every queued job.)
     """
-    results = {} if results is None else results
     callback, close = _progress_callback(progress, total)
 
     def run(job):
@@ -730,6 +701,38 @@ def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, resu
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         close()
+
+
+def _plan(search, evaluate, m_grid, epsilon_grid, tolerance, workers):
+    """(evaluate, jobs, total, results) for :func:`_search` with this search: the cell
+    function, the generator of batches, the progress bound and the dict results go to."""
+    n_m, n_eps = m_grid.size, epsilon_grid.size
+    results = {}
+    if search == "bisect":
+        def jobs(result):
+            feasible = lambda i, k: result((i, k, False))[0] <= tolerance  # noqa: E731
+            for batch in _cells_bisect(n_m, n_eps, feasible):
+                yield [(i, k, False) for i, k in batch]
+        return evaluate, jobs, min(n_m * n_eps, n_m * _bisect_bound(n_eps)), results
+    if search != "screen":
+        return (evaluate, lambda result: _cells_full(n_m, n_eps, result), n_m * n_eps,
+                results)
+    same = [evaluate.screen_is_exact(int(m)) for m in m_grid]
+    margins = [(0.0, 0.0) if same[i] else evaluate.screen_margins(int(m))
+               for i, m in enumerate(m_grid)]
+    rows = {int(m): i for i, m in enumerate(m_grid)}
+    cols = {float(e): k for k, e in enumerate(epsilon_grid)}
+
+    def cell(m, eps, screen=False):
+        """A full-programme job of a row whose screen is that programme reuses it."""
+        key = (rows[m], cols[eps], True)
+        if not screen and same[key[0]] and key in results:
+            return results[key]
+        return evaluate(m, eps, screen=screen)
+
+    def jobs(result):
+        return _cells_screen(n_m, n_eps, result, tolerance, margins, workers)
+    return cell, jobs, 2 * n_m * n_eps, results
 
 
 def _grids(results, n_m, n_eps, screen):
