@@ -386,18 +386,26 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
     target = tolerance
     tried = {(plan.m, plan.epsilon)}
     simulated = clt.acceptance.mean_abs_simulated
+    errors, datas = plan.error_grid, plan.data_grid
+    if getattr(plan, "screen_error_grid", None) is not None:   # cells the screen ruled out
+        done = ~np.isnan(errors)
+        errors = np.where(done, errors, plan.screen_error_grid)
+        datas = np.where(done, datas, plan.screen_data_grid)
     for _ in range(MAX_REDESIGNS):
         target *= min(0.9, tolerance / max(simulated, 1e-12))
-        cells = [(plan.data_grid[i, k], plan.error_grid[i, k], i, k)
+        cells = [(datas[i, k], errors[i, k], i, k)
                  for i in range(len(plan.m_grid)) for k in range(len(plan.epsilon_grid))
-                 if plan.error_grid[i, k] <= target
+                 if errors[i, k] <= target
                  and (int(plan.m_grid[i]), float(plan.epsilon_grid[k])) not in tried]
         if not cells:
             break
         _, _, i, k = min(cells)
-        candidate = design.optimize(trial, tolerance, m_grid=[int(plan.m_grid[i])],
-                                    epsilon_grid=[float(plan.epsilon_grid[k])])
-        tried.add((candidate.m, candidate.epsilon))
+        tried.add((int(plan.m_grid[i]), float(plan.epsilon_grid[k])))
+        try:
+            candidate = design.optimize(trial, tolerance, m_grid=[int(plan.m_grid[i])],
+                                        epsilon_grid=[float(plan.epsilon_grid[k])])
+        except design.InfeasibleDesignError:       # a screened value just below the target
+            continue
         clt = check(candidate)
         simulated = clt.acceptance.mean_abs_simulated
         lines.append(f"   simulation redesign (Gaussian target {target:.3g}): "
