@@ -32,6 +32,8 @@ import numpy as np
 from scipy import special
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))   # this checkout's packages
+from _barker_sim import barker_pair_error  # noqa: E402
 from _common import chain_with_pairs, machine, write  # noqa: E402
 
 from samplers import (  # noqa: E402
@@ -58,66 +60,129 @@ def simulated(view, test, theta, theta_new, c, reps, rng):
     return r.delta, r.delta_se, r.rows_per_decision
 
 
+def population_series(test, l, c):
+    """The monitor's series (``design.barker_decision_errors``' Notes) at the pair's
+    population moments instead of one batch's: ``E e_tau S'(Delta)`` at ``n*`` (where
+    ``E s^2 = sigma^2``) plus the fixed-batch terms with the excess kurtosis."""
+    from design._barker_design import barker_error_fixed
+
+    N = l.size
+    V = float(l.var())
+    mu3 = float(np.mean((l - l.mean()) ** 3))
+    kappa = float(np.mean((l - l.mean()) ** 4)) / V**2 - 3.0
+    Delta = N * float(l.mean()) + c
+    nstar = N * N * V / (test.sigma**2 + N * V)
+    if nstar <= test.m or nstar >= N:
+        return float("nan")
+    p = special.expit(Delta)
+    shift = -N * mu3 * (1.0 - nstar / N) / (nstar * V)
+    return float(shift * p * (1 - p) + barker_error_fixed(
+        nstar, N=N, delta=Delta, variance=V, skewness=mu3 / V**1.5, kurtosis=kappa))
+
+
+def barker_case(view, test, pairs, stats, picks, reps, checks, rng):
+    """Monitor vs the Rao-Blackwellised simulation at the picked pairs of a sequential
+    Barker chain; the first ``checks`` pairs also against the real test repeated."""
+    from design import barker_decision_errors
+
+    est = test.decision_errors(stats, view.N)
+    signed = barker_decision_errors(
+        stats["mean"], stats["var_delta"], stats["skew"], stats["batch"], stats["n_used"],
+        stats["log_const"], N=view.N, sigma=test.sigma, fpc=test.fpc, stopping=test.stopping,
+        m=test.m, absolute=False)
+    sim, pop, real = [], [], []
+    for j, k in enumerate(picks):
+        theta, theta_new = pairs[k]
+        c = float(stats["log_const"][k])
+        l = view.ratio(theta, theta_new, np.arange(view.N))
+        sim.append(barker_pair_error(test, l, c, reps, int(rng.integers(2**31))))
+        pop.append(population_series(test, l, c))
+        if j < checks:
+            r = simulate_acceptance(test, l, log_const=c, n=5 * reps, rng=rng)
+            real.append((r.delta, r.delta_se, sim[-1][0], sim[-1][1]))
+    sim = np.array(sim)
+    d, se = sim[:, 0], sim[:, 1]
+    pop = np.array(pop)
+    e = signed[picks]
+    true_abs = np.sqrt(np.maximum(d**2 - se**2, 0.0))      # |Delta| less its noise
+    sim_abs, sim_abs_se = float(true_abs.mean()), float(np.sqrt(np.sum(se**2)) / len(se))
+    mon_abs = float(np.abs(e).mean())
+    fin = np.isfinite(pop)
+    real = np.array(real).reshape(-1, 4)
+    return {
+        "rows_per_step": float(stats["n_used"].mean()),
+        "pairs": len(picks),
+        "monitor_mean_abs_chain": float(np.mean(est)),
+        "monitor_mean_abs_pairs": mon_abs,
+        "simulated_mean_abs_pairs": sim_abs,
+        "simulated_mean_abs_se": sim_abs_se,
+        "ratio_monitor_to_simulated": mon_abs / sim_abs,
+        "ratio_se": mon_abs / sim_abs**2 * sim_abs_se,
+        "monitor_mean_signed_pairs": float(e.mean()),
+        "simulated_mean_signed_pairs": float(d.mean()),
+        "simulated_mean_signed_se": sim_abs_se,
+        "population_series_mean_abs": float(np.abs(pop[fin]).mean()),
+        "population_series_pairs": int(fin.sum()),
+        "population_series_chi2": float(np.sum(((pop[fin] - d[fin]) / se[fin]) ** 2)),
+        "simulated_per_pair_se_mean": float(se.mean()),
+        "real_test_check_z": [float((a - b) / math.hypot(sa, sb)) for a, sa, b, sb in real],
+    }
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rows", type=int, default=30_000)
     parser.add_argument("--steps", type=int, default=600)
     parser.add_argument("--pairs", type=int, default=40)
-    parser.add_argument("--reps", type=int, default=100_000)
+    parser.add_argument("--reps", type=int, default=20_000)
+    parser.add_argument("--checks", type=int, default=3,
+                        help="pairs also simulated with the real test repeated")
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
     if args.quick:
-        args.rows, args.steps, args.pairs, args.reps = 10_000, 200, 10, 20_000
+        args.rows, args.steps, args.pairs, args.reps, args.checks = 10_000, 200, 20, 10_000, 2
+    command = "python benchmarks/bias_monitor_tests.py" + (" --quick" if args.quick else "")
     X, y, theta = skewed_logistic(args.rows, 3)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
     proposal = RandomWalk(1.0 / math.sqrt(args.rows))
     cases = {"barker sequential m=50": BarkerTest(m=50, delta=None),
-             "barker presized m=50": BarkerTest(m=50, delta=None, stopping="presized"),
-             "barker delta=0.5": BarkerTest(m=100),
-             "confidence delta=0.05": ConfidenceTest(delta=0.05, batch_size=100)}
-    print(f"N {args.rows}, {args.steps} steps, {args.pairs} pairs x {args.reps} decisions; "
+             "barker delta=0.5 m=100": BarkerTest(m=100),
+             "barker presized m=50": BarkerTest(m=50, delta=None, stopping="presized")}
+    print(f"N {args.rows}, {args.steps} steps, {args.pairs} pairs x {args.reps} batches; "
           f"{machine()}", flush=True)
-    out = {"settings": vars(args), "machine": machine(), "cases": {}}
+    out = {"command": command, "settings": vars(args), "machine": machine(), "cases": {}}
     rng = np.random.default_rng(7)
     for name, test in cases.items():
         view, pairs, stats = chain_with_pairs(model, test, proposal, theta, args.steps, 11)
-        est = test.decision_errors(stats, view.N)
         picks = np.sort(rng.choice(args.steps, size=min(args.pairs, args.steps), replace=False))
-        # the confidence test reads (nearly) every row here: fewer repetitions keep it short
-        reps = min(args.reps, 2000) if isinstance(test, ConfidenceTest) else args.reps
-        sim = np.array([simulated(view, test, *pairs[k], stats["log_const"][k], reps, rng)
-                        for k in picks])
-        d, se = sim[:, 0], sim[:, 1]
-        signed_est = test.decision_errors(stats, view.N)   # |.| estimates; signed below
-        if isinstance(test, BarkerTest):
-            from design import barker_decision_errors
-            c = stats["log_const"][picks]
-            signed_est = barker_decision_errors(
-                stats["mean"][picks], stats["var_delta"][picks], stats["skew"][picks],
-                stats["batch"][picks], stats["n_used"][picks], c, N=view.N, sigma=test.sigma,
-                fpc=test.fpc, stopping=test.stopping, absolute=False)
-        else:
-            signed_est = signed_est[picks] * np.nan
-        r = out["cases"][name] = {
-            "rows_per_step": float(stats["n_used"].mean()),
-            "monitor_mean_abs_chain": float(np.mean(est)),
-            "monitor_mean_abs_pairs": float(np.mean(est[picks])),
-            "monitor_mean_signed_pairs": float(np.nanmean(signed_est)) if np.any(
-                np.isfinite(signed_est)) else None,
-            "simulated_mean_signed_pairs": float(d.mean()),
-            "simulated_mean_signed_se": float(np.sqrt(np.sum(se**2)) / len(se)),
-            "simulated_mean_abs_pairs": float(np.mean(np.abs(d))),
-            "simulated_mean_abs_noise_corrected": float(np.mean(np.sqrt(np.maximum(
-                d**2 - se**2, 0.0)))),
-            "simulated_per_pair_se_mean": float(se.mean()),
-        }
-        print(f"{name:24s} rows/step {r['rows_per_step']:7.0f}  monitor |D| chain "
-              f"{r['monitor_mean_abs_chain']:.2e} pairs {r['monitor_mean_abs_pairs']:.2e}  "
-              f"simulated |D| {r['simulated_mean_abs_pairs']:.2e} (noise-corrected "
-              f"{r['simulated_mean_abs_noise_corrected']:.2e}, per-pair se "
-              f"{r['simulated_per_pair_se_mean']:.1e})  signed: monitor "
-              f"{r['monitor_mean_signed_pairs']} simulated {r['simulated_mean_signed_pairs']:+.2e}"
-              f" +- {r['simulated_mean_signed_se']:.1e}", flush=True)
+        if test.stopping == "sequential":
+            r = barker_case(view, test, pairs, stats, picks, args.reps, args.checks, rng)
+            print(f"{name:24s} rows/step {r['rows_per_step']:7.0f}  monitor |D| "
+                  f"{r['monitor_mean_abs_pairs']:.2e} simulated {r['simulated_mean_abs_pairs']:.2e}"
+                  f" +- {r['simulated_mean_abs_se']:.1e}: ratio "
+                  f"{r['ratio_monitor_to_simulated']:.2f} +- {r['ratio_se']:.2f}; signed "
+                  f"{r['monitor_mean_signed_pairs']:+.2e} vs {r['simulated_mean_signed_pairs']:+.2e};"
+                  f" population series {r['population_series_mean_abs']:.2e} (chi2 "
+                  f"{r['population_series_chi2']:.0f} / {r['population_series_pairs']}); "
+                  f"real-test z {np.round(r['real_test_check_z'], 1).tolist()}", flush=True)
+        else:      # presized: the real test repeated (no Rao-Blackwellised simulator)
+            est = test.decision_errors(stats, view.N)
+            sim = np.array([simulated(view, test, *pairs[k], stats["log_const"][k],
+                                      5 * args.reps, rng) for k in picks])
+            d, se = sim[:, 0], sim[:, 1]
+            r = {"rows_per_step": float(stats["n_used"].mean()),
+                 "monitor_mean_abs_chain": float(np.mean(est)),
+                 "monitor_mean_abs_pairs": float(np.mean(est[picks])),
+                 "simulated_mean_signed_pairs": float(d.mean()),
+                 "simulated_mean_signed_se": float(np.sqrt(np.sum(se**2)) / len(se)),
+                 "simulated_mean_abs_noise_corrected": float(np.mean(np.sqrt(np.maximum(
+                     d**2 - se**2, 0.0)))),
+                 "simulated_per_pair_se_mean": float(se.mean())}
+            print(f"{name:24s} rows/step {r['rows_per_step']:7.0f}  monitor |D| "
+                  f"{r['monitor_mean_abs_pairs']:.2e}  simulated |D| (noise-corrected) "
+                  f"{r['simulated_mean_abs_noise_corrected']:.2e}, per-pair se "
+                  f"{r['simulated_per_pair_se_mean']:.1e}", flush=True)
+        out["cases"][name] = r
     write("bias_monitor_tests_quick" if args.quick else "bias_monitor_tests", out)
 
 
