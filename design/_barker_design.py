@@ -97,16 +97,23 @@ def barker_error_fixed(b, *, N, delta, variance, skewness, kurtosis):
     4.7e-05
     """
     b = np.asarray(b, dtype=float)
-    f = 1.0 - b / N
-    S2 = variance * N / (N - 1.0)
-    s2 = N * (N * S2) * f / b
-    sd = math.sqrt(variance)
-    m3 = skewness * sd**3
+    cubic, quartic = _fixed_coefficients(b, N, variance, skewness, kurtosis)
     d3, d4 = _logistic_derivatives(delta)
-    cubic = N * (N * (N * m3)) * f / (b * b) * ((1.0 - 2.0 * b / N) / 6.0 - f / 2.0)
-    quartic = s2 * s2 * (1.0 / (4.0 * np.maximum(b - 1.0, 1.0)) - kurtosis / (12.0 * b))
     out = np.where(b >= N, 0.0, cubic * d3 + quartic * d4)
     return float(out) if out.ndim == 0 else out
+
+
+def _fixed_coefficients(b, N, variance, skewness, kurtosis):
+    """The coefficients of ``S'''(Delta)`` and ``S''''(Delta)`` in
+    :func:`barker_error_fixed` (array inputs broadcast)."""
+    b = np.asarray(b, dtype=float)
+    f = 1.0 - b / N
+    S2 = np.asarray(variance, dtype=float) * N / (N - 1.0)
+    s2 = N * (N * S2) * f / b
+    m3 = skewness * np.sqrt(variance) ** 3
+    cubic = N * (N * (N * m3)) * f / (b * b) * ((1.0 - 2.0 * b / N) / 6.0 - f / 2.0)
+    quartic = s2 * s2 * (1.0 / (4.0 * np.maximum(b - 1.0, 1.0)) - kurtosis / (12.0 * b))
+    return cubic, quartic
 
 
 def _stop_probabilities(b, N, S2, kurtosis):
