@@ -68,21 +68,26 @@ def simulated(view, test, theta, theta_new, c, reps, rng):
 def population_series(test, l, c):
     """The monitor's series (``design.barker_decision_errors``' Notes) at the pair's
     population moments instead of one batch's: ``E e_tau S'(Delta)`` at ``n*`` (where
-    ``E s^2 = sigma^2``) plus the fixed-batch terms with the excess kurtosis."""
-    from design._barker_design import barker_error_fixed
-
+    ``E s^2 = sigma^2``) plus the fixed-batch terms with the excess kurtosis, written out
+    here independently of the package."""
     N = l.size
     V = float(l.var())
     mu3 = float(np.mean((l - l.mean()) ** 3))
     kappa = float(np.mean((l - l.mean()) ** 4)) / V**2 - 3.0
     Delta = N * float(l.mean()) + c
-    nstar = N * N * V / (test.sigma**2 + N * V)
-    if nstar <= test.m or nstar >= N:
+    b = N * N * V / (test.sigma**2 + N * V)               # n*
+    if b <= test.m or b >= N:
         return float("nan")
     p = special.expit(Delta)
-    shift = -N * mu3 * (1.0 - nstar / N) / (nstar * V)
-    return float(shift * p * (1 - p) + barker_error_fixed(
-        nstar, N=N, delta=Delta, variance=V, skewness=mu3 / V**1.5, kurtosis=kappa))
+    d1 = p * (1 - p)
+    d3 = d1 * (1 - 6 * p + 6 * p * p)
+    d4 = d1 * (1 - 2 * p) * (1 - 12 * p + 12 * p * p)
+    f = 1.0 - b / N
+    s2 = N * N * V * N / (N - 1.0) * f / b
+    cubic = N**3 * mu3 * f / b**2 * ((1 - 2 * b / N) / 6 - f / 2)
+    quartic = s2 * s2 * (1 / (4 * (b - 1)) - kappa / (12 * b))
+    shift = -N * mu3 * f / (b * V)
+    return float(shift * d1 + cubic * d3 + quartic * d4)
 
 
 def barker_case(view, test, pairs, stats, picks, reps, checks, rng):

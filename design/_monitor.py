@@ -382,7 +382,7 @@ def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N
     noise pair by pair; with the decisions' own estimates the chain's mean ``|Delta|`` is
     within 25 % of the simulated one (the numbers are in the benchmark's JSON). An earlier
     version modelled the selection as a regression on ``s_hat^2 < sigma^2`` at a fixed
-    batch (the design's :func:`design._barker_design._selection_shift`) and read 5-13 times
+    batch (the design's term before it took this one) and read 5-13 times
     the simulated error.
 
     References
