@@ -370,9 +370,10 @@ class BarkerTest(SequentialTest):
 
     def decision_errors(self, stats, N):
         """Estimated ``|P(accept) - S(Delta)|`` of each decision from its batch's estimates
-        (:func:`design.barker_decision_errors`: the fixed-batch skew and variance-noise
-        terms, plus the sequential rule's selection shift or the presized rule's clipping
-        term); 0 for exact decisions and for steps the prior rejected."""
+        (:func:`design.barker_decision_errors`: the sequential rule's selection shift of
+        ``Delta*``, ``-3 sigma eta``, and the fixed-batch skew and variance-noise terms, or
+        the presized rule's clipping term); 0 for exact decisions and for steps the prior
+        rejected."""
         from design import barker_decision_errors
 
         c = np.asarray(stats["log_const"], dtype=float)
@@ -380,6 +381,7 @@ class BarkerTest(SequentialTest):
         out = barker_decision_errors(
             np.nan_to_num(stats["mean"]), stats["var_delta"], stats["skew"], stats["batch"],
             np.where(rejected, 0, stats["n_used"]), np.where(rejected, 0.0, c), N=N,
-            sigma=self.sigma, fpc=self.fpc, stopping=self.stopping)
+            sigma=self.sigma, fpc=self.fpc, stopping=self.stopping,
+            m=self.m if self.stopping == "sequential" else None)
         out[rejected] = 0.0
         return out
