@@ -63,6 +63,9 @@ __all__ = ["presized_batch", "presized_rule", "presized_epilogue"]
 
 #: Stopping statuses, as the sequential Barker rule's: a batch, or all N rows (exact).
 STOP, EXACT = 1, 2
+#: The pilot grows until the relative standard error of its variance estimate,
+#: ``sqrt((kurtosis - 1) / a)``, is at most this (or it is half as large as its batch).
+PILOT_RSE = 0.2
 
 
 @jit
@@ -93,11 +96,35 @@ def presized_variance(b, rest, m2, fpc):
 
 
 @jit
+def central_fourth(values, mean):
+    """``sum (v - mean)^4`` over ``values``."""
+    s4 = 0.0
+    for v in values:
+        d = v - mean
+        d2 = d * d
+        s4 += d2 * d2
+    return s4
+
+
+@jit
+def pilot_done(a, m4, m2, b):
+    """Whether a pilot of ``a`` rows (central sums ``m2``, ``m4``) may size the batch ``b``
+    it prescribes: once the relative standard error of its variance estimate,
+    ``sqrt((kurtosis - 1) / a)`` with the pilot's sample kurtosis ``a m4 / m2^2``, is at
+    most :data:`PILOT_RSE`, or once the pilot is half as large as that batch."""
+    if 2 * a >= b or m2 <= 0.0:
+        return True
+    return a * PILOT_RSE * PILOT_RSE >= a * m4 / (m2 * m2) - 1.0
+
+
+@jit
 def presized_rule(values, k, N, stage, mean, m2, m3, mu0, settings, carry):
-    """The engine's rule: a pilot of ``m`` rows, then one batch of the size it prescribes.
+    """The engine's rule: a pilot of ``m`` rows, grown ``m`` rows at a time until
+    :func:`pilot_done`, then one batch of the size it prescribes.
 
     ``settings`` as :func:`samplers.mhtests.barker.barker_rule`'s, with ``margin`` last.
-    ``carry = (s2, eps, eta, Delta', a, 0)`` at the end (``s2`` unclipped).
+    ``carry = (s2, eps, eta, Delta', a, 0)`` at the end (``s2`` unclipped); ``a = 0``
+    while the pilot grows.
     """
     m, log_const, sigma, fpc = settings[0], settings[1], settings[2], settings[5]
     margin = settings[12]
@@ -106,8 +133,10 @@ def presized_rule(values, k, N, stage, mean, m2, m3, mu0, settings, carry):
         return GROW, False, carry, m
     if n == N:
         return EXACT, False, (0.0, 0.0, 0.0, math.nan, 0.0, 0.0), 0
-    if stage == 1:
+    if carry[4] == 0.0:                     # the pilot: its rows so far are all n read
         b = presized_batch(n, N, m2, sigma * sigma, margin, fpc, min(m, N - n))
+        if not pilot_done(n, central_fourth(values, mean), m2, b):
+            return GROW, False, carry, m
         return GROW, False, (carry[0], carry[1], carry[2], n * mean, float(n), 0.0), b
     a = int(carry[4])
     batch = values[a:]
