@@ -228,7 +228,7 @@ def test_presized_batch_size_is_the_smallest_meeting_the_target():
 
 def presized_brute_force(test, l_drawn):
     """The presized rule with NumPy: the pilot grows by m rows until the relative standard
-    error of its variance, sqrt((kurtosis - 1) / a), is at most PILOT_RSE or it is half its
+    error of its variance, sqrt((kurtosis - 1) / a), is at most PILOT_RSE or it is a quarter of its
     batch; then the batch it sizes."""
     from samplers.mhtests.barker_presized import PILOT_RSE
 
@@ -243,7 +243,7 @@ def presized_brute_force(test, l_drawn):
         b = min(max(b, min(m, rest)), rest)
         z = pilot - pilot.mean()
         kurtosis = a * np.sum(z**4) / np.sum(z**2) ** 2
-        if 2 * a >= b or math.sqrt((kurtosis - 1) / a) <= PILOT_RSE * (1 + 1e-12):
+        if 4 * a >= b or math.sqrt((kurtosis - 1) / a) <= PILOT_RSE * (1 + 1e-12):
             break
         a += m
     batch = l_drawn[a:a + b]
