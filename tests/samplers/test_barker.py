@@ -223,7 +223,8 @@ def test_presized_batch_size_is_the_smallest_meeting_the_target():
     for seed in range(5):  # a population too small for the target: every row, exactly
         _, info = decide(BarkerTest(m=50, delta=None, fpc=False, stopping="presized"), model,
                          0.2, np.random.default_rng(seed))
-        assert info[:5] == (400, 2, 0.0, 0.0, 0.0) and info.batch == 400
+        # (the pilot grows once: 100 rows, a quarter of the 300 left, before it sizes b)
+        assert info[:5] == (400, 3, 0.0, 0.0, 0.0) and info.batch == 400
 
 
 def presized_brute_force(test, l_drawn):
