@@ -40,6 +40,7 @@ TESTS = {
     "exact": ExactTest(),
     "presized": BarkerTest(m=50, delta=None, stopping="presized"),
     "sequential": BarkerTest(m=50, delta=None),
+    "presized_skew": BarkerTest(m=50, delta=None, stopping="presized", skew=True),
 }
 
 
@@ -100,6 +101,7 @@ def main(argv=None):
                         choices=sorted(set(TESTS) - {"exact"}))
     parser.add_argument("--seed", type=int, default=2026)
     parser.add_argument("--quick", action="store_true", help="2 chains of 5,000 steps")
+    parser.add_argument("--tag", default="", help="suffix of the results file's name")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.chains = 5_000, 2
@@ -152,7 +154,8 @@ def main(argv=None):
               f"acc {r['acceptance_rate']:.3f}  {r['seconds']:.0f} s", flush=True)
         out["runs"][name] = {k: (v.tolist() if isinstance(v, np.ndarray) else v)
                              for k, v in r.items()}
-    write("barker_presized_logistic_quick" if args.quick else "barker_presized_logistic", out)
+    write(("barker_presized_logistic_quick" if args.quick else "barker_presized_logistic")
+          + (f"_{args.tag}" if args.tag else ""), out)
 
 
 if __name__ == "__main__":
