@@ -107,13 +107,13 @@ def main(argv=None):
           f"{args.max_delta:g}) x {args.decisions:,} decisions each way; median |Delta| "
           f"{np.median(np.abs(D)):.2f}, |skewness| {np.median(np.abs(pairs[:, 1])):.2f}, "
           f"kurtosis {np.median(pairs[:, 2]):.1f}; {time.perf_counter() - t0:.0f} s; {machine()}")
-    out = {"settings": vars(args), "pairs": pairs.tolist(), "tests": {}}
+    out = {"settings": vars(args), "pairs": pairs.tolist(), "rules": {}}
     for name in args.tests:
         a = np.array(rows[name])[keep]
         r = summary(D, a[:, 0], a[:, 1], a[:, 2], a[:, 3], args.decisions)
         r.update(test=repr(TESTS[name]), rows_per_decision=float(a[:, 4].mean()),
                  per_pair=np.array(rows[name]).tolist())
-        out["tests"][name] = r
+        out["rules"][name] = r
         print(f"{name:16s} rows {r['rows_per_decision']:7.1f}  mean error "
               f"{r['mean_error']:+.5f} ± {r['mean_error_se']:.5f}  mean |error| "
               f"{r['mean_abs_error']:.4f}  chi2/dof {r['chi2_per_dof']:.2f}  slope "
