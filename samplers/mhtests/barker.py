@@ -223,7 +223,7 @@ class BarkerTest(SequentialTest):
     4 x 60,000 steps against importance sampling) its sds are still 0.5-1.6 % high (z up to
     2.9), as are the sequential rule's (0.5-2.4 %, z up to 4.4); with ``skew=True`` the
     presized chains' sds are within 0.3-0.4 % (z 0.79-1.11 over 4 x 150,000 steps; on the
-    mixture 266 rows per step, z -0.38, -0.19): what remains there is the
+    mixture 266 rows per step, z -0.38, -0.19): what the skew table removed is the
     fixed-batch skew term (``docs/correction.md``, section 6). The bound's
     pass over the batch is skipped while a running lower bound already exceeds ``delta``,
     so a decision costs O(batch).
