@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import ClassVar
@@ -341,6 +342,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         below ``1 / CORRECTED_DATA_SLACK`` of the best corrected one (the correction moves
         the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). The
         Design records the Gaussian choice, its corrected error and the cells visited.
+        Where a visited cell's m is outside the expansion for some trial pair
+        (``|skewness| / sqrt(m)`` or ``max(kurtosis, skewness^2) / m`` above 0.5) the
+        corrected error can be several standard errors off, and a ``UserWarning`` names
+        those cells and pairs: check such a design by simulating the real test on the real
+        l_i (``validation.acceptance_check``; ``validation.fit`` does it automatically).
 
     Returns
     -------
@@ -513,6 +519,9 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
     cells = tuple((int(m_grid[np.unravel_index(c, error_grid.shape)[0]]),
                    float(epsilon_grid[np.unravel_index(c, error_grid.shape)[1]]), e, d)
                   for c, e, d in visited)
+    chosen_m = None if best is None else int(m_grid[np.unravel_index(best[0],
+                                                                      error_grid.shape)[0]])
+    warn_beyond_expansion(trial, cells, chosen_m)
     if best is None:
         raise _corrected_infeasible(trial, tolerance, cells, N, float(epsilon_grid[0]))
     i, k = np.unravel_index(best[0], error_grid.shape)
@@ -523,6 +532,57 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
         gaussian_m=None if gi is None else int(m_grid[gi]),
         gaussian_epsilon=None if gk is None else float(epsilon_grid[gk]),
         gaussian_corrected_error=g_err, corrected_cells=cells, **common)
+
+
+def warn_beyond_expansion(trial, cells, chosen_m=None):
+    """Warn when the corrected search relied on cells whose m is outside the expansion.
+
+    A cell (m, epsilon) is outside when any trial pair fails ``edgeworth_reliable`` at m
+    (|gamma| / sqrt(m) > 0.5 or max(kappa, gamma^2) / m > 0.5): there the corrected mean
+    |Delta| can still be several standard errors from the real test (kurtosis ~77 at
+    m = 100, or m = 50 at kurtosis ~40: 4-8 SE), so the choice among those cells, and the
+    design's promise, should be checked by simulating the real test on the real l_i
+    (``validation.acceptance_check``), which :mod:`design` cannot run (it sits below
+    ``samplers``). Returns the pairs outside the expansion at ``chosen_m`` (empty if none).
+    """
+    from ._edgeworth import edgeworth_reliable
+
+    outside = {}
+    for m in sorted({c[0] for c in cells}):
+        bad = np.flatnonzero(~edgeworth_reliable(trial.skewness, trial.kurtosis, m))
+        if bad.size:
+            outside[m] = bad
+    if not outside:
+        return np.empty(0, dtype=np.intp)
+    at_chosen = outside.get(chosen_m, np.empty(0, dtype=np.intp))
+    listed = [f"(m = {m}, epsilon = {e:g})" for m, e, _, _ in cells if m in outside]
+    pairs = at_chosen if at_chosen.size else outside[min(outside)]
+    shown = ", ".join(str(int(p)) for p in pairs[:10]) + (", ..." if pairs.size > 10 else "")
+    where = (f"at the chosen m = {chosen_m}" if at_chosen.size
+             else f"at m = {min(outside)}")
+    warnings.warn(
+        f"optimize(law='edgeworth') relied on {len(listed)} cell(s) outside the Edgeworth "
+        f"expansion's validity: {', '.join(listed)}; {pairs.size} of {trial.n_pairs} trial "
+        f"pair(s) {where} have |skewness| / sqrt(m) or max(kurtosis, skewness^2) / m above "
+        f"0.5 (pairs {shown}; max |skewness| {float(np.max(np.abs(trial.skewness))):.3g}, "
+        f"max excess kurtosis {float(np.max(trial.kurtosis)):.3g}). The corrected error can "
+        "be several standard errors off there: check the design on the real l_i with "
+        "validation.acceptance_check(model, pairs, design=d) (the simulated real test), or "
+        "use validation.fit, which redesigns with the simulation.", UserWarning,
+        stacklevel=_outside_design())
+    return at_chosen
+
+
+def _outside_design() -> int:
+    """The ``stacklevel`` of the first frame outside :mod:`design` (for the caller of
+    :func:`warn_beyond_expansion`; ``optimize`` is reached directly or by the dispatch)."""
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _corrected_infeasible(trial, tolerance, cells, N, eps_min):
