@@ -19,7 +19,9 @@ verdicts of ``clt_check`` in the currency of the design.
 
     python benchmarks/acceptance_verdict.py [--size small|full] [--part evidence|verdicts|all]
 
-Writes ``benchmarks/results/acceptance_verdict_<size>.json``.
+Writes ``benchmarks/results/acceptance_verdict_<size>_<part>.json``. At full size each part takes
+about 22 minutes on the shared 2-core machine at load average 8-14 (2026-11-23; about 7-10
+minutes each at load 2).
 """
 
 from __future__ import annotations

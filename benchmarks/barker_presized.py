@@ -32,6 +32,7 @@ from samplers.datasets import gaussian_mixture  # noqa: E402
 
 TESTS = {
     "presized": BarkerTest(m=50, delta=None, stopping="presized"),
+    "presized_skew": BarkerTest(m=50, delta=None, stopping="presized", skew=True),
     "sequential": BarkerTest(m=50, delta=None),
     "sequential, delta = 0.5": BarkerTest(m=50, delta=0.5),
 }
@@ -47,6 +48,7 @@ def main(argv=None):
                         choices=sorted(TESTS))
     parser.add_argument("--seed", type=int, default=2017)
     parser.add_argument("--quick", action="store_true", help="2 chains of 5,000 steps")
+    parser.add_argument("--tag", default="", help="suffix of the results file's name")
     args = parser.parse_args(argv)
     if args.quick:
         args.steps, args.chains = 5_000, 2
@@ -91,7 +93,8 @@ def main(argv=None):
               f"MCSE {np.round(mcse_sd, 4)}  z(sd) {np.round(r['z_sd'], 2)}  "
               f"z(mean) {np.round(r['z_mean'], 2)}  ESS {np.round(r['ess'], 0)}  "
               f"clipped {clipped:.3f}  {wall:.0f} s", flush=True)
-    write("barker_presized_quick" if args.quick else "barker_presized", out)
+    write(("barker_presized_quick" if args.quick else "barker_presized")
+          + (f"_{args.tag}" if args.tag else ""), out)
 
 
 if __name__ == "__main__":

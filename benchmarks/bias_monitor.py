@@ -1,9 +1,16 @@
 """Issue 17, part 3: the bias monitor's estimate against the real test's error, simulated.
 
-A logistic regression (``samplers.datasets.logistic_regression``), a design from an exact
-trial chain (``design.optimize``), the designed ``AustereTest`` and the same test with
-``epsilon`` far above the design. Each chain is run step by step with ``samplers.mh_step``
-so that its proposals are kept. The monitor's estimate (``test.decision_errors``: the
+A logistic regression (``samplers.datasets.logistic_regression``), a design
+(``design.optimize``), the designed ``AustereTest`` and the same test with ``epsilon`` far
+above the design, for one of two proposals (``--proposal``):
+
+* ``walk``: ``RandomWalk(1.5 / sqrt(N))`` on 4 covariates, designed on an exact trial chain;
+* ``independence``: ``Independence.from_laplace(ControlVariates(model))`` on 10 covariates,
+  designed on 100 pairs drawn from the Laplace approximation (as ``austerity demo`` does;
+  acceptance near 0.99: every pair's standardized log ratio mu_c is near 0, and where
+  mu_std(u) falls on the dynamic programme's error curve is set by u).
+
+Each chain is run step by step with ``samplers.mh_step`` so that its proposals are kept. The monitor's estimate (``test.decision_errors``: the
 design's dynamic programme at each decision's sd, averaged over the posterior of the pair's
 mu given the rows read) is compared, on ``--pairs`` of the chain's decisions, with the real
 test's error simulated at those pairs by ``validation.acceptance_check`` (``--paths`` random
@@ -15,7 +22,9 @@ and with the DP at each pair's true mu and sigma (what the monitor would give if
 
 Run:  python benchmarks/bias_monitor.py            # N = 50,000, 1500 steps, 150 pairs
       python benchmarks/bias_monitor.py --quick    # N = 20,000, 300 steps, 30 pairs
-Writes benchmarks/results/bias_monitor[_quick].json.
+      python benchmarks/bias_monitor.py --proposal independence  # N = 100,000, 400 steps,
+                                                   # 40 pairs x 300 paths
+Writes benchmarks/results/bias_monitor[_independence][_quick].json.
 """
 
 from __future__ import annotations
@@ -34,34 +43,65 @@ from _common import chain_with_pairs, machine, write  # noqa: E402
 
 import design  # noqa: E402
 from samplers import (  # noqa: E402
-    AustereTest, BiasWarning, ExactTest, GaussianPrior, LogisticRegression, RandomWalk, sample)
+    AustereTest, BiasWarning, ControlVariates, ExactTest, GaussianPrior, Independence,
+    LogisticRegression, RandomWalk, sample)
 from samplers.datasets import logistic_regression  # noqa: E402
 from validation import acceptance_check  # noqa: E402
+from validation.workflow.demo import plain_design  # noqa: E402
+
+#: Per proposal: (rows, steps, pairs, paths, tolerance, covariates) and the --quick sizes.
+SIZES = {"walk": ((50_000, 1500, 150, 1000, 0.02, 4), (20_000, 300, 30, 300)),
+         "independence": ((100_000, 400, 40, 300, 0.01, 10), (20_000, 200, 30, 200))}
 
 
 def model_ratios(view, theta, theta_new):
     return view.ratio(theta, theta_new, np.arange(view.N))
 
 
+def laplace_trial(model, rng, n_trial=100):
+    """The demo's setting: ``Independence.from_laplace(ControlVariates(model))``, its start
+    at the mode and ``n_trial`` pairs drawn from the Laplace approximation (both points
+    independent draws, as the chain's pairs are at stationarity)."""
+    cv = ControlVariates(model)
+    proposal = Independence.from_laplace(cv)
+    start = cv.center.theta
+    thetas = np.array([proposal.propose(rng, None, None, start, None)[0]
+                       for _ in range(n_trial)])
+    news = np.array([proposal.propose(rng, None, None, t, None)[0] for t in thetas])
+    log_q = np.array([proposal.log_density(a) - proposal.log_density(b)
+                      for a, b in zip(thetas, news)])
+    return proposal, start, design.TrialChain.from_model(model, thetas, news, log_q)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rows", type=int, default=50_000)
-    parser.add_argument("--steps", type=int, default=1500)
-    parser.add_argument("--pairs", type=int, default=150)
-    parser.add_argument("--paths", type=int, default=1000, help="row orders per pair")
-    parser.add_argument("--tolerance", type=float, default=0.02)
+    parser.add_argument("--proposal", choices=sorted(SIZES), default="walk")
+    parser.add_argument("--rows", type=int)
+    parser.add_argument("--steps", type=int)
+    parser.add_argument("--pairs", type=int)
+    parser.add_argument("--paths", type=int, help="row orders per pair")
+    parser.add_argument("--tolerance", type=float)
     parser.add_argument("--quick", action="store_true")
     args = parser.parse_args(argv)
-    if args.quick:
-        args.rows, args.steps, args.pairs, args.paths = 20_000, 300, 30, 300
-    X, y, theta = logistic_regression(args.rows, 4, rng=3)
+    full, quick = SIZES[args.proposal]
+    sizes = dict(zip(("rows", "steps", "pairs", "paths"), quick if args.quick else full[:4]))
+    sizes["tolerance"] = full[4]
+    for key, value in sizes.items():
+        if getattr(args, key) is None:
+            setattr(args, key, value)
+    X, y, theta = logistic_regression(args.rows, full[5], rng=3)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
-    proposal = RandomWalk(1.5 / math.sqrt(args.rows))
-    trial = design.TrialChain.from_chain(sample(model, ExactTest(), proposal, theta, 200, rng=4))
-    plan = design.optimize(trial, tolerance=args.tolerance)
+    if args.proposal == "walk":
+        proposal = RandomWalk(1.5 / math.sqrt(args.rows))
+        trial = design.TrialChain.from_chain(sample(model, ExactTest(), proposal, theta, 200,
+                                                    rng=4))
+        plan = design.optimize(trial, tolerance=args.tolerance)
+    else:
+        proposal, theta, trial = laplace_trial(model, rng=np.random.default_rng(4))
+        plan = plain_design(trial, args.tolerance)
     designed = AustereTest.from_design(plan)
     loose = dataclasses.replace(designed, epsilon=min(0.45, 20 * designed.epsilon))
-    print(f"N {args.rows}, design m {plan.m}, epsilon {plan.epsilon:.4g}, tolerance "
+    print(f"{args.proposal}: N {args.rows}, design m {plan.m}, epsilon {plan.epsilon:.4g}, tolerance "
           f"{plan.tolerance}, predicted mean |Delta| {plan.error:.4g}; {machine()}")
     out = {"settings": vars(args), "machine": machine(), "design": {
         "m": plan.m, "epsilon": plan.epsilon, "tolerance": plan.tolerance,
@@ -98,13 +138,16 @@ def main(argv=None):
             "monitor_mean_signed_pairs": float(np.mean(signed[picks])),
             "simulated_mean_signed_pairs": float(np.mean(sim)),
             "ratio_monitor_to_simulated": mon / abs_sim if abs_sim > 0 else math.nan,
+            "acceptance_rate": float(chain.acceptance_rate),
             "warning_fired": fired, "tolerance": test.tolerance}
         print(f"{name:12s} eps {test.epsilon:.4g} rows/step {r['rows_per_step']:8.0f}  "
               f"monitor mean|D| chain {r['monitor_mean_abs_error_chain']:.4f}, pairs {mon:.4f}"
               f"  simulated {abs_sim:.4f} +- {abs_sim_se:.4f} (DP at the true mu {check.mean_abs_gaussian:.4f})"
               f"  ratio {r['ratio_monitor_to_simulated']:.3f}  signed {np.mean(signed[picks]):+.4f}"
               f" vs {np.mean(sim):+.4f}  warning {fired}", flush=True)
-    write("bias_monitor_quick" if args.quick else "bias_monitor", out)
+    suffix = ("" if args.proposal == "walk" else "_" + args.proposal) + ("_quick" if args.quick
+                                                                         else "")
+    write("bias_monitor" + suffix, out)
 
 
 if __name__ == "__main__":

@@ -49,6 +49,7 @@ __getattr__, __dir__, __all__ = attach(
         "decision_errors": "._monitor",
         "barker_decision_errors": "._monitor",
         "confidence_decision_errors": "._monitor",
+        "edgeworth_reliable": "._edgeworth",
         "evaluate": "._dispatch",
         "optimize": "._dispatch",
         "SequentialError": "._sequential",
@@ -70,6 +71,7 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._barker_design import BarkerDesign
     from ._confidence_design import ConfidenceDesign
     from ._dispatch import evaluate, optimize
+    from ._edgeworth import edgeworth_reliable
     from ._monitor import barker_decision_errors, confidence_decision_errors, decision_errors
     from ._optimize import Design, InfeasibleDesignError
     from ._sequential import SequentialError, sequential_error

@@ -171,20 +171,25 @@ def _smaller_m(design, trial, tolerance, laws, workers):
     if not small:
         return design
     try:
+        screened = design.screen_error_grid is not None
         extra = _optimize.optimize(trial, tolerance, method="average", m_grid=small,
-                                   epsilon_grid=[design.epsilon], workers=workers, **laws)
+                                   epsilon_grid=[design.epsilon], workers=workers,
+                                   search="screen" if screened else "full", **laws)
     except _optimize.InfeasibleDesignError:
         return design
     if not extra.data_fraction < design.data_fraction:
         return design
     k = int(np.flatnonzero(design.epsilon_grid == design.epsilon)[0])
-    rows_err = np.full((extra.m_grid.size, design.epsilon_grid.size), np.nan)
-    rows_data = rows_err.copy()
-    rows_err[:, k] = extra.error_grid[:, 0]
-    rows_data[:, k] = extra.data_grid[:, 0]
+
+    def stacked(name):
+        rows = np.full((extra.m_grid.size, design.epsilon_grid.size), np.nan)
+        rows[:, k] = getattr(extra, name)[:, 0]
+        return np.vstack([rows, getattr(design, name)])
+
+    names = ("error_grid", "data_grid") + (
+        ("screen_error_grid", "screen_data_grid") if screened else ())
     grids = dict(m_grid=np.concatenate([extra.m_grid, design.m_grid]),
-                 error_grid=np.vstack([rows_err, design.error_grid]),
-                 data_grid=np.vstack([rows_data, design.data_grid]))
+                 **{name: stacked(name) for name in names})
     for a in grids.values():
         a.setflags(write=False)
     return replace(design, m=extra.m, data_fraction=extra.data_fraction, error=extra.error,

@@ -111,7 +111,28 @@ _INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 def edgeworth_reliable(skewness, kurtosis, m):
     """Whether the one-term expansion is trusted at minibatch size m (elementwise).
 
-    The neglected terms are of order gamma^2 / n and kappa / n at the first stage n = m.
+    The neglected terms are of order gamma^2 / n and kappa / n at the first stage n = m:
+    trusted while |gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5. Beyond, the
+    corrected programme can be 4-8 standard errors from the real test
+    (``benchmarks/edgeworth_kurtosis.py``) and the real test must be simulated on the real
+    l_i (``validation.acceptance_check``).
+
+    Parameters
+    ----------
+    skewness, kurtosis : array_like
+        Population skewness gamma and excess kurtosis kappa of each pair's l_i.
+    m : int
+        Minibatch size (the first stage).
+
+    Returns
+    -------
+    numpy.ndarray of bool
+
+    Examples
+    --------
+    >>> from design import edgeworth_reliable
+    >>> edgeworth_reliable([0.5, 4.0, 1.0], [3.0, 20.0, 60.0], 100).tolist()
+    [True, True, False]
     """
     g = np.abs(np.asarray(skewness, dtype=float))
     k = np.asarray(kurtosis, dtype=float)

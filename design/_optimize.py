@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from typing import ClassVar
@@ -16,6 +17,7 @@ from ._lib.progress import progress_bar
 from ._acceptance_error import LAWS, PairIntegrals, check_law, mu_table_edge
 from ._names import METHODS
 from ._sequential import THRESHOLDS, run_dp
+from ._stages import DEFAULT_MERGE, MERGE_ERROR_DATA, MERGE_ERROR_E, merge_step, visited_stages
 from ._trial import TrialChain
 
 __all__ = ["Design", "InfeasibleDesignError", "optimize",
@@ -25,7 +27,13 @@ DEFAULT_M_GRID = (50, 75, 100, 150, 200, 300, 400, 500, 750, 1000)
 DEFAULT_EPSILON_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
 _MAX_HALVINGS = 20   # how far below the grid the infeasible-design search goes in epsilon
 #: Which grid cells a search evaluates (see :func:`optimize`).
-SEARCHES = ("auto", "full", "bisect")
+SEARCHES = ("auto", "full", "bisect", "screen")
+#: Merge step (in log information time) of the average design's screening pass: about a
+#: seventh of the default programme's cost per cell at N / m = 2e4.
+SCREEN_MERGE = 0.02
+#: The screen's margins are this many times the merged plan's error bounds
+#: (``MERGE_ERROR_E``, ``MERGE_ERROR_DATA`` times the squared merge steps of both plans).
+SCREEN_SAFETY = 2.0
 
 
 class InfeasibleDesignError(ValueError):
@@ -91,6 +99,11 @@ class Design:
     corrected_cells : tuple or None
         ``law="edgeworth"`` only: the cells evaluated with the corrected law, as
         ``(m, epsilon, error, data_fraction)`` tuples, in the order evaluated.
+    screen_error_grid, screen_data_grid : numpy.ndarray or None
+        ``search="screen"`` only (the average design's default): error and data fraction at
+        every grid point by the screening programme (merge step ``SCREEN_MERGE``; within
+        about 1e-4 of ``error_grid`` and ``data_grid``, see :func:`optimize`). ``plot``
+        shows them where the full programme did not run.
     """
 
     test: ClassVar[str] = "austere"
@@ -113,6 +126,8 @@ class Design:
     gaussian_epsilon: float | None = None
     gaussian_corrected_error: float | None = None
     corrected_cells: tuple | None = None
+    screen_error_grid: np.ndarray | None = None
+    screen_data_grid: np.ndarray | None = None
 
     def __repr__(self):
         return (f"Design(m={self.m}, epsilon={self.epsilon:g}, threshold={self.threshold!r}, "
@@ -131,8 +146,10 @@ class Design:
             err = "worst case E(0)"
         feasible = int(np.sum(self.error_grid <= self.tolerance))
         evaluated = int(np.sum(~np.isnan(self.error_grid)))
+        how = ("screened, see screen_error_grid" if self.screen_error_grid is not None
+               else "bisection in epsilon")
         cells = ("" if evaluated == self.error_grid.size else
-                 f" ({evaluated} evaluated: bisection in epsilon)")
+                 f" ({evaluated} evaluated: {how})")
         n_used = self.data_fraction * self.N
         return "\n".join([
             f"Sequential test design ({head}, N = {self.N:,}, tolerance {self.tolerance:g})",
@@ -170,14 +187,20 @@ class Design:
         """Data use against error for each m, as in Korattikara et al. (2014), Fig. 6.
 
         Each line joins the epsilon grid for one m; the dashed line is the tolerance and the
-        star the chosen design. Returns the matplotlib Axes.
+        star the chosen design. Cells the full programme did not evaluate show the
+        screening pass's values (``screen_error_grid``), if any. Returns the matplotlib Axes.
         """
         import matplotlib.pyplot as plt
 
         if ax is None:
             _, ax = plt.subplots(figsize=(6, 4))
+        error_grid, data_grid = self.error_grid, self.data_grid
+        if self.screen_error_grid is not None:
+            done = ~np.isnan(error_grid)
+            error_grid = np.where(done, error_grid, self.screen_error_grid)
+            data_grid = np.where(done, data_grid, self.screen_data_grid)
         for i, m in enumerate(self.m_grid):
-            err, data = self.error_grid[i], self.data_grid[i]
+            err, data = error_grid[i], data_grid[i]
             keep = err > 0
             ax.plot(err[keep], data[keep], marker="o", ms=3, lw=1, label=f"m = {m}")
         ax.axvline(self.tolerance, ls="--", color="0.5", lw=1, label="tolerance")
@@ -203,19 +226,48 @@ class _Evaluator:
 
     def __init__(self, method, N, threshold, trial, m_min, eps_min, exact=False):
         self.method, self.N, self.threshold = method, N, threshold
+        self.exact = exact
         self.dp_options = dict(merge=0.0, stop_tol=0.0) if exact else {}
+        self.spread = (1.0, 1.0)
         if method == "average":
             self.integrals = PairIntegrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
+            # mean over the pairs of sum_k |A[p, k]|: bounds how far an error of the knot
+            # values moves the mean |Delta| (or data fraction); about 1, the spline weights
+            # being mostly positive
+            self.spread = (float(np.mean(np.sum(np.abs(self.integrals.A_err), axis=1))),
+                           float(np.mean(np.sum(np.abs(self.integrals.A_data), axis=1))))
 
-    def __call__(self, m, eps):
+    def __call__(self, m, eps, screen=False):
+        """(error, data fraction) of cell (m, eps); ``screen``: by the screening programme
+        (merge step ``SCREEN_MERGE``) instead of the design's own."""
+        options = dict(merge=SCREEN_MERGE) if screen else self.dp_options
         if self.method == "worst-case":
             r = run_dp(np.zeros(1), m, eps, self.N, self.threshold, interior=False,
-                       **self.dp_options)
+                       **options)
             return float(r["error"][0]), float(r["data_fraction"][0])
-        table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold,
-                       **self.dp_options)
+        table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold, **options)
         delta, data = self.integrals.evaluate(table, m, self.N)
         return float(np.mean(np.abs(delta))), float(np.mean(data))
+
+    def screen_is_exact(self, m):
+        """Whether the screening programme is the design's own at this m: neither plan
+        merges a stage (N / m below about 8 / ``SCREEN_MERGE``), so both run the same
+        stages at the same resolution and give the same bits."""
+        if self.exact:
+            return False
+        J1 = -(-self.N // m) - 1
+        return visited_stages(J1, self.N / m, merge_step(self.N / m, SCREEN_MERGE)).size == J1
+
+    def screen_margins(self, m):
+        """(error margin, data margin) that bound |screen - design's programme| at this m:
+        ``SCREEN_SAFETY`` times the merged plans' bounds C (delta_screen^2 + delta^2) on E
+        and pi-bar, times the mean absolute weight of the knot values in a pair's
+        integrals (``spread``)."""
+        K = self.N / m
+        d2 = merge_step(K, SCREEN_MERGE) ** 2 + (0.0 if self.exact else
+                                                 merge_step(K, DEFAULT_MERGE) ** 2)
+        return (SCREEN_SAFETY * MERGE_ERROR_E * d2 * self.spread[0],
+                SCREEN_SAFETY * MERGE_ERROR_DATA * d2 * self.spread[1])
 
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
@@ -266,11 +318,17 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         grid cell). By default stages are merged where N / m is large, which keeps the cost
         nearly independent of N and E, pi-bar within 1e-6 of the exact values up to
         N / m = 1.5e5 (see :func:`sequential_error`).
-    search : {"auto", "full", "bisect"}
+    search : {"auto", "full", "bisect", "screen"}
         Which grid cells to evaluate. ``"full"``: all of them. ``"bisect"`` (worst case
         only; the default there, ``"auto"``): for each m only the cells that locate the
         largest feasible epsilon, typically 2-3 of 9 (see Notes); the other cells of
-        ``Design.error_grid`` and ``data_grid`` are NaN. The average design always uses
+        ``Design.error_grid`` and ``data_grid`` are NaN. ``"screen"`` (average design with
+        ``law="gaussian"``; the default there): every cell by a programme with a 20 times
+        coarser merge step (``SCREEN_MERGE``, about a seventh of the cost), then the full
+        programme only at the cells the screen cannot rule out, typically 1-3 (see Notes);
+        the screened values are kept in ``Design.screen_error_grid`` and
+        ``screen_data_grid``, the other cells of ``error_grid`` and ``data_grid`` are NaN.
+        The same design as ``"full"``. The average design with ``law="edgeworth"`` uses
         ``"full"``.
     law : {"gaussian", "edgeworth"}
         The law of the test statistic: the Gaussian random walk (default), or the walk with
@@ -284,6 +342,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         below ``1 / CORRECTED_DATA_SLACK`` of the best corrected one (the correction moves
         the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). The
         Design records the Gaussian choice, its corrected error and the cells visited.
+        Where a visited cell's m is outside the expansion for some trial pair
+        (``|skewness| / sqrt(m)`` or ``max(kurtosis, skewness^2) / m`` above 0.5) the
+        corrected error can be several standard errors off, and a ``UserWarning`` names
+        those cells and pairs: check such a design by simulating the real test on the real
+        l_i (``validation.acceptance_check``; ``validation.fit`` does it automatically).
 
     Returns
     -------
@@ -301,8 +364,23 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     among them is at the largest feasible epsilon, which the search always evaluates; the
     design is the best of these over m: the same cell as the full search (checked in
     ``tests/design/test_optimize.py``). The average design's mean |Delta| has no such
-    path-wise order (a lower threshold can turn a wrong early stop into a right one), so it
-    is searched in full.
+    path-wise order (a lower threshold can turn a wrong early stop into a right one).
+
+    Why the screen cannot miss the average optimum: the screening programme differs from
+    the design's own only in its merge step (0.02 instead of 1e-3 in log information
+    time), and a merged plan's E and pi-bar are within ``MERGE_ERROR_E`` delta^2 and
+    ``MERGE_ERROR_DATA`` delta^2 of the exact programme's (``design._stages``; measured
+    and tested), hence mean |Delta| and the mean data fraction within those bounds times
+    the mean over the pairs of sum_k |A[p, k]| (the weights of the knot values in a pair's
+    u-integrals, ``PairIntegrals``: about 1, the spline weights being mostly positive).
+    With margins of ``SCREEN_SAFETY`` = 2 times these bounds for both plans (about 4e-4 in
+    the error and 2.4e-3 in the data fraction at N = 10^6), a cell whose screened error
+    exceeds the tolerance plus the margin is
+    infeasible, and one whose screened data fraction minus the margin exceeds the data of
+    a feasible cell found cannot be chosen. The candidates run in order of screened data,
+    so the search stops at the first one that cannot beat the best found
+    (``tests/design/test_optimize.py`` checks the screen's error against its margins and
+    the chosen design against the full search's).
 
     Raises
     ------
@@ -348,7 +426,6 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     if search == "bisect" and method != "worst-case":
         raise ValueError("search='bisect' needs method='worst-case' (the average design's "
                          "error is not monotone in epsilon), got method='average'")
-    bisect = method == "worst-case" and search != "full"
     if law not in LAWS:
         raise ValueError(f"law must be 'gaussian' or 'edgeworth', got {law!r}")
     if law == "edgeworth":
@@ -356,13 +433,26 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
             raise ValueError("law='edgeworth' needs method='average' and "
                              "prediction_threshold='normal'")
         check_law(law, trial)
+    if search == "screen" and (method != "average" or law != "gaussian"):
+        raise ValueError("search='screen' needs method='average' and law='gaussian' (the "
+                         f"corrected search reads the whole Gaussian grid), got "
+                         f"method={method!r}, law={law!r}")
+    if search == "auto":
+        search = ("bisect" if method == "worst-case" else
+                  "screen" if law == "gaussian" else "full")
 
     evaluate = _Evaluator(method, N, prediction_threshold, trial, int(m_grid[0]),
                           float(epsilon_grid[0]), exact=bool(exact))
-    error_grid, data_grid = _search(evaluate, m_grid, epsilon_grid, tolerance,
-                                    _cells_bisect if bisect else _cells_full, workers, progress)
-    for a in (m_grid, epsilon_grid, error_grid, data_grid):
-        a.setflags(write=False)
+    n_m, n_eps = m_grid.size, epsilon_grid.size
+    run, jobs, total, results = _plan(search, evaluate, m_grid, epsilon_grid, tolerance,
+                                      workers)
+    _search(run, m_grid, epsilon_grid, jobs, total, workers, progress, results)
+    error_grid, data_grid = _grids(results, n_m, n_eps, screen=False)
+    screen_grids = (_grids(results, n_m, n_eps, screen=True) if search == "screen"
+                    else (None, None))
+    for a in (m_grid, epsilon_grid, error_grid, data_grid) + screen_grids:
+        if a is not None:
+            a.setflags(write=False)
 
     feasible = error_grid <= tolerance
     if not feasible.any() and law == "gaussian":
@@ -370,7 +460,8 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     common = dict(threshold=threshold, prediction_threshold=prediction_threshold,
                   method=method, tolerance=tolerance, N=N,
                   n_pairs=None if trial is None else trial.n_pairs, m_grid=m_grid,
-                  epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid)
+                  epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid,
+                  screen_error_grid=screen_grids[0], screen_data_grid=screen_grids[1])
     if law == "edgeworth":
         return _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid,
                                  data_grid, common)
@@ -428,6 +519,9 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
     cells = tuple((int(m_grid[np.unravel_index(c, error_grid.shape)[0]]),
                    float(epsilon_grid[np.unravel_index(c, error_grid.shape)[1]]), e, d)
                   for c, e, d in visited)
+    chosen_m = None if best is None else int(m_grid[np.unravel_index(best[0],
+                                                                      error_grid.shape)[0]])
+    warn_beyond_expansion(trial, cells, chosen_m)
     if best is None:
         raise _corrected_infeasible(trial, tolerance, cells, N, float(epsilon_grid[0]))
     i, k = np.unravel_index(best[0], error_grid.shape)
@@ -438,6 +532,57 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
         gaussian_m=None if gi is None else int(m_grid[gi]),
         gaussian_epsilon=None if gk is None else float(epsilon_grid[gk]),
         gaussian_corrected_error=g_err, corrected_cells=cells, **common)
+
+
+def warn_beyond_expansion(trial, cells, chosen_m=None):
+    """Warn when the corrected search relied on cells whose m is outside the expansion.
+
+    A cell (m, epsilon) is outside when any trial pair fails ``edgeworth_reliable`` at m
+    (|gamma| / sqrt(m) > 0.5 or max(kappa, gamma^2) / m > 0.5): there the corrected mean
+    |Delta| can still be several standard errors from the real test (kurtosis ~77 at
+    m = 100, or m = 50 at kurtosis ~40: 4-8 SE), so the choice among those cells, and the
+    design's promise, should be checked by simulating the real test on the real l_i
+    (``validation.acceptance_check``), which :mod:`design` cannot run (it sits below
+    ``samplers``). Returns the pairs outside the expansion at ``chosen_m`` (empty if none).
+    """
+    from ._edgeworth import edgeworth_reliable
+
+    outside = {}
+    for m in sorted({c[0] for c in cells}):
+        bad = np.flatnonzero(~edgeworth_reliable(trial.skewness, trial.kurtosis, m))
+        if bad.size:
+            outside[m] = bad
+    if not outside:
+        return np.empty(0, dtype=np.intp)
+    at_chosen = outside.get(chosen_m, np.empty(0, dtype=np.intp))
+    listed = [f"(m = {m}, epsilon = {e:g})" for m, e, _, _ in cells if m in outside]
+    pairs = at_chosen if at_chosen.size else outside[min(outside)]
+    shown = ", ".join(str(int(p)) for p in pairs[:10]) + (", ..." if pairs.size > 10 else "")
+    where = (f"at the chosen m = {chosen_m}" if at_chosen.size
+             else f"at m = {min(outside)}")
+    warnings.warn(
+        f"optimize(law='edgeworth') relied on {len(listed)} cell(s) outside the Edgeworth "
+        f"expansion's validity: {', '.join(listed)}; {pairs.size} of {trial.n_pairs} trial "
+        f"pair(s) {where} have |skewness| / sqrt(m) or max(kurtosis, skewness^2) / m above "
+        f"0.5 (pairs {shown}; max |skewness| {float(np.max(np.abs(trial.skewness))):.3g}, "
+        f"max excess kurtosis {float(np.max(trial.kurtosis)):.3g}). The corrected error can "
+        "be several standard errors off there: check the design on the real l_i with "
+        "validation.acceptance_check(model, pairs, design=d) (the simulated real test), or "
+        "use validation.fit, which redesigns with the simulation.", UserWarning,
+        stacklevel=_outside_design())
+    return at_chosen
+
+
+def _outside_design() -> int:
+    """The ``stacklevel`` of the first frame outside :mod:`design` (for the caller of
+    :func:`warn_beyond_expansion`; ``optimize`` is reached directly or by the dispatch)."""
+    import sys
+
+    here = os.path.dirname(os.path.abspath(__file__))
+    frame, level = sys._getframe(1), 1
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 def _corrected_infeasible(trial, tolerance, cells, N, eps_min):
@@ -483,9 +628,9 @@ def _trisect(lo, hi):
     return sorted({lo + (j * n) // 3 - 1 for j in (1, 2)} & set(range(lo, hi)))
 
 
-def _cells_full(n_m, n_eps, feasible):
+def _cells_full(n_m, n_eps, result):
     """Every cell of the grid, in one batch (small m first)."""
-    yield [(i, k) for i in range(n_m) for k in range(n_eps)]
+    yield [(i, k, False) for i in range(n_m) for k in range(n_eps)]
 
 
 def _cells_bisect(n_m, n_eps, feasible):
@@ -522,59 +667,143 @@ def _cells_bisect(n_m, n_eps, feasible):
         guess = lo
 
 
+def _cells_screen(n_m, n_eps, result, tolerance, margins, workers):
+    """The average design's search: a cheap screen of every cell, then the full programme
+    only where the screen cannot rule a cell out (see ``optimize``, Notes).
+
+    A generator of batches of jobs (i, k, screen) like ``_cells_bisect``'s; ``result(job)``
+    reads a finished job's (error, data). ``margins[i]`` = (error margin, data margin) of
+    row i bound |screened - full| there. Candidates (screened error within the tolerance
+    plus the margin) run in order of screened data fraction, ``workers`` at a time, until
+    the next one's screened data minus its margin exceeds the best feasible data found:
+    every cell left out is then infeasible or uses more data than the design. Without a
+    feasible cell, the cells that may hold the grid's smallest error run instead (the
+    error message names it). The jobs depend only on the results, never on the threads.
+    """
+    cells = [(i, k) for i in range(n_m) for k in range(n_eps)]
+    yield [(i, k, True) for i, k in cells]
+    screened = {c: result((*c, True)) for c in cells}
+    order = sorted((c for c in cells if screened[c][0] <= tolerance + margins[c[0]][0]),
+                   key=lambda c: screened[c][1])
+    best = math.inf
+    pos = 0
+    while pos < len(order):
+        batch = []
+        while pos < len(order) and len(batch) < workers:
+            c = order[pos]
+            if screened[c][1] - margins[c[0]][1] > best:
+                pos = len(order)                  # this one and every later one lose
+                break
+            batch.append(c)
+            pos += 1
+        if not batch:
+            break
+        yield [(i, k, False) for i, k in batch]
+        for c in batch:
+            err, data = result((*c, False))
+            if err <= tolerance:
+                best = min(best, data)
+    if best == math.inf:
+        top = min(screened[c][0] + margins[c[0]][0] for c in cells)
+        yield [(i, k, False) for i, k in cells
+               if screened[(i, k)][0] - margins[i][0] <= top]
+
+
 #: Cells the bisection evaluates at most per row: two guesses, then trisection.
 def _bisect_bound(n_eps):
     return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
 
 
-def _search(evaluate, m_grid, epsilon_grid, tolerance, cells, workers, progress):
-    """Evaluate the batches of cells that ``cells`` yields; return (error, data) grids.
+def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results):
+    """Run the batches of jobs (i, k, screen) that ``jobs(result)`` yields; return
+    {job: (error, data)}.
 
-    Cells not evaluated are NaN. A batch is chosen from the results of the ones before; the
-    cells of a batch run on ``workers`` threads. The main thread waits on the futures with a
-    timeout, so a KeyboardInterrupt (or an exception from the progress callback) reaches it
-    at once; the pool is then shut down with the cells not yet started cancelled, so only
-    the running ones (each a fraction of a second) are waited for. (``concurrent.futures``'
-    ``with`` block followed by ``map`` would instead wait for every queued cell.)
+    ``result(job)`` gives a finished job's result to the generator, which chooses each
+    batch from the results of the ones before; the jobs of a batch run on ``workers``
+    threads. ``total`` is the progress bar's (upper bound on the) number of jobs;
+    ``results`` is the dict the results go to (``evaluate`` may read it). The main
+    thread waits on the futures with a timeout, so a KeyboardInterrupt (or an exception
+    from the progress callback) reaches it at once; the pool is then shut down with the
+    jobs not yet started cancelled, so only the running ones (each a fraction of a second)
+    are waited for. (``concurrent.futures``' ``with`` block followed by ``map`` would
+    instead wait for every queued job.)
     """
-    n_m, n_eps = m_grid.size, epsilon_grid.size
-    error = np.full((n_m, n_eps), np.nan)
-    data = np.full((n_m, n_eps), np.nan)
-    full = cells is _cells_full
-    total = n_m * n_eps if full else min(n_m * n_eps, n_m * _bisect_bound(n_eps))
     callback, close = _progress_callback(progress, total)
-    done = 0
 
-    def store(cell, result):
-        nonlocal done
-        error[cell], data[cell] = result
-        done += 1
+    def run(job):
+        i, k, screen = job
+        return evaluate(int(m_grid[i]), float(epsilon_grid[k]), screen=screen)
+
+    def store(job, value):
+        results[job] = value
         if callback is not None:
-            callback(done, total)
+            callback(len(results), max(total, len(results)))
 
     pool = None
     try:
-        for batch in cells(n_m, n_eps, lambda i, k: error[i, k] <= tolerance):
-            batch = [c for c in batch if np.isnan(error[c])]
+        for batch in jobs(results.__getitem__):
+            batch = [job for job in batch if job not in results]
             if workers == 1 or len(batch) == 1:
-                for i, k in batch:
-                    store((i, k), evaluate(int(m_grid[i]), float(epsilon_grid[k])))
+                for job in batch:
+                    store(job, run(job))
                 continue
             if pool is None:
                 pool = ThreadPoolExecutor(max_workers=workers)
-            pending = {pool.submit(evaluate, int(m_grid[i]), float(epsilon_grid[k])): (i, k)
-                       for i, k in batch}
+            pending = {pool.submit(run, job): job for job in batch}
             while pending:
                 finished, _ = wait(pending, timeout=0.1, return_when=FIRST_COMPLETED)
                 for fut in finished:
                     store(pending.pop(fut), fut.result())
-        if callback is not None and done < total:
-            callback(done, done)             # the search needed fewer cells than the bound
-        return error, data
+        if callback is not None and len(results) < total:
+            callback(len(results), len(results))   # fewer jobs than the bound
+        return results
     finally:
         if pool is not None:
             pool.shutdown(wait=True, cancel_futures=True)
         close()
+
+
+def _plan(search, evaluate, m_grid, epsilon_grid, tolerance, workers):
+    """(evaluate, jobs, total, results) for :func:`_search` with this search: the cell
+    function, the generator of batches, the progress bound and the dict results go to."""
+    n_m, n_eps = m_grid.size, epsilon_grid.size
+    results = {}
+    if search == "bisect":
+        def jobs(result):
+            feasible = lambda i, k: result((i, k, False))[0] <= tolerance  # noqa: E731
+            for batch in _cells_bisect(n_m, n_eps, feasible):
+                yield [(i, k, False) for i, k in batch]
+        return evaluate, jobs, min(n_m * n_eps, n_m * _bisect_bound(n_eps)), results
+    if search != "screen":
+        return (evaluate, lambda result: _cells_full(n_m, n_eps, result), n_m * n_eps,
+                results)
+    same = [evaluate.screen_is_exact(int(m)) for m in m_grid]
+    margins = [(0.0, 0.0) if same[i] else evaluate.screen_margins(int(m))
+               for i, m in enumerate(m_grid)]
+    rows = {int(m): i for i, m in enumerate(m_grid)}
+    cols = {float(e): k for k, e in enumerate(epsilon_grid)}
+
+    def cell(m, eps, screen=False):
+        """A full-programme job of a row whose screen is that programme reuses it."""
+        key = (rows[m], cols[eps], True)
+        if not screen and same[key[0]] and key in results:
+            return results[key]
+        return evaluate(m, eps, screen=screen)
+
+    def jobs(result):
+        return _cells_screen(n_m, n_eps, result, tolerance, margins, workers)
+    return cell, jobs, 2 * n_m * n_eps, results
+
+
+def _grids(results, n_m, n_eps, screen):
+    """(error, data) grids of the full (``screen=False``) or screening jobs; NaN where none
+    ran."""
+    error = np.full((n_m, n_eps), np.nan)
+    data = np.full((n_m, n_eps), np.nan)
+    for (i, k, s), (e, d) in results.items():
+        if s == screen:
+            error[i, k], data[i, k] = e, d
+    return error, data
 
 
 def _progress_callback(progress, total):

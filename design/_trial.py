@@ -12,7 +12,7 @@ from ._lib.checks import check_finite_array, check_int
 from ._lib.npz import read_npz
 from ._lib.summary import short_array
 
-from ._pair_scan import pair_moments, pair_shape_sums
+from ._pair_scan import pair_statistics
 
 __all__ = ["TrialChain"]
 
@@ -178,7 +178,7 @@ class TrialChain:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_model(cls, model, thetas, theta_news=None, log_q_ratios=None, *, chunk=65_536,
-                   workers=None, progress=None):
+                   workers=None, progress=None, two_pass=False):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
         Parameters
@@ -205,6 +205,10 @@ class TrialChain:
             tqdm bar over the chunks (default: when stderr is a terminal), or
             ``callback(done, total)``; Ctrl-C or an exception from the callback stops the
             pass promptly.
+        two_pass : bool
+            Sum the shape of the l_i in a second pass about the mean (see Notes): the
+            reference, with exact absolute moments, at twice the cost. mu and sigma are the
+            same bits either way.
 
         Returns
         -------
@@ -218,8 +222,12 @@ class TrialChain:
         in chunk order, which does not lose precision when |mu| << sigma.
 
         The shape of the l_i (skewness, excess kurtosis, mean |z|, mean |z|^3) and max |l_i|
-        take one more chunked pass about that mean, again for all pairs at once
-        (``design._pair_scan.pair_shape_sums``). ``range_bound`` is the
+        come from the same pass (``design._pair_scan.pair_statistics``): the third and
+        fourth central sums by Pebay's (2008) pairwise update, mean |z| and mean |z|^3 from
+        sums about a pilot mean (a sample of the rows) split at a binned window, exact but
+        for one bin's share, which is bounded and must stay below 1e-6 of the sum (else a
+        second pass about the mean sums them exactly; from 2^18 rows, below which the two
+        passes run). ``range_bound`` is the
         half-width of ``model.loglik_ratio_range(theta, theta')`` (a control-variate wrapper:
         the residual bound, about the centre P / N), else ``model.loglik_ratio_bound(theta,
         theta')``, checked to hold every l_i; None if the model has neither.
@@ -266,12 +274,11 @@ class TrialChain:
         if workers is None:
             workers = os.cpu_count() or 1
         workers = check_int("workers", workers, low=1)
-        mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
-                                 workers=workers, progress=progress)
+        mu, sigma, shape = pair_statistics(model, thetas, theta_news, N=N, chunk=chunk,
+                                           workers=workers, progress=progress,
+                                           two_pass=bool(two_pass))
         bound = getattr(model, "loglik_ratio_bound", None)
         ranged = getattr(model, "loglik_ratio_range", None)
-        shape = pair_shape_sums(model, thetas, theta_news, mu, N=N, chunk=chunk,
-                                workers=workers, progress=progress)
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):
             theta, theta_new = thetas[p], theta_news[p]

@@ -142,6 +142,8 @@ class CLTCheck:
         Every pair's KS distance is at most ``tolerance`` (supporting detail: at large N
         and n_sim the KS distance is significant for any skewed l_i, whether or not the
         design's error is affected).
+    searched : bool
+        Whether the smallest passing batch size was searched for (``search=True``).
     """
 
     passed: bool
@@ -168,6 +170,7 @@ class CLTCheck:
     bin_edges: np.ndarray
     acceptance: object = None
     ks_passed: bool | None = None
+    searched: bool = True
 
     @property
     def worst_pair(self) -> int:
@@ -183,7 +186,9 @@ class CLTCheck:
     def __str__(self):
         verdict = "PASSES" if self.passed else "FAILS"
         w = self.worst_pair
-        if self.min_batch_size is None:
+        if not self.searched:
+            smallest = "not searched (search=False)"
+        elif self.min_batch_size is None:
             smallest = f"none up to N/2 = {self.N // 2:,}"
         else:
             smallest = f"{self.min_batch_size:,}"
@@ -254,8 +259,16 @@ class CLTCheck:
         hist.set_title(f"skewness {self.skewness[p]:.3g}, excess kurtosis "
                        f"{self.excess_kurtosis[p]:.3g}", fontsize="small")
         hist.legend(fontsize="small")
-        fig.suptitle(f"CLT check: {'passes' if self.passed else 'fails'} at tolerance "
-                     f"{self.tolerance:g}")
+        if self.acceptance is None:
+            fig.suptitle(f"CLT check: {'passes' if self.passed else 'fails'} at tolerance "
+                         f"{self.tolerance:g}")
+        else:
+            a = self.acceptance
+            fig.suptitle(f"CLT check: {'PASSES' if self.passed else 'FAILS'} in the currency "
+                         f"of the design (real test's mean |Delta| {a.mean_abs_simulated:.3g} "
+                         f"± {a.mean_abs_simulated_se:.2g}, tolerance {a.tolerance:g}); KS "
+                         f"{'passes' if self.ks_passed else 'fails'} at {self.tolerance:g}",
+                         fontsize="medium")
         fig.tight_layout()
         return fig
 
@@ -456,4 +469,4 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
                     tolerance=tolerance, n_sim=n_sim, N=N,
                     n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,
                     t_statistics=t_all, histogram=hist, bin_edges=edges,
-                    acceptance=acceptance, ks_passed=passed, **fields)
+                    acceptance=acceptance, ks_passed=passed, searched=bool(search), **fields)

@@ -105,7 +105,10 @@ class AcceptanceCheck:
     passed : bool
         The verdict: the simulated mean |Delta| over the pairs (the average the design
         bounds) is at most ``tolerance``, or above it by less than ``PASS_MARGIN_Z`` = 2
-        of its standard errors (not distinguishable from it).
+        of its standard errors (not distinguishable from it). Always the simulation's,
+        for every pair: the predictions are reported beside it, and where the Edgeworth
+        expansion is outside its validity (``edgeworth_reliable`` False) the simulation is
+        the only accurate estimate.
     mean_abs_simulated, mean_abs_simulated_se : float
         Mean |Delta| of the real test over the pairs, and its standard error.
     mean_abs_gaussian, mean_abs_edgeworth : float

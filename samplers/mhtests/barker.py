@@ -175,8 +175,9 @@ class BarkerTest(SequentialTest):
         ``O(b^-1/2)`` error on skewed ``l_i`` into ``O(1/b)``.
     stopping : {"sequential", "presized"}
         ``"sequential"``: Algorithm 1, stages of ``m`` rows until ``s^2 < sigma^2`` (and
-        ``eps <= delta``). ``"presized"``: a pilot of ``m`` rows sizes the batch that
-        decides, whose rows take no part in choosing its size, which removes the selection
+        ``eps <= delta``). ``"presized"``: a pilot of ``m`` rows (grown ``m`` at a time
+        while its variance estimate is unreliable) sizes the batch that decides, whose rows
+        take no part in choosing its size, which removes the selection
         bias of the sequential rule on skewed ``l_i`` (see
         :mod:`samplers.mhtests.barker_presized`; needs ``delta=None``: Corollary 1's bound is
         reported, not used).
@@ -211,13 +212,19 @@ class BarkerTest(SequentialTest):
     errors away, while ``delta = 0.5`` (about 750 rows) matches the exact chain
     (``docs/correction.md``, section 6): stopping as soon as ``s^2 < sigma^2`` selects
     batches, and with skewed l_i the selected batches have biased ``Delta*``.
-    ``stopping="presized"`` removes the selection instead (a pilot of ``m`` rows sizes the
-    batch that decides; :mod:`samplers.mhtests.barker_presized` derives why it is
-    unbiased): on the Gaussian mixture its posterior sds are within 1 MCSE of the exact
-    posterior over 10^6 pooled steps at 243 rows per step, against 169 rows and -8.4 to
-    -9.1 MCSE for the sequential rule and 757 rows for ``delta = 0.5``
-    (``benchmarks/barker_presized.py``). It is an option, not the default: it would change
-    every chain of the default test, and its margin was tuned on one workload. The bound's
+    ``stopping="presized"`` removes the selection instead (a pilot, grown until its
+    variance estimate is reliable, sizes the batch that decides;
+    :mod:`samplers.mhtests.barker_presized` derives why it is unbiased): on the Gaussian
+    mixture its posterior sds are within 1 MCSE of the exact posterior over 10^6 pooled
+    steps (z -0.32, -0.57) at 266.5 rows per step, against 168.8 rows and -8.4 to -9.1 MCSE
+    for the sequential rule and 757 rows for ``delta = 0.5``
+    (``benchmarks/barker_presized.py``). It is an option, not the default: on a tempered
+    logistic regression with a lognormal covariate (``benchmarks/barker_presized_logistic.py``,
+    4 x 60,000 steps against importance sampling) its sds are still 0.5-1.6 % high (z up to
+    2.9), as are the sequential rule's (0.5-2.4 %, z up to 4.4); with ``skew=True`` the
+    presized chains' sds are within 0.3-0.4 % (z 0.79-1.11 over 4 x 150,000 steps; on the
+    mixture 266 rows per step, z -0.38, -0.19): what the skew table removed is the
+    fixed-batch skew term (``docs/correction.md``, section 6). The bound's
     pass over the batch is skipped while a running lower bound already exceeds ``delta``,
     so a decision costs O(batch).
 
@@ -370,9 +377,10 @@ class BarkerTest(SequentialTest):
 
     def decision_errors(self, stats, N):
         """Estimated ``|P(accept) - S(Delta)|`` of each decision from its batch's estimates
-        (:func:`design.barker_decision_errors`: the fixed-batch skew and variance-noise
-        terms, plus the sequential rule's selection shift or the presized rule's clipping
-        term); 0 for exact decisions and for steps the prior rejected."""
+        (:func:`design.barker_decision_errors`: the sequential rule's selection shift of
+        ``Delta*``, ``-3 sigma eta``, and the fixed-batch skew and variance-noise terms, or
+        the presized rule's clipping term); 0 for exact decisions and for steps the prior
+        rejected."""
         from design import barker_decision_errors
 
         c = np.asarray(stats["log_const"], dtype=float)
@@ -380,6 +388,7 @@ class BarkerTest(SequentialTest):
         out = barker_decision_errors(
             np.nan_to_num(stats["mean"]), stats["var_delta"], stats["skew"], stats["batch"],
             np.where(rejected, 0, stats["n_used"]), np.where(rejected, 0.0, c), N=N,
-            sigma=self.sigma, fpc=self.fpc, stopping=self.stopping)
+            sigma=self.sigma, fpc=self.fpc, stopping=self.stopping,
+            m=self.m if self.stopping == "sequential" else None)
         out[rejected] = 0.0
         return out

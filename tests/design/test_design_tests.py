@@ -247,11 +247,12 @@ def test_barker_design_without_control_variates(real_tests):
     assert np.mean(np.abs(dhat)) <= TOL
 
 
-def test_barker_selection_term_is_conservative(real_tests):
-    """Negatively skewed l_i whose batch grows: the real test errs by +0.01..0.05 (the
-    selection bias of stopping on the batch variance, docs/correction.md section 6); the
-    design's first-order term has its sign and is larger (1.3-6 times in the cases measured),
-    so the design does not promise an error it cannot deliver."""
+def test_barker_selection_term_is_accurate(real_tests):
+    """Negatively skewed l_i whose batch grows: the real test errs by +0.03 (the selection
+    bias of stopping on the batch variance, docs/correction.md section 6); the design's
+    first-order term (optional stopping, design._barker_design._stopping_shift) is within
+    the simulation's noise, and the earlier regression term, 1.3-6 times too large, would
+    not be."""
     rng = np.random.default_rng(7)
     N = 50_000
     pops = []
@@ -264,7 +265,8 @@ def test_barker_selection_term_is_conservative(real_tests):
     _, dhat, se, _ = _check_against_real(real_tests, d, BarkerTest.from_design(d), pops, cs,
                                          4000, rng)
     assert np.all(dhat > 0) and np.all(d.pair_error > 0)
-    assert np.all(dhat - Z * se <= d.pair_error)
+    assert np.all(np.abs(dhat - d.pair_error) <= Z * se)
+    assert np.mean(d.pair_error) == pytest.approx(np.mean(dhat), rel=0.25)
 
 
 # --- the confidence sampler ----------------------------------------------------------------

@@ -4,6 +4,8 @@ kurtosis, its symmetries, the per-pair u integral, and optimize(law="edgeworth")
 The comparison with the real test on skewed l_i (an independent simulation) is in
 tests/validation/test_verdict.py."""
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -124,3 +126,20 @@ def test_optimize_edgeworth_infeasible_names_the_nearest_setting():
     # Gaussian error 0.101 > 0.1 at eps = 0.05, corrected 0.092: only the correction finds it
     d = optimize(skewed, 0.1, law="edgeworth", m_grid=[100], epsilon_grid=[0.05])
     assert d.gaussian_m is None and d.error <= 0.1 and "Gaussian DP's choice  none" in str(d)
+
+
+def test_optimize_edgeworth_warns_outside_the_expansion():
+    """At kurtosis 40 the expansion is trusted from m = 80 on (max(kappa, gamma^2) / m <=
+    0.5): a search over m = 50 relies on cells outside it and says so, naming the cells, the
+    pairs and the simulation to run instead; inside the expansion it stays silent."""
+    heavy = _trial(20_000, 4, 3.0, 40.0)
+    with pytest.warns(UserWarning, match=r"outside the Edgeworth expansion.*m = 50") as rec:
+        optimize(heavy, 0.2, law="edgeworth", m_grid=[50], epsilon_grid=[0.02, 0.05])
+    text = str(rec[0].message)
+    assert "pairs 0, 1, 2, 3" in text and "validation.acceptance_check" in text
+    assert rec[0].filename == __file__                   # points at the caller
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        optimize(heavy, 0.2, law="edgeworth", m_grid=[100], epsilon_grid=[0.02, 0.05])
+        optimize(_trial(20_000, 4, 3.0, 20.0), 0.2, law="edgeworth",
+                 m_grid=[50, 100], epsilon_grid=[0.02, 0.05])

@@ -92,6 +92,8 @@ def test_bisection_is_for_the_worst_case_only():
         optimize(_trial(), 0.01, search="bisect", m_grid=M_GRID, epsilon_grid=EPS_GRID)
     with pytest.raises(ValueError, match="search must be one of"):
         optimize(N, 0.01, method="worst-case", search="coarse")
+    with pytest.raises(ValueError, match="search='screen' needs method='average'"):
+        optimize(N, 0.01, method="worst-case", search="screen")
 
 
 def test_average_design():
@@ -108,7 +110,60 @@ def test_average_design():
     # the average |Delta| is below the worst case E(0) at every grid point
     w = optimize(N, 0.49, method="worst-case", m_grid=M_GRID, epsilon_grid=EPS_GRID,
                  threshold="t", prediction_threshold="t", search="full")
-    assert np.all(d.error_grid <= w.error_grid)
+    full = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, threshold="t",
+                    prediction_threshold="t", search="full")
+    assert np.all(full.error_grid <= w.error_grid)
+    assert full.screen_error_grid is None and d.screen_error_grid is not None
+    assert "evaluated: screened" in str(d)
+
+
+def _merged_trial(n_pairs=40, seed=3, n=200_000):
+    """Pairs at N = 2e5, where m = 20 merges stages in the design's own programme too."""
+    rng = np.random.default_rng(seed)
+    sigma = rng.uniform(0.5, 1.5, n_pairs) / np.sqrt(n)
+    return TrialChain(mu=rng.normal(0, 1.5, n_pairs) / n, sigma=sigma,
+                      c0=np.zeros(n_pairs), N=n)
+
+
+@pytest.mark.parametrize("tolerance, threshold", [(0.01, "normal"), (0.03, "t"),
+                                                  (0.1, "normal"), (0.007, "t")])
+def test_average_screen_finds_the_full_search_design(tolerance, threshold):
+    """The default average search (a coarse screen of every cell, the full programme at a
+    few) picks the same design, with the same numbers, as the full grid; the screened values
+    are within the margins the search relies on, at every cell."""
+    from design._optimize import _Evaluator
+
+    trial = _merged_trial()
+    kw = dict(m_grid=[20, 50, 200], epsilon_grid=[0.001, 0.005, 0.02, 0.1, 0.2],
+              prediction_threshold=threshold, workers=2)
+    full = optimize(trial, tolerance, search="full", **kw)
+    fast = optimize(trial, tolerance, **kw)
+    assert (fast.m, fast.epsilon) == (full.m, full.epsilon)
+    assert (fast.error, fast.data_fraction) == (full.error, full.data_fraction)
+    done = ~np.isnan(fast.error_grid)
+    assert done.sum() <= 4
+    np.testing.assert_array_equal(fast.error_grid[done], full.error_grid[done])
+    np.testing.assert_array_equal(fast.data_grid[done], full.data_grid[done])
+    ev = _Evaluator("average", trial.N, threshold, trial, 20, 0.001)
+    for i, m in enumerate(kw["m_grid"]):
+        margin_err, margin_data = ev.screen_margins(m)
+        # the margins hold with room to spare: at most half of them is used
+        assert np.all(np.abs(fast.screen_error_grid[i] - full.error_grid[i])
+                      <= 0.5 * margin_err)
+        assert np.all(np.abs(fast.screen_data_grid[i] - full.data_grid[i])
+                      <= 0.5 * margin_data)
+
+
+def test_average_screen_infeasible_matches_the_full_search():
+    trial = _merged_trial(n_pairs=10)
+    kw = dict(m_grid=[20, 200], epsilon_grid=[0.05, 0.2], workers=1)
+    errors = []
+    for search in ("full", "auto"):
+        with pytest.raises(InfeasibleDesignError) as info:
+            optimize(trial, 0.001, search=search, **kw)
+        errors.append(info.value)
+    assert errors[0].best_on_grid == errors[1].best_on_grid
+    assert (errors[0].m, errors[0].epsilon) == (errors[1].m, errors[1].epsilon)
 
 
 def test_infeasible_names_a_feasible_setting():
@@ -169,3 +224,42 @@ def test_average_design_needs_a_trial_chain():
         optimize(N, 0.01)
     with pytest.raises(ValueError, match=r"trial_chain \(N\) must be >= 2, got 1"):
         optimize(1, 0.01, method="worst-case")
+
+
+def test_smaller_m_rows_keep_the_screened_grids_aligned():
+    """When the grid's smallest m wins, m = 30, 20, 10 are tried at the chosen epsilon; the
+    screened grids get the same extra rows as the full ones."""
+    n = 100_000
+    rng = np.random.default_rng(0)
+    tc = TrialChain(mu=rng.normal(0, 1, 20) / n, sigma=np.full(20, 1e-7), c0=np.zeros(20),
+                    N=n)
+    d = optimize(tc, 0.01)
+    assert d.m < 50 and d.m_grid[0] == 10
+    assert d.screen_error_grid.shape == d.error_grid.shape == (d.m_grid.size, 9)
+    k = list(d.epsilon_grid).index(d.epsilon)
+    i = list(d.m_grid).index(d.m)
+    assert (d.error_grid[i, k], d.data_grid[i, k]) == (d.error, d.data_fraction)
+    assert abs(d.screen_error_grid[i, k] - d.error) < 1e-3
+
+
+def test_screen_reuses_itself_where_it_is_the_full_programme(monkeypatch):
+    """Where neither plan merges a stage (N / m small), the screen is the design's own
+    programme: no cell is run twice, and the design is the full search's."""
+    from design import _optimize
+
+    calls = []
+    original = _optimize._Evaluator.__call__
+
+    def counting(self, m, eps, screen=False):
+        calls.append((m, eps, screen))
+        return original(self, m, eps, screen=screen)
+
+    monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
+    trial = _trial()
+    fast = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, workers=1)
+    assert len(calls) == len(M_GRID) * len(EPS_GRID) and all(c[2] for c in calls)
+    full = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, workers=1,
+                    search="full")
+    assert (fast.m, fast.epsilon, fast.error, fast.data_fraction) == (
+        full.m, full.epsilon, full.error, full.data_fraction)
+    np.testing.assert_array_equal(fast.screen_error_grid, full.error_grid)

@@ -223,3 +223,149 @@ def test_memmapped_data_give_the_same_statistics(tmp_path):
     in_memory = TrialChain.from_model(LogisticRegression(np.array(Xm), y), thetas, news, **kw)
     for name in ("mu", "sigma", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs"):
         np.testing.assert_array_equal(getattr(on_disk, name), getattr(in_memory, name))
+
+
+def test_one_pass_kernel_matches_numpy():
+    """The one-pass chunk kernel: mean and M2 are the moments kernel's bits; M3, M4, the
+    ends, and the binned and upper-tail sums about the pilot agree with plain NumPy."""
+    from design._pair_scan import _pair_columns_moments, _pair_columns_stats
+
+    rng = np.random.default_rng(12)
+    ll = rng.normal(size=(2000, 9)) * rng.uniform(0.1, 3.0, 9)
+    old, new = np.array([0, 2, 4, 4, 8]), np.array([1, 3, 5, 0, 7])
+    L = ll[:, new] - ll[:, old]
+    pilot = L.mean(axis=0) + 0.01
+    width = 0.2 * L.std(axis=0)
+    nbins = 16
+    moments, ends, sums, finite = _pair_columns_stats(ll, old, new, pilot, width, nbins)
+    mean, m2, _ = _pair_columns_moments(ll, old, new)
+    assert finite
+    np.testing.assert_array_equal(moments[:, 0], mean)
+    np.testing.assert_array_equal(moments[:, 1], m2)
+    d = L - mean
+    np.testing.assert_allclose(moments[:, 2], (d**3).sum(0), rtol=1e-11, atol=1e-10)
+    np.testing.assert_allclose(moments[:, 3], (d**4).sum(0), rtol=1e-12)
+    np.testing.assert_array_equal(ends, np.stack([L.min(0), L.max(0)], axis=1))
+    e = L - pilot
+    for p in range(L.shape[1]):
+        ep, w = e[:, p], width[p]
+        inside = np.abs(ep) < w
+        k = np.clip(np.floor((ep[inside] + w) * (nbins / (2 * w))).astype(int), 0, nbins - 1)
+        for j in range(4):
+            ref = np.bincount(k, weights=ep[inside] ** j, minlength=nbins)
+            np.testing.assert_allclose(sums[p, :nbins, j], ref, rtol=1e-11, atol=1e-12)
+        a = np.abs(ep)
+        np.testing.assert_allclose(sums[p, nbins], [np.sum(ep >= 0), a.sum(), (ep * a).sum(),
+                                                    (a**3).sum()], rtol=1e-11)
+
+
+def _two_pass(model, thetas, news, N, chunk, workers):
+    from design._pair_scan import pair_moments, pair_shape_sums
+
+    mu, sigma = pair_moments(model, thetas, news, N=N, chunk=chunk, workers=workers,
+                             progress=False)
+    return mu, sigma, pair_shape_sums(model, thetas, news, mu, N=N, chunk=chunk,
+                                      workers=workers, progress=False)
+
+
+@pytest.mark.parametrize("generic", [False, True])
+@pytest.mark.parametrize("workers", [1, 2])
+def test_one_pass_statistics_equal_the_two_passes(monkeypatch, generic, workers):
+    """pair_statistics (one pass: moments merged by Chan/Pebay, absolute moments about a
+    pilot mean with a binned window) against the two exact passes: mu and sigma the same
+    bits, the third and fourth moments to rounding, sum |d| and sum |d|^3 within the
+    certified ABS_TOL (1e-6, in fact far closer)."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 256)
+    rng = np.random.default_rng(21)
+    N = 40_000
+    X, beta = _data(N, 4, rng)
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+    logistic = LogisticRegression(X, y)
+    model = (type("Generic", (), dict(N=N, loglik_ratio=staticmethod(logistic.loglik_ratio)))()
+             if generic else logistic)
+    thetas = beta + rng.normal(0, 0.02, (9, 4))
+    news = thetas + rng.normal(0, 0.01, (9, 4))
+    mu, sigma, shape = _pair_scan.pair_statistics(model, thetas, news, N=N, chunk=3000,
+                                                  workers=workers, progress=False)
+    mu2, sigma2, shape2 = _two_pass(model, thetas, news, N, 3000, workers)
+    np.testing.assert_array_equal(mu, mu2)
+    np.testing.assert_array_equal(sigma, sigma2)
+    np.testing.assert_array_equal(shape[:, :2], shape2[:, :2])
+    scale = N * sigma2[:, None] ** np.array([3, 4])
+    np.testing.assert_allclose(shape[:, 2:4] / scale, shape2[:, 2:4] / scale, atol=1e-12)
+    np.testing.assert_allclose(shape[:, 4:], shape2[:, 4:], rtol=1e-6)
+
+
+def test_one_pass_falls_back_to_the_exact_shape_pass(monkeypatch):
+    """A pair whose absolute moments the one pass cannot certify (here: a zero tolerance)
+    gets the exact shape pass about its mean."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 128)
+    monkeypatch.setattr(_pair_scan, "ABS_TOL", 0.0)
+    rng = np.random.default_rng(22)
+    N = 20_000
+    X, beta = _data(N, 3, rng)
+    y = (rng.random(N) < 0.5).astype(float)
+    model = LogisticRegression(X, y)
+    thetas = beta + rng.normal(0, 0.02, (4, 3))
+    news = thetas + rng.normal(0, 0.01, (4, 3))
+    _, _, shape = _pair_scan.pair_statistics(model, thetas, news, N=N, chunk=2000,
+                                             workers=1, progress=False)
+    _, _, shape2 = _two_pass(model, thetas, news, N, 2000, 1)
+    np.testing.assert_allclose(shape[:, 4:], shape2[:, 4:], rtol=1e-13)
+
+
+def test_one_pass_reads_a_memmap(monkeypatch, tmp_path):
+    """The one pass over memory-mapped rows gives the in-memory result, bit for bit."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 64)
+    rng = np.random.default_rng(23)
+    N = 12_000
+    X, beta = _data(N, 3, rng)
+    y = (rng.random(N) < 0.5).astype(float)
+    mapped = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=float,
+                                       shape=X.shape)
+    mapped[:] = X
+    mapped.flush()
+    mapped = np.load(tmp_path / "X.npy", mmap_mode="r")
+    thetas = beta + rng.normal(0, 0.02, (5, 3))
+    news = thetas + rng.normal(0, 0.01, (5, 3))
+    out = [_pair_scan.pair_statistics(LogisticRegression(data, y), thetas, news, N=N,
+                                      chunk=1500, workers=2, progress=False)
+           for data in (X, mapped)]
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_from_model_two_pass_is_the_reference(monkeypatch):
+    """TrialChain.from_model(two_pass=True) runs the two exact passes: the same mu and
+    sigma bits as the one pass, and the shape fields the one pass approximates."""
+    from design import _pair_scan
+
+    monkeypatch.setattr(_pair_scan, "ONE_PASS_FROM", 1000)
+    monkeypatch.setattr(_pair_scan, "PILOT_BLOCKS", 128)
+    rng = np.random.default_rng(24)
+    N = 15_000
+    X, beta = _data(N, 3, rng)
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ beta))).astype(float)
+    model = LogisticRegression(X, y)
+    thetas = beta + rng.normal(0, 0.02, (6, 3))
+    news = thetas + rng.normal(0, 0.01, (6, 3))
+    one = TrialChain.from_model(model, thetas, news, chunk=2500, progress=False)
+    two = TrialChain.from_model(model, thetas, news, chunk=2500, progress=False,
+                                two_pass=True)
+    mu, sigma, shape = _two_pass(model, thetas, news, N, 2500, 2)
+    np.testing.assert_array_equal(two.mu, mu)
+    np.testing.assert_array_equal(two.abs_z1, shape[:, 4] / N / sigma)
+    np.testing.assert_array_equal(one.mu, two.mu)
+    np.testing.assert_array_equal(one.sigma, two.sigma)
+    for name in ("skewness", "kurtosis", "abs_z1", "abs_z3"):
+        np.testing.assert_allclose(getattr(one, name), getattr(two, name), rtol=1e-6,
+                                   atol=1e-12)

@@ -223,7 +223,56 @@ def test_presized_batch_size_is_the_smallest_meeting_the_target():
     for seed in range(5):  # a population too small for the target: every row, exactly
         _, info = decide(BarkerTest(m=50, delta=None, fpc=False, stopping="presized"), model,
                          0.2, np.random.default_rng(seed))
-        assert info[:5] == (400, 2, 0.0, 0.0, 0.0) and info.batch == 400
+        # (the pilot grows once: 100 rows, a quarter of the 300 left, before it sizes b)
+        assert info[:5] == (400, 3, 0.0, 0.0, 0.0) and info.batch == 400
+
+
+def presized_brute_force(test, l_drawn):
+    """The presized rule with NumPy: the pilot grows by m rows until the relative standard
+    error of its variance, sqrt((kurtosis - 1) / a), is at most PILOT_RSE or it is a quarter of its
+    batch; then the batch it sizes."""
+    from samplers.mhtests.barker_presized import PILOT_RSE
+
+    N, m, target = l_drawn.shape[0], test.m, test.sigma**2 / test.margin
+    a = m
+    while True:
+        pilot = l_drawn[:a]
+        rest = N - a
+        v = pilot.var(ddof=1)
+        b = math.ceil(rest * rest * v / (target + rest * v) if test.fpc else rest * rest * v
+                      / target)
+        b = min(max(b, min(m, rest)), rest)
+        z = pilot - pilot.mean()
+        kurtosis = a * np.sum(z**4) / np.sum(z**2) ** 2
+        if 4 * a >= b or math.sqrt((kurtosis - 1) / a) <= PILOT_RSE * (1 + 1e-12):
+            break
+        a += m
+    batch = l_drawn[a:a + b]
+    s2 = rest**2 * batch.var(ddof=1) / b * ((1 - b / rest) if test.fpc else 1.0)
+    return a, b, s2
+
+
+@pytest.mark.parametrize("population", list(POPULATIONS))
+def test_presized_pilot_grows_until_its_variance_is_reliable(population):
+    # Heavy-tailed l_i make a small pilot's variance unreliable: sized from it, the batch is
+    # often too small, its s^2 exceeds sigma^2, X_nc is clipped to 0 and the acceptance is
+    # flatter than S (benchmarks/barker_pairs_logistic.py). The rule grows the pilot until
+    # sqrt((kurtosis - 1) / a) <= PILOT_RSE; it must stop where the NumPy reference does.
+    N = 20_000
+    rng = np.random.default_rng(8)
+    l = POPULATIONS[population](rng, N) * 20.0 / N
+    model = population_model(l)
+    test = BarkerTest(m=40, delta=None, stopping="presized")
+    grew = 0
+    for seed in range(8):
+        rows = IndexSampler(N, np.random.default_rng(seed)).take(N)
+        a, b, s2 = presized_brute_force(test, model.loglik_ratio(THETA, THETA_NEW, rows))
+        _, info = decide(test, model, 0.1, np.random.default_rng(seed))
+        assert (info.n_used - info.batch, info.batch) == (a, b)
+        assert info.var_delta == pytest.approx(s2, rel=1e-9)
+        grew += a > test.m
+    if population == "student-t3":
+        assert grew >= 6
 
 
 def test_pickled_test_decides_identically():

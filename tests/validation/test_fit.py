@@ -4,13 +4,17 @@ The reference posterior is independent of every sampler: the exact log posterior
 two-parameter logistic regression integrated on a grid (quadrature).
 """
 
+import math
 import warnings
 
 import numpy as np
 import pytest
 
-from samplers import ControlVariates, GaussianPrior, LogisticRegression, import_arviz
+import design
+import validation
+from samplers import ControlVariates, Gaussian, GaussianPrior, LogisticRegression, import_arviz
 from validation import fit
+from validation.workflow import fit as fit_module
 
 N = 3000
 
@@ -57,6 +61,11 @@ def test_attrs_describe_the_design_and_data_use(run, model):
     assert abs(attrs["rows_predicted"] / attrs["rows_realised"] - 1) < 0.2
     for step in range(1, 8):
         assert f"{step}. " in attrs["explanation"]
+    # the Austere verdict is the design's: the simulated real test against the tolerance
+    assert "5. CLT check in the currency of the design" in attrs["explanation"]
+    assert attrs["clt_redesign"] == "none"
+    passed = attrs["clt_error_simulated"] <= attrs["tolerance"] + 2 * attrs["clt_error_simulated_se"]
+    assert attrs["clt_passed"] == str(passed)
 
 
 def test_posterior_matches_quadrature_within_mcse(run, model):
@@ -131,3 +140,70 @@ def test_a_far_center_is_reported_not_refused(model):
                 rng=2)
     assert "warning: the center is more than one posterior sd from the mode" in \
         idata.posterior.attrs["explanation"]
+
+
+# --- the Austere redesign on the real l_i (step 5) ----------------------------------------
+
+def _skewed_pairs(x, n_pairs=10, seed=7):
+    """The (mean, log sd) model of x (Bardenet et al. 2014, section 4.1) and pairs near its
+    mode: theta from the posterior, theta' one random-walk step away."""
+    rng = np.random.default_rng(seed)
+    n, s = x.shape[0], float(x.std())
+    mode = np.array([float(x.mean()), math.log(s)])
+    L = np.diag([s / math.sqrt(n), 1 / math.sqrt(2 * n)])
+    thetas = mode + (L @ rng.normal(size=(2, n_pairs))).T
+    news = thetas + (2.38 / math.sqrt(2)) * (L @ rng.normal(size=(2, n_pairs))).T
+    model = Gaussian(x)
+    return model, (thetas, news), design.TrialChain.from_model(model, thetas, news,
+                                                               progress=False)
+
+
+def _redesign(model, pairs, trial, tolerance, rng=2):
+    plan = design.optimize(trial, tolerance)
+    clt = validation.clt_check(model, pairs, design=plan, n_sim=fit_module.N_SIM,
+                               search=False, n_paths=fit_module.N_PATHS, rng=1, progress=False)
+    return plan, clt, fit_module._redesign_austere(design, validation, model, pairs, trial,
+                                                   plan, clt, tolerance, 0.05,
+                                                   np.random.default_rng(rng))
+
+
+@pytest.mark.slow
+def test_austere_redesign_by_simulation_where_the_expansion_fails():
+    """Gamma(0.5) data: l_i with skewness up to ~18 and excess kurtosis ~500, outside the
+    Edgeworth expansion at every m of the grid. The Gaussian design (m = 1000, eps = 0.02)
+    errs about twice its tolerance on the real test; the redesign simulates the real test
+    until a design passes (about 0.028 at tolerance 0.03, 0.006 predicted)."""
+    model, pairs, trial = _skewed_pairs(np.random.default_rng(7).gamma(0.5, 1.0, 20_000))
+    assert not design.edgeworth_reliable(trial.skewness, trial.kurtosis, 1000).all()
+    tol = 0.03
+    plan, clt, (new, check, how, lines) = _redesign(model, pairs, trial, tol)
+    assert not clt.passed
+    assert how == "simulation" and new.test == "austere" and check.passed
+    assert (new.m, new.epsilon) != (plan.m, plan.epsilon) and new.error < plan.error
+    a = check.acceptance
+    assert (a.m, a.epsilon) == (new.m, new.epsilon)
+    assert a.mean_abs_simulated <= tol + 2 * a.mean_abs_simulated_se
+    assert "outside its validity" in lines[0] and "simulation redesign" in lines[-1]
+
+
+@pytest.mark.slow
+def test_austere_redesign_falls_back_to_the_confidence_test():
+    """Lognormal(0, 1) data: skewness ~50 and kurtosis ~4000 in the l_i; no Austere cell
+    of the grid keeps the tolerance on the real test, so the confidence test is designed."""
+    model, pairs, trial = _skewed_pairs(np.random.default_rng(7).lognormal(0.0, 1.0, 20_000))
+    plan, clt, (new, check, how, lines) = _redesign(model, pairs, trial, 0.03)
+    assert not clt.passed and not check.passed
+    assert how == "confidence" and new.test == "confidence"
+    assert "confidence test" in lines[-1]
+
+
+@pytest.mark.slow
+def test_austere_redesign_with_the_corrected_programme_inside_the_expansion():
+    """N(0, 0.1^2) data: l_i with skewness ~3, kurtosis ~12, inside the expansion at every m
+    of the grid: the corrected programme designs and the simulated verdict checks it."""
+    model, pairs, trial = _skewed_pairs(np.random.default_rng(7).normal(0.0, 0.1, 20_000))
+    assert all(design.edgeworth_reliable(trial.skewness, trial.kurtosis, m).all()
+               for m in design.optimize(trial, 0.03).m_grid)
+    _, _, (new, check, how, lines) = _redesign(model, pairs, trial, 0.03)
+    assert how == "edgeworth" and new.law == "edgeworth" and check.passed, lines
+    assert "design.optimize(law='edgeworth')" in lines[0]

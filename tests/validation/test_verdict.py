@@ -107,6 +107,10 @@ def test_verdict_lognormal_fails_and_gaussian_passes():
     assert not c.passed and not c.ks_passed
     assert c.acceptance.mean_abs_simulated > 10 * d.tolerance
     assert not c.acceptance.edgeworth_reliable.any()          # far beyond the expansion
+    # there the verdict is the simulation's, whatever the corrected prediction says (at full
+    # size it predicts 0.022 < 0.03 where the real test errs 0.59: the benchmark's log)
+    a = c.acceptance
+    assert c.passed == (a.mean_abs_simulated <= a.tolerance + 2 * a.mean_abs_simulated_se)
     model, pairs = _gaussian_model_pairs(rng.normal(0.0, 0.1, 20_000), 5, rng)
     d, c = _design_and_check(model, pairs, 0.03, rng)
     assert c.passed and c.acceptance.mean_abs_simulated < d.tolerance + 0.01
@@ -137,6 +141,7 @@ def test_clt_check_without_a_design_is_unchanged():
     l = np.random.default_rng(9).normal(size=20_000)
     c = clt_check(l, batch_size=100, n_sim=4000, search=False, rng=1)
     assert c.acceptance is None and c.passed == c.ks_passed
+    assert not c.searched and "not searched (search=False)" in str(c)
 
 
 def test_acceptance_check_arguments():

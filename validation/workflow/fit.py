@@ -23,6 +23,16 @@ TESTS = ("austere", "barker", "confidence")
 #: Pairs on which the CLT check runs (each one O(N) pass) and fresh pairs from the chain
 #: on which the design is evaluated after the run.
 N_CHECK = 10
+#: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
+#: standard error of the mean |Delta| over N_CHECK pairs is at most about
+#: 0.5 / sqrt(N_CHECK * N_PATHS) = 0.0035.
+N_PATHS = 2000
+#: Minibatches per check pair for the KS distance of the t statistic (supporting detail for
+#: Austere; noise 1.36 / sqrt(N_SIM) = 0.01, below half the default ``clt_tolerance``).
+N_SIM = 20_000
+#: Redesigns an Austere verdict may try (each one simulation of the real test on the
+#: check pairs) before the confidence test is designed instead.
+MAX_REDESIGNS = 4
 
 
 def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=40,
@@ -43,12 +53,24 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
        :meth:`design.TrialChain.from_model` (residual means, sds and shape);
     4. **design**: :func:`design.optimize` ``(trial, tolerance, test=test)``: the settings
        that read the fewest rows with mean |P(accept) - P_exact| <= tolerance;
-    5. **CLT check** (Austere and Barker, whose thresholds assume a normal minibatch mean):
-       :func:`validation.clt_check` on 10 trial pairs at the designed batch size. If it
-       fails (with ``on_clt_failure="redesign"``), the design is redone with batch sizes from
-       the smallest passing one (``min_batch_size``); if none passes up to N/2, the
-       confidence test (concentration bounds, no CLT) is designed instead. With
-       ``on_clt_failure="warn"`` the design is kept and the failure reported;
+    5. **CLT check** (Austere and Barker, whose thresholds assume a normal minibatch mean),
+       on 10 trial pairs. *Austere*: in the currency of the design,
+       :func:`validation.clt_check` ``(design=...)``: the real sequential test simulated on
+       the real l_i of each pair (u integrated out, :func:`validation.acceptance_check`), its
+       mean |Delta| against ``tolerance``; the KS distance is supporting detail. If it fails
+       (with ``on_clt_failure="redesign"``) the design is redone on the real l_i: with the
+       Edgeworth-corrected programme (``design.optimize(law="edgeworth")``) where the
+       expansion holds for every trial pair at every m of the grid
+       (:func:`design.edgeworth_reliable`), and by simulation otherwise (or when the
+       corrected design fails the simulated verdict too): the Gaussian programme's target is
+       scaled down by the ratio of the tolerance to the simulated error, the least-data cell
+       within the new target is simulated, and so on, at most ``MAX_REDESIGNS`` times; the
+       first design whose simulated verdict passes is kept, and if none does, the confidence
+       test (concentration bounds, no CLT) is designed instead. *Barker*: no simulation of
+       its verdict exists yet, so the KS distance of the minibatch t statistic decides
+       (``clt_tolerance``); on failure the design is redone with batch sizes from the
+       smallest passing one (``min_batch_size``), or the confidence test if none passes up
+       to N/2. With ``on_clt_failure="warn"`` the design is kept and the failure reported;
     6. **chains**: ``chains`` chains of ``draws`` steps of the designed test from the mode;
     7. **after the run**: the design is evaluated on 10 (state, proposal) pairs of the chain
        itself (:func:`design.evaluate`), predicted and realised rows per step are compared.
@@ -73,12 +95,15 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
     center, order
         Passed to :class:`samplers.ControlVariates`.
     clt_tolerance : float
-        KS-distance tolerance of the CLT check.
+        KS-distance tolerance of the minibatch t statistic. It decides the Barker test's
+        CLT check only; for the Austere test the verdict is the design's own ``tolerance``
+        (the simulated mean |Delta|) and the KS distance is reported as supporting detail
+        (with control variates the residuals are skewed, cubic in the step, so the t
+        statistic of a small batch of them is far from Student-t even where the design's
+        error is tiny, because the residuals' mean sits many of their sds from the
+        threshold).
     on_clt_failure : {"redesign", "warn"}
-        What a failed CLT check does (step 5). The check is conservative with control
-        variates: their residuals are skewed (cubic in the step), so the t statistic of 10
-        of them is far from Student-t, yet the design's predicted error stays tiny because
-        the residuals' mean sits many of their sds from the threshold.
+        What a failed CLT check does (step 5).
     rng : None, int or numpy.random.Generator
         Equal seeds give identical results.
     progress : bool or None
@@ -94,9 +119,14 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
         ``rows_predicted`` (per step, ``data_fraction * N`` on the trial pairs),
         ``rows_realised`` (mean rows read per step), ``rows_predicted_chain`` (the design at
         the chain's own pairs), ``error_predicted`` (mean |Delta| on the trial pairs),
-        ``error_predicted_chain``, ``tolerance``, ``clt_passed``, ``clt_max_ks``,
-        ``clt_batch_size``, ``center`` (the mode), ``acceptance_rate``, ``N`` and
-        ``explanation``.
+        ``error_predicted_chain``, ``tolerance``, ``clt_passed`` (the verdict: for Austere
+        the simulated mean |Delta| of the design that runs against ``tolerance``, for
+        Barker the KS distance), ``clt_error_simulated`` and ``clt_error_simulated_se``
+        (Austere: that mean |Delta| of the real test and its standard error; NaN
+        otherwise), ``clt_redesign`` (how the design was redone: ``"none"``,
+        ``"edgeworth"``, ``"simulation"``, ``"larger batch"`` or ``"confidence"``),
+        ``clt_max_ks``, ``clt_batch_size``, ``center`` (the mode), ``acceptance_rate``, ``N``
+        and ``explanation``.
 
     Raises
     ------
@@ -195,10 +225,25 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
         say.append("   warning: the design reads more than half of the rows per step: the "
                    "residuals are large (a center far from the mode, or a posterior far from "
                    "Gaussian), so control variates save little here")
-    clt = None
-    if plan.test in ("austere", "barker"):
+    clt, redesign = None, "none"
+    pairs = (thetas[:N_CHECK], news[:N_CHECK])
+    if plan.test == "austere":
+        clt = validation.clt_check(cv, pairs, design=plan, tolerance=clt_tolerance,
+                                   n_sim=N_SIM, search=False, n_paths=N_PATHS,
+                                   rng=rng.spawn(1)[0], progress=False)
+        verdict = "5. CLT check in the currency of the design: " + _austere_verdict(clt)
+        if clt.passed:
+            say.append(verdict)
+        elif on_clt_failure == "warn":
+            say.append(verdict + "; the design is kept (on_clt_failure='warn')")
+        else:
+            say.append(verdict)
+            plan, clt, redesign, lines = _redesign_austere(design, validation, cv, pairs,
+                                                           trial, plan, clt, tolerance,
+                                                           clt_tolerance, rng)
+            say.extend(lines)
+    elif plan.test == "barker":
         m = plan.m
-        pairs = (thetas[:N_CHECK], news[:N_CHECK])
         clt = validation.clt_check(cv, pairs, batch_size=min(m, N - 1), tolerance=clt_tolerance,
                                    search=False, rng=rng.spawn(1)[0], progress=False)
         verdict = (f"5. CLT check at b = {m}: largest KS distance "
@@ -216,11 +261,13 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
             if b is not None:
                 grid = sorted({b, 2 * b, 4 * b, 8 * b} & set(range(b, N // 2 + 1)))
                 plan = _design(design, trial, tolerance, plan.test, m_grid=grid)
+                redesign = "larger batch"
                 say.append(verdict + f"FAILED; it passes from b = {b}, so the design was "
                            f"redone with m >= {b}: {_settings(plan)}, predicted "
                            f"{plan.data_fraction * N:,.1f} rows per step")
             else:
                 plan = _design(design, trial, tolerance, "confidence")
+                redesign = "confidence"
                 say.append(verdict + "FAILED at every batch size up to N/2; the confidence "
                            "test (concentration bounds, no CLT) was designed instead: "
                            f"{_settings(plan)}")
@@ -263,6 +310,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
         "error_predicted": float(plan.error),
         "error_predicted_chain": float(np.mean(np.abs(err_chain))),
         "clt_passed": "not needed" if clt is None else str(bool(clt.passed)),
+        "clt_error_simulated": _simulated(clt, "mean_abs_simulated"),
+        "clt_error_simulated_se": _simulated(clt, "mean_abs_simulated_se"),
+        "clt_redesign": redesign,
         "clt_max_ks": float(np.max(clt.ks_distance)) if clt is not None else float("nan"),
         "clt_batch_size": int(clt.batch_size) if clt is not None else 0,
         "center": c.theta.tolist(), "acceptance_rate": acc,
@@ -271,6 +321,102 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
     idata = result.to_arviz()
     _update_attrs(idata, attrs)
     return idata
+
+
+def _simulated(clt, field) -> float:
+    """A field of the Austere verdict's simulation, NaN without one."""
+    acceptance = None if clt is None else clt.acceptance
+    return float("nan") if acceptance is None else float(getattr(acceptance, field))
+
+
+def _austere_verdict(clt) -> str:
+    """One sentence: the simulated verdict of an Austere design, KS beside it."""
+    a = clt.acceptance
+    return (f"m = {a.m}, epsilon = {a.epsilon:g}: the real test simulated on the real l_i of "
+            f"{a.n_pairs} trial pairs has mean |error| {a.mean_abs_simulated:.3g} ± "
+            f"{a.mean_abs_simulated_se:.2g} (predicted {a.mean_abs_gaussian:.3g}, "
+            f"Edgeworth-corrected {a.mean_abs_edgeworth:.3g}) against the tolerance "
+            f"{a.tolerance:g}: {'passed' if clt.passed else 'FAILED'} (supporting detail: "
+            f"largest KS distance {np.max(clt.ks_distance):.3f} at b = {clt.batch_size})")
+
+
+def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
+                      clt_tolerance, rng):
+    """Redo an Austere design whose simulated verdict failed, on the real l_i.
+
+    Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
+    corrected programme designs (``law="edgeworth"``) and the simulation checks it; else (or
+    if that check fails) the Gaussian programme's target is scaled down by
+    tolerance / simulated error and the least-data cell within it is simulated, at most
+    ``MAX_REDESIGNS`` times. Returns (plan, clt, how, lines of the explanation).
+    """
+    import warnings
+
+    N = trial.N
+    lines = []
+
+    def check(candidate):
+        return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
+                                    n_sim=N_SIM, search=False, n_paths=N_PATHS,
+                                    rng=rng.spawn(1)[0], progress=False)
+
+    reliable = trial.skewness is not None and all(
+        design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
+        for m in plan.m_grid)
+    if reliable:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")       # reliable everywhere: nothing to say
+                corrected = design.optimize(trial, tolerance, law="edgeworth")
+        except design.InfeasibleDesignError:
+            corrected = None
+        if corrected is not None:
+            clt = check(corrected)
+            lines.append("   the Edgeworth expansion holds on every trial pair, so the design "
+                         "was redone with the corrected programme (design.optimize(law="
+                         "'edgeworth')): " + _austere_verdict(clt))
+            if clt.passed:
+                return corrected, clt, "edgeworth", lines
+    elif trial.skewness is not None:
+        worst = int(np.argmax(np.abs(trial.skewness)))
+        lines.append(f"   the Edgeworth expansion is outside its validity here (trial pair "
+                     f"{worst}: skewness {trial.skewness[worst]:.3g}, excess kurtosis "
+                     f"{trial.kurtosis[worst]:.3g}), so the design is redone by simulating the "
+                     "real test")
+    target = tolerance
+    tried = {(plan.m, plan.epsilon)}
+    simulated = clt.acceptance.mean_abs_simulated
+    errors, datas = plan.error_grid, plan.data_grid
+    if getattr(plan, "screen_error_grid", None) is not None:   # cells the screen ruled out
+        done = ~np.isnan(errors)
+        errors = np.where(done, errors, plan.screen_error_grid)
+        datas = np.where(done, datas, plan.screen_data_grid)
+    for _ in range(MAX_REDESIGNS):
+        target *= min(0.9, tolerance / max(simulated, 1e-12))
+        cells = [(datas[i, k], errors[i, k], i, k)
+                 for i in range(len(plan.m_grid)) for k in range(len(plan.epsilon_grid))
+                 if errors[i, k] <= target
+                 and (int(plan.m_grid[i]), float(plan.epsilon_grid[k])) not in tried]
+        if not cells:
+            break
+        _, _, i, k = min(cells)
+        tried.add((int(plan.m_grid[i]), float(plan.epsilon_grid[k])))
+        try:
+            candidate = design.optimize(trial, tolerance, m_grid=[int(plan.m_grid[i])],
+                                        epsilon_grid=[float(plan.epsilon_grid[k])])
+        except design.InfeasibleDesignError:       # a screened value just below the target
+            continue
+        clt = check(candidate)
+        simulated = clt.acceptance.mean_abs_simulated
+        lines.append(f"   simulation redesign (Gaussian target {target:.3g}): "
+                     + _austere_verdict(clt))
+        if clt.passed:
+            return candidate, clt, "simulation", lines
+    plan = _design(design, trial, tolerance, "confidence")
+    lines.append("   no Austere design on the grid passes the simulated verdict; the "
+                 "confidence test (concentration bounds, no CLT) was designed instead: "
+                 f"{_settings(plan)}")
+    return plan, clt, "confidence", lines
 
 
 def _design(design, trial, tolerance, test, m_grid=None):
