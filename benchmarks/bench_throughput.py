@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from concurrent.futures import ThreadPoolExecutor
 import os
 import sys
 import time
@@ -41,10 +42,7 @@ sys.path.insert(0, str(ROOT))   # measure this checkout, not whichever one is pi
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
 from samplers import ModelView, check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
-from samplers.models.logistic import (_logistic_eta_loglik, _logistic_eta_ratio,  # noqa: E402
-                                      _logistic_row_eta)
-from design._lib.moments import batch_moments  # noqa: E402
-from design._lib.passes import n_chunks, run_chunks  # noqa: E402
+from samplers.models.logistic import log_sigmoid  # noqa: E402
 
 
 #: Threads of the library's full passes (design._lib.jit.PASS_THREADS: every core).
@@ -75,18 +73,28 @@ def rate(fn, n_rows, repeat):
 
 
 @numba.njit(cache=True, error_model="numpy", nogil=True)
+def _previous_eta(X, y, plus_minus, i, theta):
+    a = 0.0
+    for j in range(X.shape[1]):
+        a += X[i, j] * theta[j]
+    s = y[i] if plus_minus else 2.0 * y[i] - 1.0
+    return s * a
+
+
+@numba.njit(cache=True, error_model="numpy", nogil=True)
 def previous_loglik_chunks(data, theta, N, chunk, sums, c0, c1):
     """The full_loglik kernel before issue 15's rework (one row's dot product at a time, a
     chain of d dependent additions), kept here to compare in the same run."""
+    X, y, plus_minus, inv_temp = data
     eta = np.empty(chunk)
     values = np.empty(chunk)
     for c in range(c0, c1):
         start = c * chunk
         k = min(chunk, N - start)
         for t in range(k):
-            eta[t] = _logistic_row_eta(data, start + t, theta)
+            eta[t] = _previous_eta(X, y, plus_minus, start + t, theta)
         for t in range(k):
-            values[t] = _logistic_eta_loglik(data, eta[t])
+            values[t] = log_sigmoid(eta[t]) * inv_temp
         total = 0.0
         for t in range(k):
             total += values[t]
@@ -95,7 +103,9 @@ def previous_loglik_chunks(data, theta, N, chunk, sums, c0, c1):
 
 @numba.njit(cache=True, error_model="numpy", nogil=True)
 def previous_ratio_chunks(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
-    """The exact test's l_i kernel before the rework (two row-at-a-time dot products)."""
+    """The exact test's l_i kernel before the rework (two row-at-a-time dot products, then
+    the chunk's mean and M2 in two more passes)."""
+    X, y, plus_minus, inv_temp = data
     eta = np.empty(chunk)
     eta_new = np.empty(chunk)
     values = np.empty(chunk)
@@ -103,20 +113,33 @@ def previous_ratio_chunks(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
         start = c * chunk
         k = min(chunk, N - start)
         for t in range(k):
-            eta[t] = _logistic_row_eta(data, start + t, theta)
-            eta_new[t] = _logistic_row_eta(data, start + t, theta_new)
+            eta[t] = _previous_eta(X, y, plus_minus, start + t, theta)
+            eta_new[t] = _previous_eta(X, y, plus_minus, start + t, theta_new)
         for t in range(k):
-            values[t] = _logistic_eta_ratio(data, eta[t], eta_new[t])
-        means[c], m2s[c] = batch_moments(values[:k])
+            values[t] = (log_sigmoid(eta_new[t]) - log_sigmoid(eta[t])) * inv_temp
+        total = 0.0
+        for t in range(k):
+            total += values[t]
+        mean = total / k
+        m2 = 0.0
+        for t in range(k):
+            dv = values[t] - mean
+            m2 += dv * dv
+        means[c], m2s[c] = mean, m2
 
 
-def previous_pass(view, kernel, *args, threads):
-    count = n_chunks(view.N, view.FULL_CHUNK)
+def previous_pass(view, kernel, *args, pool):
+    """A previous kernel over all chunks, in blocks on ``pool`` (as the library's passes)."""
+    chunk = view.FULL_CHUNK
+    count = -(-view.N // chunk)
     out = [np.empty(count) for _ in range(2 if kernel is previous_ratio_chunks else 1)]
-    run_chunks(kernel, count, view.kernel_data(), *args, view.N, view.FULL_CHUNK, *out,
-               threads=threads)
+    step = max(1, -(-count // (PASS_THREADS * 4)))
+    futures = [pool.submit(kernel, view.kernel_data(), *args, view.N, chunk, *out, c0,
+                           min(c0 + step, count)) for c0 in range(0, count, step)]
+    for future in futures:
+        future.result()
     if kernel is previous_ratio_chunks:   # the mean of the l_i, as full_ratio_moments
-        sizes = np.minimum(view.FULL_CHUNK, view.N - view.FULL_CHUNK * np.arange(count))
+        sizes = np.minimum(chunk, view.N - chunk * np.arange(count))
         return float(out[0] @ sizes) / view.N
     return float(sum(out[0]))
 
@@ -145,6 +168,7 @@ def full_passes(sizes, dims, repeat):
           f"{jax_note})")
     print(f"  {'N':>11s} {'d':>3s}  {'route':44s} {'ns/row':>8s} {'GB/s':>6s}  value")
     table = []
+    pool = ThreadPoolExecutor(PASS_THREADS)
     for N in sizes:
         for d in dims:
             rng = np.random.default_rng(1)
@@ -163,9 +187,9 @@ def full_passes(sizes, dims, repeat):
                 f"ours, exact-test l_i pass, {PASS_THREADS} threads": lambda: view.full_ratio_moments(
                     theta, theta_new)[1].mean,
                 f"previous kernel, {PASS_THREADS} threads (full_loglik)": lambda: previous_pass(
-                    view, previous_loglik_chunks, theta, threads=None),
+                    view, previous_loglik_chunks, theta, pool=pool),
                 f"previous kernel, exact-test l_i pass, {PASS_THREADS} threads": lambda: previous_pass(
-                    view, previous_ratio_chunks, theta, theta_new, threads=None),
+                    view, previous_ratio_chunks, theta, theta_new, pool=pool),
                 "before: chunked batch kernel, 1 thread": lambda: sum(
                     float(view.model._loglik(theta, idx).sum()) for idx in view.chunks()),
                 "numpy X @ theta + log_expit": lambda: float(log_expit(s * (X @ theta)).sum()),
