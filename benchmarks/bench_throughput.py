@@ -9,7 +9,9 @@ without replacement inside). Target: ratio >= 0.5.
 Full passes (issue 15): ns per row and GB/s of X read for ``sum_i log sigmoid(s_i x_i.theta)``
 over all N rows (float64, d in {11, 51}, N in {10^6, 10^7}): ours on one thread and on every
 core (``ModelView.full_loglik``), the exact test's l_i pass (two dot products a row), the
-chunked batch-kernel route the passes used before, NumPy ``X @ theta`` + ``log_expit``, JAX's
+previous compiled kernels (one row's dot product at a time, before issue 15's rework; timed
+in the same round robin, so comparable under load), the chunked batch-kernel route the
+passes used before that, NumPy ``X @ theta`` + ``log_expit``, JAX's
 jitted log density (``pip install .[bench]``; skipped, saying so, when JAX is missing) and
 the streaming floor ``X.sum()``. Target: at or below JAX, both cores used.
 
@@ -22,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from concurrent.futures import ThreadPoolExecutor
 import os
 import sys
 import time
@@ -32,11 +35,14 @@ import numpy as np
 from scipy.special import log_expit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _common import write  # noqa: E402
+from _common import ROOT, write  # noqa: E402
+
+sys.path.insert(0, str(ROOT))   # measure this checkout, not whichever one is pip-installed
 
 from samplers import AustereTest, IndexSampler, LogisticRegression  # noqa: E402
 from samplers import ModelView, check_model  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
+from samplers.models.logistic import log_sigmoid  # noqa: E402
 
 
 #: Threads of the library's full passes (design._lib.jit.PASS_THREADS: every core).
@@ -66,15 +72,76 @@ def rate(fn, n_rows, repeat):
     return n_rows / best
 
 
-def best_time(fn, repeat):
-    """Best wall time of ``repeat`` calls after one warm-up call."""
-    fn()
-    best = math.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+@numba.njit(cache=True, error_model="numpy", nogil=True)
+def _previous_eta(X, y, plus_minus, i, theta):
+    a = 0.0
+    for j in range(X.shape[1]):
+        a += X[i, j] * theta[j]
+    s = y[i] if plus_minus else 2.0 * y[i] - 1.0
+    return s * a
+
+
+@numba.njit(cache=True, error_model="numpy", nogil=True)
+def previous_loglik_chunks(data, theta, N, chunk, sums, c0, c1):
+    """The full_loglik kernel before issue 15's rework (one row's dot product at a time, a
+    chain of d dependent additions), kept here to compare in the same run."""
+    X, y, plus_minus, inv_temp = data
+    eta = np.empty(chunk)
+    values = np.empty(chunk)
+    for c in range(c0, c1):
+        start = c * chunk
+        k = min(chunk, N - start)
+        for t in range(k):
+            eta[t] = _previous_eta(X, y, plus_minus, start + t, theta)
+        for t in range(k):
+            values[t] = log_sigmoid(eta[t]) * inv_temp
+        total = 0.0
+        for t in range(k):
+            total += values[t]
+        sums[c] = total
+
+
+@numba.njit(cache=True, error_model="numpy", nogil=True)
+def previous_ratio_chunks(data, theta, theta_new, N, chunk, means, m2s, c0, c1):
+    """The exact test's l_i kernel before the rework (two row-at-a-time dot products, then
+    the chunk's mean and M2 in two more passes)."""
+    X, y, plus_minus, inv_temp = data
+    eta = np.empty(chunk)
+    eta_new = np.empty(chunk)
+    values = np.empty(chunk)
+    for c in range(c0, c1):
+        start = c * chunk
+        k = min(chunk, N - start)
+        for t in range(k):
+            eta[t] = _previous_eta(X, y, plus_minus, start + t, theta)
+            eta_new[t] = _previous_eta(X, y, plus_minus, start + t, theta_new)
+        for t in range(k):
+            values[t] = (log_sigmoid(eta_new[t]) - log_sigmoid(eta[t])) * inv_temp
+        total = 0.0
+        for t in range(k):
+            total += values[t]
+        mean = total / k
+        m2 = 0.0
+        for t in range(k):
+            dv = values[t] - mean
+            m2 += dv * dv
+        means[c], m2s[c] = mean, m2
+
+
+def previous_pass(view, kernel, *args, pool):
+    """A previous kernel over all chunks, in blocks on ``pool`` (as the library's passes)."""
+    chunk = view.FULL_CHUNK
+    count = -(-view.N // chunk)
+    out = [np.empty(count) for _ in range(2 if kernel is previous_ratio_chunks else 1)]
+    step = max(1, -(-count // (PASS_THREADS * 4)))
+    futures = [pool.submit(kernel, view.kernel_data(), *args, view.N, chunk, *out, c0,
+                           min(c0 + step, count)) for c0 in range(0, count, step)]
+    for future in futures:
+        future.result()
+    if kernel is previous_ratio_chunks:   # the mean of the l_i, as full_ratio_moments
+        sizes = np.minimum(chunk, view.N - chunk * np.arange(count))
+        return float(out[0] @ sizes) / view.N
+    return float(sum(out[0]))
 
 
 def jax_log_density():
@@ -101,6 +168,7 @@ def full_passes(sizes, dims, repeat):
           f"{jax_note})")
     print(f"  {'N':>11s} {'d':>3s}  {'route':44s} {'ns/row':>8s} {'GB/s':>6s}  value")
     table = []
+    pool = ThreadPoolExecutor(PASS_THREADS)
     for N in sizes:
         for d in dims:
             rng = np.random.default_rng(1)
@@ -118,6 +186,10 @@ def full_passes(sizes, dims, repeat):
                     theta, theta_new, threads=1)[1].mean,
                 f"ours, exact-test l_i pass, {PASS_THREADS} threads": lambda: view.full_ratio_moments(
                     theta, theta_new)[1].mean,
+                f"previous kernel, {PASS_THREADS} threads (full_loglik)": lambda: previous_pass(
+                    view, previous_loglik_chunks, theta, pool=pool),
+                f"previous kernel, exact-test l_i pass, {PASS_THREADS} threads": lambda: previous_pass(
+                    view, previous_ratio_chunks, theta, theta_new, pool=pool),
                 "before: chunked batch kernel, 1 thread": lambda: sum(
                     float(view.model._loglik(theta, idx).sum()) for idx in view.chunks()),
                 "numpy X @ theta + log_expit": lambda: float(log_expit(s * (X @ theta)).sum()),
@@ -127,8 +199,18 @@ def full_passes(sizes, dims, repeat):
                 Xj, sj, thj = put(X), put(s), put(theta)
                 routes["jax.jit log density"] = lambda: float(log_density(thj, Xj, sj))
             routes["streaming floor X.sum()"] = lambda: float(X.sum())
+            # round robin over the routes, best of `repeat`: on a shared machine a burst of
+            # load then spreads over every route instead of spoiling one route's timings
+            times = {name: math.inf for name in routes}
+            for fn in routes.values():
+                fn()
+            for _ in range(repeat):
+                for name, fn in routes.items():
+                    t0 = time.perf_counter()
+                    fn()
+                    times[name] = min(times[name], time.perf_counter() - t0)
             for name, fn in routes.items():
-                t = best_time(fn, repeat)
+                t = times[name]
                 read = X.nbytes / 1e9 if name.startswith("streaming") else gb
                 row = {"N": N, "d": d, "route": name, "ns_per_row": t / N * 1e9,
                        "GB_per_s": read / t, "value": fn()}

@@ -14,6 +14,7 @@ from design._lib.passes import n_chunks, run_chunks
 from .models._base import BaseModel
 from .models._kernels import (
     chunk_grad_sums,
+    chunk_grad_sums_rows,
     chunk_loglik_sums,
     chunk_loglik_sums_eta,
     chunk_ratio_moments,
@@ -65,7 +66,7 @@ class ModelView:
         #: (compiled models; None for a user's model, which takes the Python path).
         self.row_ratio = self.row_prefetch = self.kernel_data = self.decision_data = None
         #: Per-row log-likelihood and gradient kernels of a compiled model (full passes).
-        self.row_loglik = self.row_grad = None
+        self.row_loglik = self.row_grad = self.grad_rows = None
         #: The sequential-test engine's buffer of l_i, reused between decisions.
         self.engine_values = None
         if isinstance(model, BaseModel):
@@ -114,6 +115,7 @@ class ModelView:
         k = model.row_kernels
         self.row_ratio, self.row_prefetch = k.ratio, k.prefetch
         self.row_loglik, self.row_grad = k.loglik, k.grad
+        self.grad_rows = k.grad_rows
         self.kernel_data = model.kernel_data
         #: ``(theta, theta_new) -> data`` for one decision: what the compiled test loops
         #: pass to ``row_ratio`` (``kernel_data()`` unless the rows depend on the pair,
@@ -122,13 +124,13 @@ class ModelView:
         self.decision_data = (decision_data if decision_data is not None
                               else (lambda th, th_new: model.kernel_data()))
         self._ratio_chunks = (
-            chunk_ratio_moments(k.ratio) if k.eta is None
-            else chunk_ratio_moments_eta(k.eta, k.eta_ratio))
+            chunk_ratio_moments(k.ratio) if k.eta_rows2 is None
+            else chunk_ratio_moments_eta(k.eta_rows2, k.eta_ratio))
         self._loglik_chunks = None
         if k.loglik is not None:
             self._loglik_chunks = (
-                chunk_loglik_sums(k.loglik) if k.eta is None
-                else chunk_loglik_sums_eta(k.eta, k.eta_loglik))
+                chunk_loglik_sums(k.loglik) if k.eta_rows is None
+                else chunk_loglik_sums_eta(k.eta_rows, k.eta_loglik))
 
     def chunks(self):
         """Consecutive index blocks covering all N rows (for full-data passes)."""
@@ -179,7 +181,9 @@ class ModelView:
             return total
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty((count, self.dim))
-        run_chunks(chunk_grad_sums(self.row_grad), count, self.kernel_data(), theta,
+        kernel = (chunk_grad_sums(self.row_grad) if self.grad_rows is None
+                  else chunk_grad_sums_rows(self.grad_rows))
+        run_chunks(kernel, count, self.kernel_data(), theta,
                    self.N, FULL_CHUNK, sums, threads=threads)
         for row in sums:
             total += row

@@ -257,9 +257,13 @@ class BaseModel:
     N: int
     dim: int
     _row_loglik = _row_ratio = _row_grad = _row_prefetch = None
-    #: Optional split of a row kernel through a scalar linear predictor (full passes map
-    #: ``_eta_loglik(data, eta)`` / ``_eta_ratio(data, eta, eta_new)`` over a chunk in SIMD).
-    _row_eta = _eta_loglik = _eta_ratio = None
+    #: Optional split of a row kernel through a scalar linear predictor (full passes take the
+    #: predictors of a block of rows from ``_eta_rows`` / ``_eta_rows2`` and map
+    #: ``_eta_loglik(data, eta)`` / ``_eta_ratio(data, eta, eta_new)`` over them in SIMD).
+    _eta_rows = _eta_rows2 = _eta_loglik = _eta_ratio = None
+    #: Optional ``_grad_rows(data, start, k, theta, eta, acc)``: the gradients of a block of
+    #: consecutive rows added to ``acc`` in row order (full gradients).
+    _grad_rows = None
 
     def __init__(self, *, prior: Prior | None, temperature: float, dim: int):
         self.dim = dim
@@ -313,8 +317,9 @@ class BaseModel:
         if ratio is None:
             return None
         return RowKernels(ratio=ratio, prefetch=self._row_prefetch, loglik=self._row_loglik,
-                          grad=self._row_grad, eta=self._row_eta, eta_loglik=self._eta_loglik,
-                          eta_ratio=self._eta_ratio)
+                          grad=self._row_grad, eta_rows=self._eta_rows,
+                          eta_rows2=self._eta_rows2, eta_loglik=self._eta_loglik,
+                          eta_ratio=self._eta_ratio, grad_rows=self._grad_rows)
 
     def kernel_data(self) -> tuple:
         """The tuple of arrays and constants the row kernels read (temperature included)."""

@@ -9,6 +9,7 @@ import numpy as np
 from design._lib.checks import as_generator, check_int
 
 from ..priors import FlatPrior, GaussianPrior
+from ._glm import glm_sums
 from .logistic import LogisticRegression
 
 __all__ = ["LaplaceApproximation", "laplace_approximation"]
@@ -49,7 +50,8 @@ def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=Non
     rng : None, int, SeedSequence or Generator, optional
         Draws the row subset.
     chunk : int, optional
-        Rows per block in the full-data passes (memmaps work).
+        Rows per chunk in the full-data passes (memmaps work; each pass runs its chunks on
+        every core, see :func:`samplers.models._glm.glm_sums`).
 
     Returns
     -------
@@ -97,32 +99,24 @@ def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=Non
     rng = as_generator(rng)
     K = model.temperature
 
-    def newton_terms(theta, blocks, scale):
-        grad = -prior_precision * (theta - prior_mean)
-        hess = np.diag(prior_precision).astype(float)
-        for X, y in blocks:
-            p = 1.0 / (1.0 + np.exp(-(X @ theta)))
-            grad = grad + scale / K * X.T @ (y - p)
-            hess = hess + scale / K * (X.T * (p * (1 - p))) @ X
-        return grad, hess
-
-    def labels(y):
-        return (np.asarray(y) > 0).astype(float)
-
-    def all_rows():
-        return ((np.asarray(model.X[s:s + chunk]), labels(model.y[s:s + chunk]))
-                for s in range(0, model.N, chunk))
+    def newton_terms(theta, rows_model, scale):
+        """Gradient and minus the Hessian of the log posterior with ``rows_model``'s rows
+        standing for the likelihood (scaled by ``scale``): one compiled pass on every core."""
+        _, g, H = glm_sums(rows_model, theta, chunk=chunk)
+        return (scale * g - prior_precision * (theta - prior_mean),
+                np.diag(prior_precision).astype(float) - scale * H)
 
     idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
-    subset = [(np.asarray(model.X[idx]), labels(model.y[idx]))]
+    subset = LogisticRegression(np.asarray(model.X[idx]), np.asarray(model.y[idx]),
+                                temperature=K)
     theta = np.zeros(model.dim)
-    for scale, blocks, steps in ((model.N / idx.shape[0], lambda: subset, _SUBSET_STEPS),
-                                 (1.0, all_rows, _FULL_STEPS)):
+    for scale, rows_model, steps in ((model.N / idx.shape[0], subset, _SUBSET_STEPS),
+                                     (1.0, model, _FULL_STEPS)):
         for _ in range(steps):
-            grad, hess = newton_terms(theta, blocks(), scale)
+            grad, hess = newton_terms(theta, rows_model, scale)
             step = np.linalg.solve(hess, grad)
             theta = theta + step
             if np.max(np.abs(step) / np.sqrt(np.diag(np.linalg.inv(hess)))) < _TOLERANCE:
                 break
-    _, hess = newton_terms(theta, all_rows(), 1.0)
+    _, hess = newton_terms(theta, model, 1.0)
     return LaplaceApproximation(theta, np.linalg.inv(hess))

@@ -20,8 +20,13 @@ call (:mod:`samplers.mhtests.engine`) with the row kernel inlined. The interface
       makes random rows about as cheap as sequential ones. It never changes results.
 
     Optionally, a split through a scalar linear predictor ``eta_i = x_i . theta`` that
-    full-data passes map over a chunk in SIMD: ``eta(data, i, theta) -> eta_i``,
-    ``eta_loglik(data, eta) -> loglik`` and ``eta_ratio(data, eta, eta_new) -> l_i``.
+    full-data passes map over blocks of consecutive rows in SIMD:
+    ``eta_rows(data, start, k, theta, eta)`` and ``eta_rows2(data, start, k, theta,
+    theta_new, eta, eta_new)`` (the predictors of rows ``start .. start + k - 1``, equal to
+    the ones the row kernels compute), ``eta_loglik(data, eta) -> loglik`` and
+    ``eta_ratio(data, eta, eta_new) -> l_i``; and ``grad_rows(data, start, k, theta, eta,
+    acc)``, adding the gradients of such a block to ``acc`` (each as ``grad`` gives it, in
+    row order).
 
     ``theta`` and ``theta_new`` are float64 vectors of length ``dim``.
 ``kernel_data()`` -> tuple
@@ -96,12 +101,19 @@ class RowKernels(NamedTuple):
     loglik: Callable | None = None
     #: ``grad(data, i, theta, out)``: gradient of row i's loglik into out, or None.
     grad: Callable | None = None
-    #: ``eta(data, i, theta) -> eta_i``, the linear predictor of row i, or None.
-    eta: Callable | None = None
+    #: ``eta_rows(data, start, k, theta, eta)``: the linear predictors of rows ``start ..
+    #: start + k - 1`` into ``eta[:k]``, or None.
+    eta_rows: Callable | None = None
+    #: ``eta_rows2(data, start, k, theta, theta_new, eta, eta_new)``: the same at two
+    #: parameter vectors, each row read once, or None.
+    eta_rows2: Callable | None = None
     #: ``eta_loglik(data, eta) -> loglik`` of a row with linear predictor eta, or None.
     eta_loglik: Callable | None = None
     #: ``eta_ratio(data, eta, eta_new) -> l_i`` of a row, or None.
     eta_ratio: Callable | None = None
+    #: ``grad_rows(data, start, k, theta, eta, acc)``: adds the gradients of rows ``start ..
+    #: start + k - 1`` to ``acc`` in row order (``eta``: scratch of length k), or None.
+    grad_rows: Callable | None = None
 
 
 @runtime_checkable

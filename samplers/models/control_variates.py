@@ -17,7 +17,7 @@ from design._lib.checks import check_finite_array, check_int
 from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
-from ._glm import glm_kernels
+from ._glm import glm_kernels, glm_sums
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
 __all__ = ["ControlVariates", "TaylorCenter"]
@@ -77,19 +77,6 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
         inner_prefetch(data[0], i)
 
     return row_ratio, row_loglik, row_grad, row_prefetch
-
-
-@cache
-def _weights_loop(link, derivs):
-    """``f_i, f_i', f_i''`` at ``eta[k]`` for the consecutive rows ``start + k``."""
-
-    @jit
-    def loop(inner, start, eta, f, f1, f2):
-        for k in range(eta.shape[0]):
-            f[k] = link(inner, start + k, eta[k])
-            f1[k], f2[k] = derivs(inner, start + k, eta[k])
-
-    return loop
 
 
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
@@ -337,8 +324,8 @@ class ControlVariates(BaseModel):
         ``GaussianMixture``) or a user's, through its per-row derivatives (see Notes).
     center : array of shape (d,) or None
         The expansion point. ``None`` finds the posterior mode: Newton's method with
-        backtracking for the built-in models (each iteration one chunked pass with BLAS
-        products ``X[a:b].T @ w``, multithreaded), L-BFGS (:func:`scipy.optimize.minimize`)
+        backtracking for the built-in models (each iteration one chunked pass on every
+        core, compiled), L-BFGS (:func:`scipy.optimize.minimize`)
         on full chunked gradients otherwise. A given center must have a finite
         log-likelihood; far from the mode it is allowed (see :attr:`TaylorCenter.offset`).
     order : {1, 2}
@@ -552,34 +539,22 @@ class ControlVariates(BaseModel):
         """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``, or
         ``(-inf or nan, None, None)`` as soon as a row's log-likelihood is not finite."""
         d = self.dim
+        if self._glm is not None:   # one compiled pass on every core
+            return self._glm_sums(theta, hessian, desc)
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
         try:
             for start in range(0, self.N, SCAN_CHUNK):
                 stop = min(start + SCAN_CHUNK, self.N)
-                if self._glm is not None:
-                    Xc = self._glm.design(self.model, start, stop)
-                    eta = Xc @ theta
-                    f, f1, f2 = np.empty_like(eta), np.empty_like(eta), np.empty_like(eta)
-                    _weights_loop(self._glm.link, self._glm.derivs)(
-                        self.model._kernel_data(), start, eta, f, f1, f2)
-                    chunk = float(f.sum())
-                    if not math.isfinite(chunk):
-                        return chunk, None, None
-                    L += chunk
-                    g += Xc.T @ f1
-                    if hessian:
-                        H += Xc.T @ (Xc * f2[:, None])
-                else:
-                    idx = np.arange(start, stop, dtype=np.intp)
-                    chunk = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
-                    if not math.isfinite(chunk):
-                        return chunk, None, None
-                    L += chunk
-                    g += self._row_grads_user(theta, idx).sum(axis=0)
-                    if hessian and self._rowwise_hess:
-                        Hs = np.asarray(self._user_hess(theta, idx), dtype=float)
-                        H += Hs.reshape(stop - start, d, d).sum(axis=0)
+                idx = np.arange(start, stop, dtype=np.intp)
+                chunk = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+                if not math.isfinite(chunk):
+                    return chunk, None, None
+                L += chunk
+                g += self._row_grads_user(theta, idx).sum(axis=0)
+                if hessian and self._rowwise_hess:
+                    Hs = np.asarray(self._user_hess(theta, idx), dtype=float)
+                    H += Hs.reshape(stop - start, d, d).sum(axis=0)
                 if bar is not None:
                     bar.update(stop - start)
         finally:
@@ -588,6 +563,15 @@ class ControlVariates(BaseModel):
         if hessian and self._glm is None and not self._rowwise_hess:
             H = self._fd_total_hess(theta, desc)
         return L, g, 0.5 * (H + H.T)
+
+    def _glm_sums(self, theta, hessian, desc):
+        bar = _progress(self.N, desc)
+        try:
+            return glm_sums(self.model, theta, hessian=hessian,
+                            progress=None if bar is None else bar.update)
+        finally:
+            if bar is not None:
+                bar.close()
 
     def _fd_total_hess(self, theta, desc):
         """``sum_i hess l_i`` by central differences of the summed gradient (2 d passes)."""

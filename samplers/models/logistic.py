@@ -9,7 +9,7 @@ import numpy as np
 from design._lib.jit import jit, row_jit
 from design._lib.vecmath import exp_nonpositive, log1p_unit, log_sigmoid
 from ..priors import Prior
-from ._kernels import dots, prefetch_data01, step_range
+from ._kernels import dots, prefetch_data01, rows_dot, rows_dots, step_range
 from ._base import BaseModel, data_checks_skipped, regression_data, scan_rows
 
 __all__ = ["LogisticRegression", "log_sigmoid"]
@@ -30,6 +30,29 @@ def _logistic_row_eta(data, i, theta):
         a += X[i, j] * theta[j]
     s = y[i] if plus_minus else 2.0 * y[i] - 1.0
     return s * a
+
+
+@row_jit
+def _logistic_eta_rows(data, start, k, theta, eta):
+    """``eta[t] = s_i x_i . theta`` for rows ``i = start + t``, ``t < k`` (the bits of
+    :func:`_logistic_row_eta`)."""
+    X, y, plus_minus, inv_temp = data
+    rows_dot(X, start, k, theta, eta)
+    for t in range(k):
+        s = y[start + t] if plus_minus else 2.0 * y[start + t] - 1.0
+        eta[t] = s * eta[t]
+
+
+@row_jit
+def _logistic_eta_rows2(data, start, k, theta, theta_new, eta, eta_new):
+    """:func:`_logistic_eta_rows` at two parameter vectors, each row read once (the
+    predictors :func:`_logistic_row_ratio` computes)."""
+    X, y, plus_minus, inv_temp = data
+    rows_dots(X, start, k, theta, theta_new, eta, eta_new)
+    for t in range(k):
+        s = y[start + t] if plus_minus else 2.0 * y[start + t] - 1.0
+        eta[t] = s * eta[t]
+        eta_new[t] = s * eta_new[t]
 
 
 @row_jit
@@ -102,6 +125,22 @@ def _logistic_row_grad(data, i, theta, out):
         out[j] = w * X[i, j]
 
 
+@row_jit
+def _logistic_grad_rows(data, start, k, theta, eta, acc):
+    """Add the gradients of rows ``start .. start + k - 1`` to ``acc`` in row order, each
+    ``w_i x_i`` with the arithmetic of :func:`_logistic_row_grad` (the same bits); the
+    predictors four rows side by side into ``eta``."""
+    X, y, plus_minus, inv_temp = data
+    rows_dot(X, start, k, theta, eta)
+    for t in range(k):
+        i = start + t
+        a = eta[t]
+        s = y[i] if plus_minus else 2.0 * y[i] - 1.0
+        w = s * math.exp(log_sigmoid(-s * a)) * inv_temp
+        for j in range(X.shape[1]):
+            acc[j] += w * X[i, j]
+
+
 class LogisticRegression(BaseModel):
     """Logistic regression, ``p(y_i = 1 | x_i, theta) = sigmoid(theta . x_i)``.
 
@@ -136,7 +175,9 @@ class LogisticRegression(BaseModel):
     _row_loglik = staticmethod(_logistic_row_loglik)
     _row_ratio = staticmethod(_logistic_row_ratio)
     _row_grad = staticmethod(_logistic_row_grad)
-    _row_eta = staticmethod(_logistic_row_eta)
+    _eta_rows = staticmethod(_logistic_eta_rows)
+    _grad_rows = staticmethod(_logistic_grad_rows)
+    _eta_rows2 = staticmethod(_logistic_eta_rows2)
     _eta_loglik = staticmethod(_logistic_eta_loglik)
     _eta_ratio = staticmethod(_logistic_eta_ratio)
     _row_prefetch = staticmethod(prefetch_data01)

@@ -492,3 +492,66 @@ def test_a_built_in_model_without_glm_kernels_goes_through_its_derivatives():
     r = cv.loglik_ratio(theta, theta_new, rows)
     assert r.mean() == pytest.approx(l.mean(), rel=1e-10)
     assert r.std() < 0.05 * l.std()
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_glm_sums_on_every_core_are_the_numpy_sums_whatever_the_threads(monkeypatch, name):
+    """The compiled pass of the mode search and of the center's sums: chunks of 97 rows in
+    groups of 3 chunks (N is no multiple of either, nor of the 4-row and 64-row blocks),
+    against the model's own per-row log-likelihoods, gradients and finite-difference
+    Hessians; bit-identical on one thread and on two; without the Hessian, the same L and g."""
+    import design._lib.passes as passes
+    import samplers.models._glm as glm_module
+
+    model = MODELS[name]
+    cv = ControlVariates(model)
+    monkeypatch.setattr(glm_module, "SUMS_CHUNK", 97)
+    monkeypatch.setattr(glm_module, "_GROUP", 3)
+    rng = np.random.default_rng(7)
+    theta = cv.center.theta + 0.1 * rng.normal(size=cv.dim)
+    rows = np.arange(model.N)
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(passes, "PASS_THREADS", threads)
+        results.append(cv._sums(theta))
+    (L, g, H), (L2, g2, H2) = results
+    assert L == L2
+    np.testing.assert_array_equal(g, g2)
+    np.testing.assert_array_equal(H, H2)
+    np.testing.assert_array_equal(H, H.T)
+    assert L == pytest.approx(float(model.loglik(theta, rows).sum()), rel=1e-12)
+    want_g = model.grad_loglik(theta, rows).sum(axis=0)
+    np.testing.assert_allclose(g, want_g, rtol=1e-10, atol=1e-10 * np.abs(want_g).max())
+    want_H = _row_hessians(model, theta, rows).sum(axis=0)
+    np.testing.assert_allclose(H, 0.5 * (want_H + want_H.T), rtol=0, atol=1e-6 * np.abs(H).max())
+    L1, g1, _ = cv._sums(theta, hessian=False)
+    assert L1 == L
+    np.testing.assert_array_equal(g1, g)
+
+
+def test_glm_sums_stop_at_a_nonfinite_chunk():
+    cv = ControlVariates(MODELS["logistic"])
+    theta = np.full(cv.dim, 1e308)          # x.theta overflows (inf or inf - inf) on some rows
+    L, g, H = cv._sums(theta)
+    assert not math.isfinite(L) and g is None and H is None
+
+
+def test_ctrl_c_between_chunk_groups_stops_the_glm_pass(monkeypatch):
+    """The pass runs its chunks in groups of _GROUP, calling ``progress`` between groups; a
+    Ctrl-C (SIGINT) arriving there stops it before the next group."""
+    import os
+    import signal
+
+    import samplers.models._glm as glm_module
+
+    monkeypatch.setattr(glm_module, "_GROUP", 2)
+    model = MODELS["logistic"]
+    seen = []
+
+    def progress(rows):
+        seen.append(rows)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    with pytest.raises(KeyboardInterrupt):
+        glm_module.glm_sums(model, np.zeros(model.dim), progress=progress, chunk=100)
+    assert seen == [200]      # one group of two chunks, then the interrupt

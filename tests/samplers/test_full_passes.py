@@ -125,3 +125,82 @@ def test_run_chunks_covers_every_chunk_once_and_reraises():
 
     with pytest.raises(ValueError, match="chunk failed"):
         run_chunks(fail, 10, threads=2)
+
+
+# --- the linear-predictor passes (logistic regression): blocks of rows, four rows at a time
+
+
+def _logistic_data(N, d, dtype, plus_minus, seed):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(N, d)).astype(dtype)
+    y = (rng.random(N) < 0.5).astype(float)
+    return X, (2.0 * y - 1.0 if plus_minus else y)
+
+
+@pytest.mark.parametrize("d", [1, 5, 51])
+@pytest.mark.parametrize("start, k", [(0, 0), (0, 3), (5, 250), (1990, 13)])
+def test_rows_dot_has_the_bits_of_the_row_dot_product(d, start, k):
+    from samplers.models._kernels import dots, rows_dot, rows_dots
+
+    X, _ = _logistic_data(2003, d, float, False, d)
+    rng = np.random.default_rng(k)
+    theta, theta_new = rng.normal(size=d), rng.normal(size=d)
+    out, a, b = np.full(k + 2, np.nan), np.full(k + 2, np.nan), np.full(k + 2, np.nan)
+    rows_dot(X, start, k, theta, out)
+    rows_dots(X, start, k, theta, theta_new, a, b)
+    ref = np.array([dots.py_func(X, start + t, theta, theta_new) for t in range(k)]).reshape(k, 2)
+    np.testing.assert_array_equal(out[:k], ref[:, 0])
+    np.testing.assert_array_equal(a[:k], ref[:, 0])
+    np.testing.assert_array_equal(b[:k], ref[:, 1])
+    assert np.isnan(out[k:]).all() and np.isnan(a[k:]).all()  # nothing written past k
+
+
+@pytest.mark.parametrize("d, dtype, plus_minus", [(1, np.float64, False), (7, np.float32, True),
+                                                  (51, np.float64, False)])
+@pytest.mark.parametrize("chunk", [700, 1 << 16])
+def test_logistic_passes_over_blocks_of_rows_are_the_chunked_numpy_pass(
+        monkeypatch, tmp_path, d, dtype, plus_minus, chunk):
+    """Chunks longer than a block of rows (ROW_BLOCK), N not a multiple of four, a memmap:
+    the l_i moments, the log-likelihood and the gradient bit for bit those of the chunked
+    NumPy route, and close to scipy's log_expit."""
+    from scipy.special import log_expit
+
+    from samplers import LogisticRegression
+
+    monkeypatch.setattr(view_module, "FULL_CHUNK", chunk)
+    N = 2003
+    X, y = _logistic_data(N, d, dtype, plus_minus, 11)
+    path = tmp_path / "X.npy"
+    np.save(path, X)
+    model = LogisticRegression(np.load(path, mmap_mode="r"), y, temperature=1.5)
+    view = ModelView(model, d)
+    rng = np.random.default_rng(d)
+    theta = rng.normal(0, 0.5, d)
+    theta_new = theta + rng.normal(0, 0.05, d)
+    ref = RunningMoments()
+    total = 0.0
+    for start in range(0, N, chunk):
+        idx = np.arange(start, min(start + chunk, N))
+        ref.add(model.loglik_ratio(theta, theta_new, idx))
+        part = 0.0
+        for v in model.loglik(theta, idx):
+            part += v
+        total += part
+    grad = np.asarray(model.grad_logprior(theta), float).copy()
+    for start in range(0, N, chunk):
+        part = np.zeros(d)
+        for row in model.grad_loglik(theta, np.arange(start, min(start + chunk, N))):
+            part += row                       # in row order (NumPy sums d = 1 pairwise)
+        grad += part
+    for threads in (1, 2):
+        ok, mom = view.full_ratio_moments(theta, theta_new, threads=threads)
+        assert ok and (mom.n, mom.mean, mom.m2) == (ref.n, ref.mean, ref.m2)
+        assert view.full_loglik(theta, threads=threads) == total
+        np.testing.assert_array_equal(view.full_grad(theta, threads=threads), grad)
+    s = 2.0 * y - 1.0 if not plus_minus else y
+    Xf = X.astype(float)
+    ll = log_expit(s * (Xf @ theta)) / 1.5
+    l = log_expit(s * (Xf @ theta_new)) / 1.5 - ll
+    assert total == pytest.approx(ll.sum(), rel=1e-12)
+    assert mom.mean == pytest.approx(l.mean(), rel=1e-9, abs=1e-13)
+    assert mom.population_sd() == pytest.approx(l.std(), rel=1e-9)
