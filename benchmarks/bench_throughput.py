@@ -158,7 +158,13 @@ def jax_log_density():
     def log_density(theta, X, s):
         return jnp.sum(jax.nn.log_sigmoid(s * (X @ theta)))
 
-    return (log_density, jax.device_put), f"jax {jax.__version__}"
+    @jax.jit
+    def ratio_moments(theta, theta_new, X, s):
+        # the exact test's pass: l_i at two parameter vectors, their mean and variance
+        l = jax.nn.log_sigmoid(s * (X @ theta_new)) - jax.nn.log_sigmoid(s * (X @ theta))
+        return jnp.mean(l), jnp.var(l)
+
+    return (log_density, ratio_moments, jax.device_put), f"jax {jax.__version__}"
 
 
 def full_passes(sizes, dims, repeat):
@@ -195,9 +201,11 @@ def full_passes(sizes, dims, repeat):
                 "numpy X @ theta + log_expit": lambda: float(log_expit(s * (X @ theta)).sum()),
             }
             if jax_fns is not None:
-                log_density, put = jax_fns
-                Xj, sj, thj = put(X), put(s), put(theta)
+                log_density, ratio_moments, put = jax_fns
+                Xj, sj, thj, thj_new = put(X), put(s), put(theta), put(theta_new)
                 routes["jax.jit log density"] = lambda: float(log_density(thj, Xj, sj))
+                routes["jax.jit l_i pass (two thetas, mean and var)"] = lambda: float(
+                    ratio_moments(thj, thj_new, Xj, sj)[0])
             routes["streaming floor X.sum()"] = lambda: float(X.sum())
             # round robin over the routes, best of `repeat`: on a shared machine a burst of
             # load then spreads over every route instead of spoiling one route's timings
@@ -219,7 +227,7 @@ def full_passes(sizes, dims, repeat):
                       f"{row['GB_per_s']:6.2f}  {row['value']:.6g}")
             del X, y, view, routes
             if jax_fns is not None:
-                del Xj, sj, thj
+                del Xj, sj, thj, thj_new
     return table, jax_note
 
 
