@@ -242,7 +242,9 @@ def rows_design_speed(r):
     a = r["average_N1e6"]
     return [("design speed: worst case, default grid, N = 10^6; average (trial pairs and grid), "
              "N = 10^6", "a few seconds", f"{w['seconds']:.1f} s; {a['total_seconds']:.1f} s",
-             "`bench_design.py` (wall time on a loaded machine)")]
+             f"`bench_design.py`, wall time at load average "
+             f"{a.get('load_average_1min_before', r['machine']['load_average_1min']):.1f} "
+             f"on 2 cores")]
 
 
 def rows_correction(r):
