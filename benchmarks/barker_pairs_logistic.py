@@ -30,7 +30,8 @@ from pathlib import Path
 import numpy as np
 from scipy import special
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 from _common import machine, write  # noqa: E402
 from barker_presized_logistic import workload  # noqa: E402
 

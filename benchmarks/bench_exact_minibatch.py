@@ -26,9 +26,13 @@ import shutil
 import tempfile
 import time
 import warnings
+import sys
 from pathlib import Path
 
 import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 
 from _common import write
 from design import TrialChain, exact_design, exact_expected_batch, optimize

@@ -10,10 +10,14 @@ from __future__ import annotations
 
 import json
 import time
+import sys
 from pathlib import Path
 
 import numba
 import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 
 from design import correction
 

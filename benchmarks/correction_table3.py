@@ -23,10 +23,14 @@ import json
 import math
 import platform
 import time
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import linalg, special
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 
 from design import correction, reference_tables
 

@@ -6,6 +6,11 @@ of the corrected prediction against the simulation (validation.sequential_check)
 Run:  PYTHONPATH=$PWD python benchmarks/edgeworth_kurtosis.py 300000
 """
 import numpy as np, sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
+
 from validation import sequential_check
 N=int(sys.argv[1])
 rng = np.random.default_rng(4)

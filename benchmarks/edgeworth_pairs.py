@@ -6,6 +6,11 @@ Run:  PYTHONPATH=$PWD python benchmarks/edgeworth_pairs.py N s m epsilon
       (e.g. 300000 0.9 100 0.01: Gaussian 8-14.5 SE off, corrected within 2.4 SE)
 """
 import numpy as np, time, sys
+from pathlib import Path
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
+
 from validation import acceptance_check
 N = int(sys.argv[1]); sig=float(sys.argv[2]); m=int(sys.argv[3]); eps=float(sys.argv[4])
 rng = np.random.default_rng(4)

@@ -22,7 +22,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 from _common import RESULTS, write  # noqa: E402
 
 from samplers import SGLD, AcceptAll, AustereTest, LaplacePrior, Langevin, LinearRegression, sample  # noqa: E402

@@ -25,10 +25,14 @@ from __future__ import annotations
 import argparse
 import json
 import time
+import sys
 from pathlib import Path
 
 import numpy as np
 from scipy import special, stats
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 
 from design import correction
 from design.acceptance import barker_acceptance

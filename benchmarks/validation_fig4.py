@@ -33,7 +33,8 @@ import matplotlib
 import matplotlib.pyplot as plt
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
 from _common import RESULTS, write  # noqa: E402
 
 from samplers import AustereTest, ConfidenceTest, ExactTest, Gaussian, RandomWalk, sample  # noqa: E402
