@@ -75,15 +75,11 @@ def distinct_vectors(thetas, theta_news):
 
 
 @jit
-def _pair_columns_moments(ll, old, new):
-    """Mean and sum of squared deviations of ll[:, new[p]] - ll[:, old[p]] for every p.
-
-    Two passes over the rows (the mean, then the deviations), without forming the
-    differences; ``finite`` is False if any difference is not finite.
-    """
+def _pair_columns_mean(ll, old, new):
+    """Mean of ll[:, new[p]] - ll[:, old[p]] over the rows for every p (summed row by row,
+    in order), and whether every mean is finite."""
     n, P = ll.shape[0], old.shape[0]
     mean = np.zeros(P)
-    m2 = np.zeros(P)
     for r in range(n):
         row = ll[r]
         for p in range(P):
@@ -92,6 +88,19 @@ def _pair_columns_moments(ll, old, new):
     for p in range(P):
         mean[p] /= n
         finite = finite and math.isfinite(mean[p])
+    return mean, finite
+
+
+@jit
+def _pair_columns_moments(ll, old, new):
+    """Mean and sum of squared deviations of ll[:, new[p]] - ll[:, old[p]] for every p.
+
+    Two passes over the rows (the mean, then the deviations), without forming the
+    differences; ``finite`` is False if any difference is not finite.
+    """
+    n, P = ll.shape[0], old.shape[0]
+    mean, finite = _pair_columns_mean(ll, old, new)
+    m2 = np.zeros(P)
     for r in range(n):
         row = ll[r]
         for p in range(P):
@@ -311,16 +320,9 @@ def _pair_columns_stats(ll, old, new, pilot, width, nbins):
     moments = np.zeros((P, 4))
     ends = np.empty((P, 2))
     sums = np.zeros((P, nbins + 1, 4))
-    mean = np.zeros(P)
-    for r in range(n):
-        row = ll[r]
-        for p in range(P):
-            mean[p] += row[new[p]] - row[old[p]]
-    finite = True
+    mean, finite = _pair_columns_mean(ll, old, new)
     inv_bw = np.empty(P)
     for p in range(P):
-        mean[p] /= n
-        finite = finite and math.isfinite(mean[p])
         inv_bw[p] = nbins / (2.0 * width[p])
     # row by row, the pairs in an inner loop over contiguous arrays (vectorised); each sum
     # still runs over the rows in order. Rows inside the window (a few per cent) are binned
