@@ -144,7 +144,7 @@ class Chain:
         an estimate (see ``test.decision_errors``; :class:`AustereTest`: Korattikara et
         al.'s Eq. 6 with the design's dynamic programme at the decision's mean and sd of
         the l_i). Computed on first use, O(steps)."""
-        estimate = getattr(self.test, "decision_errors", None)   # FlyMC: a z-update here
+        estimate = getattr(self.test, "decision_errors", None)   # FlyMC: test is None
         errors = None if estimate is None else estimate(self.stats, self.N)
         return None if errors is None else np.asarray(errors, dtype=float)
 
