@@ -124,8 +124,9 @@ class Chain:
         return f"test={short_repr(self.test)}, proposal={short_repr(self.proposal)}"
 
     def _made_by_names(self) -> str:
-        if self.kernel is not None:
-            return type(self.kernel).__name__
+        if self.kernel is not None:   # e.g. FireflyKernel(JaakkolaJordanBound, ImplicitZ, ...)
+            parts = self.kernel if isinstance(self.kernel, tuple) else ()
+            return f"{type(self.kernel).__name__}({', '.join(type(p).__name__ for p in parts)})"
         return f"{type(self.test).__name__}, {type(self.proposal).__name__}"
 
     @property
