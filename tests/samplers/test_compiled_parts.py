@@ -171,3 +171,13 @@ def test_tuna_on_a_nan_row_gives_the_same_error_on_both_loops():
                    compiled=compiled)
         messages.append(str(err.value))
     assert messages[0] == messages[1]
+
+
+def test_sample_says_once_which_part_is_missing(capsys):
+    from samplers import _chain
+
+    _chain._python_loop_said.clear()
+    for _ in range(2):
+        sample(UserModel(), ExactTest(), RandomWalk(0.1), [0.5], 3, rng=0, progress=True)
+    err = capsys.readouterr().err
+    assert err.count("sampling on the Python loop") == 1 and "the model (UserModel)" in err
