@@ -197,13 +197,6 @@ class AustereTest(IntervalTest):
     def _more_settings(self, N, stage, settings):
         return AustereSettings(self.m, self._table(N, stage))
 
-    def _info(self, run, settings):
-        if run.status == NONFINITE:
-            return AustereInfo(run.n_used, run.stage, math.nan, math.nan, math.nan)
-        first = float(np.mean(run.values[:min(self.m, run.n_used)]))
-        return AustereInfo(run.n_used, run.stage, run.mean,
-                           math.sqrt(max(run.m2, 0.0) / run.n_used), first)
-
     def _vector_settings(self, N, C, log_const):
         return AustereSettings(self.m, self.critical_values(N, -(-N // self.m)))
 

@@ -415,15 +415,6 @@ class BarkerTest(SequentialTest):
     def _compiled_settings(self, view):
         return barker_settings, self._draw_args, None
 
-    def _info(self, run, settings):
-        if run.status not in (STOP, EXACT):  # non-finite l_i
-            return BarkerInfo(run.n_used, run.stage, math.nan, math.nan, math.nan, math.nan, 0)
-        s2, eps, eta = run.carry[:3]
-        batch = run.n_used
-        if self.stopping == "presized" and run.status == STOP:
-            batch -= int(run.carry[4])          # the pilot's rows
-        return BarkerInfo(run.n_used, run.stage, eps, s2, eta, run.mean, batch)
-
     def _vector_settings(self, N, C, log_const):
         return self._settings(None, None, None, log_const)
 
