@@ -128,7 +128,7 @@ class PenaltyTest(SequentialTest):
     >>> cv = ControlVariates(LogisticRegression(X, y.astype(float)))
     >>> walk = RandomWalk.from_laplace(cv)
     >>> chain = sample(cv, PenaltyTest(m=20), walk, cv.center.theta, 300, rng=1)
-    >>> int(chain.stats["n_used"].max()), bool(chain.stats["var_delta"].max() < 0.1)
+    >>> int(chain.stats["n_used"].max()), bool(chain.stats["var_delta"].mean() < 0.05)
     (20, True)
     """
 
