@@ -8,7 +8,9 @@ the random walk with the Laplace covariance at the mode scaled by 2.38^2 / d for
 sampler except TunaMH (whose batch grows with the step; it runs at 0.3^2 / d, with chi = 1e-4
 and with chi = 4 / (C E||Delta||), large enough for its acceptance to approach MH's). Also the
 control-variate wrapper (issue 12) under the Austere test designed by ``design.optimize`` for
-tolerance 0.01 on 100 trial pairs, and the Austere and Barker tests with fixed settings.
+tolerance 0.01 on 100 trial pairs, the Austere and Barker tests with fixed settings, and
+the penalty test (``PenaltyTest(m=20)``: 20 rows per step, approximately exact where the
+residuals' variance is small).
 
 Usage::
 
@@ -49,6 +51,7 @@ from samplers import (
     TunaMHTest,
     sample,
 )
+from samplers.mhtests.penalty import PenaltyTest
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore", FutureWarning)
@@ -176,6 +179,7 @@ def run_case(N, d, steps, exact_steps, rng, folder=None, only=None):
         ("SMH-2", cv, SMHTest(2), walk, steps),
         ("MH-SS-1", cvs[1], ScalableSubsamplingTest(1), walk, steps),
         ("MH-SS-2", cv, ScalableSubsamplingTest(2), walk, steps),
+        ("CV + Penalty(m=20)", cv, PenaltyTest(m=20), walk, steps),
         ("TunaMH (chi=1e-4)", model, TunaMHTest(chi=1e-4), tuna_walk, max(steps // 20, 200)),
         (f"TunaMH (chi={chi_tuna:.2g})", model, TunaMHTest(chi=chi_tuna), tuna_walk,
          max(steps // 20, 200)),

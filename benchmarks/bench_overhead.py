@@ -15,14 +15,16 @@ Barker test (``delta=None``, a random-walk step small enough that ``s^2 < 1`` af
 ``m`` rows), the confidence sampler (``batch_size = m``, a step small enough for the bound to
 separate mu0 after about ``m`` rows), the exact minibatch TunaMH test (a random-walk step
 and ``chi`` chosen so that the Poisson batch's mean ``chi (C phi)^2 + C phi`` is about ``m``:
-``C phi = chi (C phi)^2 = m / 2``), FlyMC (MAP-tuned Jaakkola-Jordan bound, implicit
+``C phi = chi (C phi)^2 = m / 2``), the penalty test (``PenaltyTest(m)``: one batch of
+``m`` rows per decision), FlyMC (MAP-tuned Jaakkola-Jordan bound, implicit
 z-updates with ``q_db = 0.001``, random-walk theta-updates; about 100 bright rows) and SGLD
 (``batch_size = m``).
 
 Control variates (``--cv-N`` rows, default 10^6, logistic regression d = 10 + intercept from
 ``_common.cv_logistic_dataset``, ``ControlVariates(model)`` at the mode, order 2): the same
 Austere test with ``RandomWalk.from_laplace(cv)`` ("cv-austere-rw") and with
-``Independence.from_laplace(cv)`` ("cv-austere-indep"), started at the mode. Their steps
+``Independence.from_laplace(cv)`` ("cv-austere-indep"), and the penalty test with the walk
+("cv-penalty-rw"), started at the mode. Their steps
 add the proxy's total P (O(d^2)) per decision to the rows; "row us" is the wrapper's row
 kernel on as many random rows.
 
@@ -79,6 +81,7 @@ from samplers import (  # noqa: E402
     map_estimate,
     sample,
 )
+from samplers.mhtests.penalty import PenaltyTest  # noqa: E402
 from samplers.datasets import logistic_regression  # noqa: E402
 
 D = 10  # covariates; plus an intercept column: d = 11
@@ -151,6 +154,8 @@ def samplers(model, small, theta_mode, small_mode, bound, rows, sgld_step):
             tiny, theta_mode, n, rng=s, progress=False, **kw), model),
         "tunamh": (lambda n, s, **kw: sample(model, tuna, tuna_walk, theta_mode, n, rng=s,
                                              progress=False, **kw), model),
+        "penalty": (lambda n, s, **kw: sample(model, PenaltyTest(m=rows), walk, theta_mode, n,
+                                              rng=s, progress=False, **kw), model),
         "flymc": (lambda n, s, **kw: firefly(model, bound, fly_walk, theta_mode, n, rng=s,
                                              z_update=ImplicitZ(q_db=0.001), progress=False,
                                              **kw), model),
@@ -172,6 +177,8 @@ def cv_samplers(N, rows):
                                                     progress=False, **kw), cv),
         "cv-austere-indep": (lambda n, s, **kw: sample(cv, test, indep, mode, n, rng=s,
                                                        progress=False, **kw), cv),
+        "cv-penalty-rw": (lambda n, s, **kw: sample(cv, PenaltyTest(m=rows), walk, mode, n,
+                                                    rng=s, progress=False, **kw), cv),
     }
 
 

@@ -57,7 +57,7 @@ __getattr__, __dir__, __all__ = attach(
         "TrialChain": "._trial",
         "METHODS": "._names",
         "THRESHOLDS": "._names",
-        # exact minibatch MH (issue 13)
+        # exact minibatch MH
         "ExactBatchDesign": ".exact_minibatch",
         "exact_design": ".exact_minibatch",
         "exact_expected_batch": ".exact_minibatch",

@@ -1,4 +1,4 @@
-"""Estimated error of each decision a chain made with the sequential t-test (issue 17, part 3).
+"""Estimated error of each decision a chain made with the sequential t-test.
 
 A chain that runs :class:`samplers.AustereTest` records, per decision, the mean ``lbar`` and
 sd ``s`` of the l_i it read and the data-free log ratio ``c``. :func:`decision_errors` turns

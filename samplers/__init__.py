@@ -22,79 +22,75 @@ The pieces:
   :class:`Chains` (``to_arviz()`` for ArviZ 0.x and 1.x, with ``lp`` from
   :func:`log_posterior` when given the model; :func:`import_arviz` imports ArviZ with the
   toolkit's fixes);
-* :class:`IndexSampler`, the O(batch) without-replacement row sampler every test reads from;
+* ``IndexSampler``, the O(batch) without-replacement row sampler every test reads from;
 * Firefly Monte Carlo (Maclaurin & Adams 2014): :func:`firefly` with collapsible bounds
   (:class:`JaakkolaJordanBound`, :class:`StudentTBound`), z-updates :class:`ImplicitZ` /
   :class:`ExplicitZ` and theta-updates by any proposal or :class:`Slice`;
 * :func:`laplace_approximation`, the Gaussian approximation of a logistic-regression
   posterior: a chain's starting point and the random walk's shape.
+
+``__all__`` holds what a user needs to run chains. Writing a new test, proposal or model
+uses the extension API, which lives in the subpackages: :mod:`samplers.mhtests` (the base
+classes, the engine, the compiled decision protocol and its status codes),
+:mod:`samplers.proposals` (``Proposal``, ``Move``), :mod:`samplers.models` and
+:mod:`samplers.models.compiled` (``BaseModel``, ``RowKernels``, ``BlockModel``), and the
+checked model view ``ModelView``/``check_model``, the row samplers ``IndexSampler``,
+``AliasTable``, ``PoissonBatches`` and ``TaylorRemainder`` (still importable from here).
 """
 
-from . import datasets, priors
-from . import mhtests
-from .mhtests import *  # noqa: F403  (every test and its info: see mhtests.__all__)
+from . import datasets, mhtests, models, priors, proposals
 from ._arviz import import_arviz
-from ._chain import BiasWarning, Chain, ChainInterrupted, Chains, State, StepInfo, mh_step, sample, sample_chains
+from ._chain import (BiasWarning, Chain, ChainInterrupted, Chains, State, StepInfo, mh_step,
+                     sample, sample_chains)
+from ._firefly import (BrightSet, ExplicitZ, FireflyInfo, FireflyKernel, ImplicitZ, Slice,
+                       firefly)
 from ._lp import log_posterior
-from ._view import ModelView, check_model
-from design._lib.rows import IndexSampler
-from .models import (
-    BaseModel,
-    Gaussian,
-    GaussianMean,
-    GaussianMixture,
-    LinearRegression,
-    LogisticRegression,
-    Model,
-    loglik_ratio,
-)
+from .mhtests import (AustereInfo, AustereTest, BarkerInfo, BarkerTest, BoundViolation,
+                      ConfidenceInfo, ConfidenceTest, ExactInfo, ExactMinibatchInfo, ExactTest,
+                      FPCNormalInfo, FPCNormalTest, ScalableSubsamplingTest, SMHTest, TunaMHTest)
+from .models import (Bound, ControlVariates, Gaussian, GaussianMean, GaussianMixture,
+                     JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
+                     LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
+                     TaylorCenter, laplace_approximation, map_estimate)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
-from .proposals import Independence, Langevin, Proposal, RandomWalk
-
-# --- SGLD and extended SGLD (issue 7) ---
+from .proposals import Independence, Langevin, RandomWalk
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
 
-# --- Firefly Monte Carlo (issue 6) ---
-from ._firefly import BrightSet, ExplicitZ, FireflyInfo, ImplicitZ, Slice, firefly
-from .models import (
-    Bound,
-    JaakkolaJordanBound,
-    QuadraticBound,
-    RobustRegression,
-    StudentTBound,
-    map_estimate,
-)
-from .models import LaplaceApproximation, laplace_approximation
-
-# --- control variates (issue 12) ---
-from .models import ControlVariates, TaylorCenter
-
-# --- exact minibatch MH (issue 13) ---
+# The extension API, documented in the subpackage that owns it and importable from here too
+# (existing code imports it so): the base classes and specs of the tests
+# (samplers.mhtests), of proposals (samplers.proposals) and models (samplers.models), the
+# checked model view, the row samplers and the remainder bounds of the exact minibatch tests.
+from design._lib.rows import IndexSampler
 from ._poisson import AliasTable, PoissonBatches
+from ._view import ModelView, check_model
+from .mhtests import (AcceptanceTest, EngineSpec, IntervalTest, PathSpec, SequentialTest,
+                      confidence_radius)
+from .models import BaseModel, loglik_ratio
 from .models.remainder import TaylorRemainder
+from .proposals import Proposal
 
+#: What a user needs, by task. The extension API above is in ``samplers.mhtests``,
+#: ``samplers.proposals``, ``samplers.models`` and ``samplers.models.compiled``.
 __all__ = [
-    *mhtests.__all__,
-    "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
-    "import_arviz", "ChainInterrupted", "BiasWarning",
-    "ModelView", "check_model",
-    "IndexSampler",
-    "Model", "BaseModel", "loglik_ratio",
-    "GaussianMean", "Gaussian", "LogisticRegression", "GaussianMixture", "LinearRegression",
-    "FlatPrior", "GaussianPrior", "LaplacePrior",
-    "Proposal", "RandomWalk", "Langevin", "Independence",
-    "datasets", "priors",
-    # SGLD and extended SGLD (issue 7)
-    "SGLD", "AcceptAll", "AcceptAllInfo", "StepSchedule", "ConstantStep", "PolynomialDecay",
-    # Firefly Monte Carlo (issue 6)
-    "firefly", "FireflyInfo", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
-    "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "RobustRegression",
+    # run a chain
+    "sample", "sample_chains", "Chain", "Chains", "ChainInterrupted", "BiasWarning",
+    "log_posterior", "import_arviz",
+    # accept/reject tests and what each records per step
+    "ExactTest", "AustereTest", "FPCNormalTest", "ConfidenceTest", "BarkerTest", "SMHTest",
+    "TunaMHTest", "ScalableSubsamplingTest", "AcceptAll",
+    "ExactInfo", "AustereInfo", "FPCNormalInfo", "ConfidenceInfo", "BarkerInfo",
+    "ExactMinibatchInfo", "AcceptAllInfo", "BoundViolation",
+    # proposals and step sizes
+    "RandomWalk", "Langevin", "Independence", "SGLD", "StepSchedule", "ConstantStep",
+    "PolynomialDecay",
+    # models, priors, control variates, the Laplace approximation
+    "Model", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
+    "RobustRegression", "GaussianMixture", "FlatPrior", "GaussianPrior", "LaplacePrior",
+    "ControlVariates", "TaylorCenter", "LaplaceApproximation", "laplace_approximation",
     "map_estimate",
-    "LaplaceApproximation", "laplace_approximation",
-    # control variates (issue 12)
-    "ControlVariates", "TaylorCenter",
-    # exact minibatch MH (issue 13)
-    # (SMHTest, TunaMHTest, ScalableSubsamplingTest, ExactMinibatchInfo, BoundViolation are in
-    # mhtests.__all__)
-    "TaylorRemainder", "PoissonBatches", "AliasTable",
+    # Firefly Monte Carlo
+    "firefly", "FireflyInfo", "FireflyKernel", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
+    "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound",
+    # subpackages
+    "datasets", "priors", "models", "mhtests", "proposals",
 ]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
@@ -24,7 +25,7 @@ from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
-from ._blocks import mh_block, sgld_block
+from ._blocks import compiled_parts, mh_block
 from ._view import check_model
 from .proposals import Proposal
 
@@ -100,16 +101,33 @@ class Chain:
     wall_time : float
         Seconds spent in the chain loop.
     test, proposal
-        The test and proposal that produced the chain.
+        The test and proposal that produced the chain (None for a sampler whose step is
+        not one proposal and one accept/reject test: see ``kernel``).
+    kernel
+        What made each step when it is not a test and a proposal, e.g. Firefly's
+        :class:`~samplers.FireflyKernel` (its bound, z-update and theta-update); None
+        otherwise.
     """
 
     samples: np.ndarray
     stats: dict
     N: int
     wall_time: float
-    test: AcceptanceTest
-    proposal: Proposal
+    test: AcceptanceTest | None
+    proposal: Proposal | None
     theta0: np.ndarray = field(repr=False)
+    kernel: Any = field(default=None, repr=False)
+
+    def _made_by(self) -> str:
+        if self.kernel is not None:
+            return f"kernel={short_repr(self.kernel)}"
+        return f"test={short_repr(self.test)}, proposal={short_repr(self.proposal)}"
+
+    def _made_by_names(self) -> str:
+        if self.kernel is not None:   # e.g. FireflyKernel(JaakkolaJordanBound, ImplicitZ, ...)
+            parts = self.kernel if isinstance(self.kernel, tuple) else ()
+            return f"{type(self.kernel).__name__}({', '.join(type(p).__name__ for p in parts)})"
+        return f"{type(self.test).__name__}, {type(self.proposal).__name__}"
 
     @property
     def acceptance_rate(self) -> float:
@@ -127,7 +145,7 @@ class Chain:
         an estimate (see ``test.decision_errors``; :class:`AustereTest`: Korattikara et
         al.'s Eq. 6 with the design's dynamic programme at the decision's mean and sd of
         the l_i). Computed on first use, O(steps)."""
-        estimate = getattr(self.test, "decision_errors", None)   # FlyMC: a z-update here
+        estimate = getattr(self.test, "decision_errors", None)   # FlyMC: test is None
         errors = None if estimate is None else estimate(self.stats, self.N)
         return None if errors is None else np.asarray(errors, dtype=float)
 
@@ -172,8 +190,7 @@ class Chain:
 
     def __repr__(self):
         n, d = self.samples.shape
-        return (f"Chain(n_samples={n}, d={d}, N={self.N}, test={short_repr(self.test)}, "
-                f"proposal={short_repr(self.proposal)}, "
+        return (f"Chain(n_samples={n}, d={d}, N={self.N}, {self._made_by()}, "
                 f"acceptance_rate={self.acceptance_rate:.3f}, "
                 f"mean_data_fraction={self.mean_data_fraction:.4g}, "
                 f"wall_time={self.wall_time:.3g})")
@@ -182,7 +199,7 @@ class Chain:
         used = self.stats["n_used"]
         return (
             f"Chain of {self.samples.shape[0]} samples of {self.samples.shape[1]} parameter(s), "
-            f"{type(self.test).__name__}, {type(self.proposal).__name__}\n"
+            f"{self._made_by_names()}\n"
             f"  acceptance rate {self.acceptance_rate:.3f}\n"
             f"  rows read per step: mean {used.mean():.1f} of N = {self.N} "
             f"({100 * self.mean_data_fraction:.2f}%), median {np.median(used):.0f}, max {used.max()}\n"
@@ -209,7 +226,7 @@ class Chains:
         first = self.chains[0]
         n, d = first.samples.shape
         return (f"Chains(n_chains={len(self)}, n_samples={n}, d={d}, N={first.N}, "
-                f"test={short_repr(first.test)}, proposal={short_repr(first.proposal)})")
+                f"{first._made_by()})")
 
     def __str__(self):
         first = self.chains[0]
@@ -217,7 +234,7 @@ class Chains:
         used = self.stats["n_used"]
         lines = [
             f"{len(self)} chains of {n} samples of {d} parameter(s), "
-            f"{type(first.test).__name__}, {type(first.proposal).__name__}",
+            f"{first._made_by_names()}",
             f"  acceptance rate {np.mean(self.stats['accepted']):.3f} over all chains",
             f"  rows read per step: mean {used.mean():.1f} of N = {first.N} "
             f"({100 * used.mean() / first.N:.2f}%)",
@@ -301,8 +318,8 @@ class Chains:
         return to_inference_data(
             self.samples, stats, var_name=var_name, names=names,
             attrs={
-                "test": repr(first.test),
-                "proposal": repr(first.proposal),
+                **({"kernel": repr(first.kernel)} if first.kernel is not None else
+                   {"test": repr(first.test), "proposal": repr(first.proposal)}),
                 "N": first.N,
                 "wall_time": [c.wall_time for c in self.chains],
                 **self._bias_attrs(),
@@ -512,15 +529,19 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 
     Notes
     -----
-    The compiled loop (``samplers/_blocks.py``) runs blocks of steps in one numba call and
-    serves built-in models (a :class:`~samplers.models.BaseModel` with a built-in prior):
-    ``SGLD`` with ``AcceptAll``, and ``RandomWalk`` or minibatch ``Langevin`` with
-    ``AustereTest``, ``FPCNormalTest``, ``BarkerTest`` or ``ExactTest`` (N up to one chunk,
-    ``ModelView.FULL_CHUNK`` rows). Everything else (a user's model or prior, control
-    variates, other proposals and tests, the confidence test) takes the Python loop,
-    ``mh_step`` once per step. Both draw the same
-    random numbers in the same order and compute with the same arithmetic, so equal seeds
-    give bit-identical chains on either loop; progress and Ctrl-C are handled between blocks.
+    The compiled loop (``samplers/_blocks.py``) runs blocks of steps in one numba call when
+    the model, the proposal and the test each hand over their compiled parts
+    (``model.block_parts``, ``proposal.compiled_move``, ``test.compiled_decision``): built-in
+    models with a built-in prior, and :class:`~samplers.ControlVariates` around a built-in
+    GLM; ``RandomWalk``, ``Independence``, minibatch ``Langevin`` and ``SGLD``; every
+    sequential test (``AustereTest``, ``FPCNormalTest``, ``BarkerTest``, ``ConfidenceTest``
+    with the model's range or a full-data scan), ``ExactTest`` (N up to one chunk,
+    ``FULL_CHUNK`` rows), ``TunaMHTest`` without a proxy and ``AcceptAll``. Otherwise (a
+    user's model or prior, full-gradient Langevin, SMH and MH-SS, ...) ``mh_step`` runs once
+    per step on the Python loop, and with progress output on ``sample`` says so once, naming
+    the missing part. Both draw the same random numbers in the same order and compute with
+    the same arithmetic, so equal seeds give bit-identical chains on either loop; progress
+    and Ctrl-C are handled between blocks.
 
     Examples
     --------
@@ -557,12 +578,17 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 
         batches = IndexSampler(view.N, rng)
         state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-        block = None if compiled is False else compiled_block(
-            view, test, proposal, rng, batches, state, n_samples)
-        if block is None and compiled:
-            raise TypeError(f"no compiled chain loop for {type(model).__name__} with "
-                            f"{type(test).__name__} and {type(proposal).__name__}; pass "
-                            "compiled=None (or False) to run the Python loop")
+        block = None
+        if compiled is not False:
+            parts = compiled_parts(view, test, proposal, state, n_samples)
+            block = mh_block(view, test, proposal, rng, batches, state, n_samples, parts)
+            if block is None and compiled:
+                raise TypeError(f"no compiled chain loop for {type(model).__name__} with "
+                                f"{type(test).__name__} and {type(proposal).__name__}: "
+                                f"{parts.missing}; pass compiled=None (or False) to run the "
+                                "Python loop")
+            if block is None:
+                python_loop_notice(parts.missing, progress_enabled(progress))
         if block is not None:
             chain = run_blocks(block, n_samples, lambda samples, done, wall: Chain(
                 samples, block.stats(done), view.N, wall, test, proposal, theta),
@@ -593,10 +619,22 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 def compiled_block(view, test, proposal, rng, batches, state, n_samples):
     """The compiled chain for this model, test and proposal (a :class:`~samplers._blocks.Block`),
     or None for the Python loop."""
-    block = sgld_block(view, test, proposal, rng, batches, state, n_samples)
-    if block is None:
-        block = mh_block(view, test, proposal, rng, batches, state, n_samples)
-    return block
+    return mh_block(view, test, proposal, rng, batches, state, n_samples)
+
+
+_python_loop_said = set()
+
+
+def python_loop_notice(missing: str, enabled: bool) -> None:
+    """Say once per process and reason, on stderr (when progress output is on), that a
+    chain runs on the Python loop and which compiled part was missing."""
+    if not enabled or missing in _python_loop_said:
+        return
+    _python_loop_said.add(missing)
+    from tqdm import tqdm
+
+    tqdm.write(f"sampling on the Python loop (about 100 us per step): {missing}",
+               file=sys.stderr)
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,
@@ -695,5 +733,5 @@ def _common_length(chains, interrupted) -> Chains:
                       "every one of them completed", ChainInterrupted, stacklevel=3)
         chains = [c if c.samples.shape[0] == n else Chain(
             c.samples[:n], {k: v[:n] for k, v in c.stats.items()}, c.N, c.wall_time, c.test,
-            c.proposal, c.theta0) for c in chains]
+            c.proposal, c.theta0, c.kernel) for c in chains]
     return Chains(tuple(chains))

@@ -14,7 +14,7 @@ from scipy import optimize, special
 from design._lib.checks import as_generator, check_int, check_positive
 
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
-           # issue 7 (SGLD, extended SGLD)
+           # SGLD and extended SGLD
            "l1_regression_toy", "correlated_regression", "MissingData",
            "missing_covariates_regression"]
 
@@ -110,7 +110,7 @@ def write_memmap(path, N, make_rows, *, chunk=1 << 18, rng=None, dtype=np.float6
     return np.load(path, mmap_mode="r")
 
 
-# --- issue 7: SGLD and extended SGLD ------------------------------------------------------
+# --- SGLD and extended SGLD -----------------------------------------------------------
 
 #: Korattikara et al. (2014), section 6.4: noise precision and Laplace rate of the toy.
 L1_TOY_PRECISION = 3.0

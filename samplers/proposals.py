@@ -12,19 +12,28 @@ where ``log_q_ratio = log q(theta | theta_new) - log q(theta_new | theta)`` ente
 data-free part of the MH ratio, ``pstate_new`` is the proposal's cached state if the move is
 accepted (e.g. the gradient at ``theta_new``) and ``n_grad`` counts the rows whose gradient
 was evaluated.
+
+A proposal that can run in the compiled block loop says how in
+:meth:`Proposal.compiled_move` (a :class:`Move`: a jitted ``propose`` and its parameters);
+the default is None, and a chain with that proposal runs on the Python loop.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from design._lib.checks import check_finite_array, check_int, check_positive
 from design._lib.jit import jit
+from design._lib.rows import draw_rows, restart_order
 
-__all__ = ["Proposal", "RandomWalk", "Langevin", "Independence", "minibatch_grad"]
+from .priors import pairwise_sum, prior_grad
+
+__all__ = ["Proposal", "RandomWalk", "Langevin", "Independence", "Move", "minibatch_grad"]
 
 #: Optimal random-walk scale 2.38 / sqrt(d) in units of the posterior covariance (Roberts,
 #: Gelman & Gilks 1997; acceptance about 0.234 in high dimension).
@@ -120,6 +129,113 @@ def check_gradient_model(proposal, view) -> None:
         raise ValueError(f"batch_size must be <= N = {view.N}, got {proposal.batch_size}")
 
 
+class Move(NamedTuple):
+    """A proposal's compiled move for the block loop (:meth:`Proposal.compiled_move`).
+
+    ``propose(data, rng, order, theta, theta_new, params, i) -> (log_q_ratio, n_grad)``
+    writes theta_new for step ``i`` of the chain with the draws and arithmetic of the
+    proposal's ``propose``; ``data`` is the model's block data (its
+    :class:`~samplers.models.BlockModel`), ``order`` the sampler's row order.
+    """
+
+    #: The jitted ``propose``.
+    propose: Any
+    #: Its parameters (a tuple numba can type).
+    params: tuple
+    #: ``before_block(start, stop)``, called before the block runs steps start..stop - 1
+    #: (e.g. to evaluate a step-size schedule into ``params``), or None.
+    before_block: Any = None
+
+
+@jit
+def row_sums(g, acc):
+    """``g.sum(axis=0)`` bit for bit: rows added in order for d > 1, and NumPy's pairwise
+    sum when d = 1 (then the reduced axis is contiguous and NumPy sums it pairwise)."""
+    d = g.shape[1]
+    if d == 1:
+        acc[0] = pairwise_sum(g[:, 0])
+        return
+    for j in range(d):
+        acc[j] = g[0, j]
+    for t in range(1, g.shape[0]):
+        for j in range(d):
+            acc[j] += g[t, j]
+
+
+@jit
+def walk_propose(data, rng, order, theta, theta_new, params, i):
+    """:meth:`RandomWalk.propose`: d standard normals, then :func:`walk_move`."""
+    diag, chol = params
+    z = np.empty(theta.shape[0])
+    for j in range(theta.shape[0]):
+        z[j] = rng.standard_normal()
+    walk_move(theta, diag, chol, z, theta_new)
+    return 0.0, 0
+
+
+@jit
+def independence_propose(data, rng, order, theta, theta_new, params, i):
+    """:meth:`Independence.propose`: ``mean + L z`` (:func:`walk_move` from the mean) and
+    ``log phi(theta) - log phi(theta_new)`` (:func:`gaussian_log_density`)."""
+    mean, factor, inverse = params
+    d = theta.shape[0]
+    z = np.empty(d)
+    for j in range(d):
+        z[j] = rng.standard_normal()
+    walk_move(mean, np.empty(0), factor, z, theta_new)
+    lq = (gaussian_log_density(theta, mean, inverse)
+          - gaussian_log_density(theta_new, mean, inverse))
+    return lq, 0
+
+
+@cache
+def langevin_propose(grads):
+    """:meth:`Langevin.propose` with a minibatch (``batch_size`` rows, the same rows for the
+    forward and the reverse gradient) for one model kind (memoised; ``grads`` its
+    ``BlockModel.grads``)."""
+
+    @jit
+    def propose(data, rng, order, theta, theta_new, params, i):
+        h, chol, batch, prior, N = params
+        code, pa, pb, pconst = prior
+        d = theta.shape[0]
+        restart_order(order)
+        rows = np.empty(batch, dtype=np.intp)
+        draw_rows(rng, order, np.empty(batch), rows)
+        g = np.empty((batch, d))
+        w = N / batch
+        grad = np.empty(d)
+        grad_new = np.empty(d)
+        gp = np.empty(d)
+        acc = np.empty(d)
+        grads(data, rows, theta, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta, gp)
+        for j in range(d):
+            grad[j] = gp[j] + w * acc[j]
+        z = np.empty(d)
+        for j in range(d):
+            z[j] = rng.standard_normal()
+        langevin_move(theta, grad, h, chol, z, theta_new)
+        grads(data, rows, theta_new, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta_new, gp)
+        for j in range(d):
+            grad_new[j] = gp[j] + w * acc[j]
+        lq = (langevin_log_q(theta, theta_new, grad_new, h, chol)
+              - langevin_log_q(theta_new, theta, grad, h, chol))
+        return lq, 2 * batch
+
+    return propose
+
+
+def unchanged_below(obj, owner: type, *names: str) -> bool:
+    """Whether ``type(obj)`` inherits each attribute in ``names`` from ``owner`` unchanged:
+    the condition for ``obj`` to use the compiled move ``owner`` wrote for them."""
+    cls = type(obj)
+    return all(getattr(cls, name) is getattr(owner, name) for name in names)
+
+
 class Proposal:
     """Base class of proposals (see the module docstring for the interface)."""
 
@@ -139,6 +255,16 @@ class Proposal:
 
     def propose(self, rng, view, batches, theta, pstate):
         raise NotImplementedError
+
+    def compiled_move(self, view, model, state, n_samples) -> Move | None:
+        """The move in compiled form for the block loop (:class:`Move`), or None (the
+        default: the chain runs on the Python loop).
+
+        Asked once per chain, after the model gave its compiled parts ``model`` (a
+        :class:`~samplers.models.BlockModel`: its ``grads`` and ``prior`` kernels);
+        ``state`` is the chain's starting state, ``n_samples`` its length.
+        """
+        return None
 
 
 @dataclass(frozen=True)
@@ -213,6 +339,11 @@ class RandomWalk(Proposal):
         z = rng.standard_normal(theta.shape[0])
         step = self._factor @ z if self._factor.ndim == 2 else self._factor * z
         return theta + step, 0.0, None, 0
+
+    def compiled_move(self, view, model, state, n_samples):
+        if not unchanged_below(self, RandomWalk, "propose", "_kernel"):
+            return None
+        return Move(walk_propose, self._kernel(view.dim))
 
     def _kernel(self, d):
         """``(diag, chol)`` for :func:`walk_move` in dimension d (compiled loops)."""
@@ -307,6 +438,16 @@ class Langevin(Proposal):
 
     def init(self, view, theta):
         return view.full_grad(theta) if self.batch_size is None else None
+
+    def compiled_move(self, view, model, state, n_samples):
+        """The minibatch move (``batch_size`` set); None for full-data gradients."""
+        if self.batch_size is None or not unchanged_below(
+                self, Langevin, "propose", "_kernel", "_move", "_log_q",
+                "_propose_preconditioned", "init"):
+            return None
+        h, chol = self._kernel()
+        return Move(langevin_propose(model.grads),
+                    (h, chol, self.batch_size, model.prior, view.N))
 
     def _kernel(self):
         """``(h, chol)`` for :func:`langevin_move` and :func:`langevin_log_q`."""
@@ -451,6 +592,11 @@ class Independence(Proposal):
         if self.mean.shape[0] != view.dim:
             raise ValueError(f"mean has {self.mean.shape[0]} element(s) but theta has "
                              f"{view.dim}")
+
+    def compiled_move(self, view, model, state, n_samples):
+        if not unchanged_below(self, Independence, "propose", "_kernel", "log_density"):
+            return None
+        return Move(independence_propose, self._kernel())
 
     def _kernel(self):
         """``(mean, factor, inverse)`` for :func:`walk_move` (from ``mean``) and

@@ -24,13 +24,20 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
 
-from .mhtests import AcceptanceTest
 from design._lib.checks import check_int, check_interval, check_positive
-from .proposals import Proposal, check_gradient_model, minibatch_grad
+from design._lib.jit import jit
+from design._lib.rows import draw_rows, restart_order
+from .mhtests import AcceptanceTest
+from .mhtests.compiled import Decision
+from .mhtests.status import DECIDED
+from .priors import prior_grad
+from .proposals import (Move, Proposal, check_gradient_model, minibatch_grad, row_sums,
+                        unchanged_below)
 
 __all__ = [
     "StepSchedule",
@@ -120,6 +127,46 @@ class AcceptAllInfo(NamedTuple):
     n_stages: int
 
 
+@jit
+def accept_all_decide(data, theta, theta_new, rng, order, c, settings, state, resume, carry,
+                      values, info):
+    """:meth:`AcceptAll.decide` compiled: accept, read nothing, info ``(0, 0)``."""
+    info[0] = info[1] = 0.0
+    return DECIDED, True, carry, values
+
+
+@cache
+def sgld_propose(grads):
+    """:meth:`SGLD.propose` for one model kind (memoised; ``grads`` its
+    ``BlockModel.grads``): ``params = (hs, temperature, batch, prior)``, ``hs[i]`` the step
+    size of step i (evaluated block by block)."""
+
+    @jit
+    def propose(data, rng, order, theta, theta_new, params, i):
+        hs, temperature, batch, prior = params
+        code, pa, pb, pconst = prior
+        d = theta.shape[0]
+        rows = np.empty(batch, dtype=np.intp)
+        g = np.empty((batch, d))
+        acc = np.empty(d)
+        gp = np.empty(d)
+        w = order.n_total / batch
+        h = hs[i]
+        restart_order(order)
+        draw_rows(rng, order, np.empty(batch), rows)
+        grads(data, rows, theta, g)
+        row_sums(g, acc)
+        prior_grad(code, pa, pb, pconst, theta, gp)
+        half = 0.5 * h
+        sd = math.sqrt(h * temperature)
+        for j in range(d):
+            drift = half * (gp[j] + w * acc[j])
+            theta_new[j] = theta[j] + drift + sd * rng.standard_normal()
+        return 0.0, batch
+
+    return propose
+
+
 @dataclass(frozen=True)
 class AcceptAll(AcceptanceTest):
     """The "test" of uncorrected samplers such as plain SGLD: accepts every proposal.
@@ -144,6 +191,11 @@ class AcceptAll(AcceptanceTest):
 
     def null_info(self):
         return AcceptAllInfo(0, 0)
+
+    def compiled_decision(self, view):
+        if not unchanged_below(self, AcceptAll, "decide", "null_info"):
+            return None
+        return Decision(accept_all_decide, ())
 
 
 @dataclass(frozen=True)
@@ -199,6 +251,20 @@ class SGLD(Proposal):
 
     def check(self, view):
         check_gradient_model(self, view)
+
+    def compiled_move(self, view, model, state, n_samples):
+        """The move with the step-size schedule evaluated in Python block by block (so any
+        :class:`StepSchedule` works)."""
+        if not unchanged_below(self, SGLD, "propose", "_gradient"):
+            return None
+        hs = np.zeros(n_samples)
+        schedule, first = self._schedule, state.iteration
+
+        def before_block(start, stop):
+            hs[start:stop] = [schedule(first + i) for i in range(start, stop)]
+
+        return Move(sgld_propose(model.grads),
+                    (hs, float(self.temperature), self.batch_size, model.prior), before_block)
 
     def _gradient(self, rng, view, theta, idx):
         """The estimate ``g`` of the log-posterior gradient from rows ``idx``."""

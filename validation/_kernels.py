@@ -196,7 +196,7 @@ def interval_path(radius, grow):
         n, mean, m2, stage = 0, 0.0, 0.0, 0
         restart_order(order)
         r = radius(0, N, 0, mean, m2, settings)
-        if r < 0.0:
+        if r != r:   # NEED_MORE (NaN); a negative r decides at once
             raise ValueError("the test's settings do not cover a whole pass over N rows")
         a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
         while n < N and a < b and a < hi_win and b > lo_win:
@@ -205,7 +205,7 @@ def interval_path(radius, grow):
             stage += 1
             if n < N:
                 r = radius(n, N, stage, mean, m2, settings)
-                if r < 0.0:
+                if r != r:   # NEED_MORE (NaN); a negative r decides at once
                     raise ValueError("the test's settings do not cover a whole pass "
                                      "over N rows")
                 a, b = _narrow(a, b, mean - r, mean + r)

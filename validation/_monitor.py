@@ -1,4 +1,4 @@
-"""The bias monitor of an approximate chain (issue 17, part 3)."""
+"""The bias monitor of an approximate chain."""
 
 from __future__ import annotations
 

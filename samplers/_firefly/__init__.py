@@ -10,9 +10,9 @@ The bounds themselves belong to the models: :mod:`samplers.models.bounds`.
 """
 
 from .brightness import BrightSet
-from .sampler import FireflyInfo, FireflyState, firefly, firefly_step
+from .sampler import FireflyInfo, FireflyKernel, FireflyState, firefly, firefly_step
 from .thetaupdates import Slice
 from .zupdates import ExplicitZ, ImplicitZ, ZInfo
 
-__all__ = ["BrightSet", "ExplicitZ", "FireflyInfo", "FireflyState", "ImplicitZ", "Slice", "ZInfo",
-           "firefly", "firefly_step"]
+__all__ = ["BrightSet", "ExplicitZ", "FireflyInfo", "FireflyKernel", "FireflyState", "ImplicitZ",
+           "Slice", "ZInfo", "firefly", "firefly_step"]

@@ -21,7 +21,8 @@ import numpy as np
 
 from design._lib.jit import jit
 from design._lib.rows import draw_rows, restart_order
-from .._blocks import OK, PRIOR_NAN, Block, compiled_model
+from .._blocks import Block, compiled_model
+from ..mhtests.status import OK, PRIOR_NAN
 from ..models.bounds import batch_pairs
 from ..priors import prior_logpdf
 from ..proposals import RandomWalk, walk_move

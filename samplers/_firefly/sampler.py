@@ -24,7 +24,16 @@ from .target import PseudoPosterior, total_at
 from .thetaupdates import PseudoView, Slice, metropolis_update, slice_update
 from .zupdates import ExplicitZ, ImplicitZ
 
-__all__ = ["FireflyState", "FireflyInfo", "firefly_step", "firefly"]
+__all__ = ["FireflyState", "FireflyInfo", "FireflyKernel", "firefly_step", "firefly"]
+
+
+class FireflyKernel(NamedTuple):
+    """What makes a Firefly step, recorded as ``Chain.kernel``: the collapsible bound, the
+    z-update (brightness resampling) and the theta-update (a proposal or ``Slice``)."""
+
+    bound: Any
+    z_update: Any
+    theta_update: Any
 
 
 class FireflyState(NamedTuple):
@@ -159,8 +168,8 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
     Chain
         ``samples`` (theta after each iteration) and ``stats``: ``accepted`` (theta
         moved), ``n_bright``, ``n_used`` (likelihood queries), ``n_grad``, ``n_evals``,
-        ``n_brightened``, ``n_darkened``; ``chain.test`` is the z-update and
-        ``chain.proposal`` the theta-update.
+        ``n_brightened``, ``n_darkened``; ``chain.kernel`` is the :class:`FireflyKernel`
+        (bound, z-update, theta-update), ``chain.test`` and ``chain.proposal`` are None.
 
     Notes
     -----
@@ -214,6 +223,7 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
     if not math.isfinite(base):
         raise ValueError(f"the log pseudo-prior at theta0 must be finite, got {base}")
     state = FireflyState(theta, base, None, BrightSet(view.N), np.full(view.N, -np.inf))
+    kernel = FireflyKernel(bound, z_update, theta_update)
     block = None if compiled is False else firefly_block(
         view, target, z_update, theta_update, rng, rows, state, n_samples)
     if block is None and compiled:
@@ -222,13 +232,13 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
                         "compiled=None (or False) to run the Python loop")
     if block is not None:
         return run_blocks(block, n_samples, lambda samples, done, wall: Chain(
-            samples, block.stats(done), view.N, wall, z_update, theta_update, theta),
+            samples, block.stats(done), view.N, wall, None, None, theta, kernel),
             progress=progress)
 
     def finish(samples, infos, wall):
         stats = {name: np.array([getattr(info, name) for info in infos])
                  for name in FireflyInfo._fields}
-        return Chain(samples, stats, view.N, wall, z_update, theta_update, theta)
+        return Chain(samples, stats, view.N, wall, None, None, theta, kernel)
 
     samples, infos, wall = run_chain(
         lambda s: firefly_step(rng, s, target, update, z_update, rows), state, n_samples,

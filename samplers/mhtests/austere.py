@@ -13,10 +13,19 @@ from design._lib.checks import check_int, check_interval
 from design._lib.jit import jit
 from design._lib.rules import austere_se
 
+from ..priors import pairwise_sum
 from .base import IntervalTest, design_for
-from .engine import NEED_MORE, NONFINITE
+from .status import NEED_MORE, NONFINITE
 
-__all__ = ["AustereInfo", "AustereTest"]
+__all__ = ["AustereInfo", "AustereSettings", "AustereTest"]
+
+
+class AustereSettings(NamedTuple):
+    """The settings of one decision: rows per stage and the critical values of ``|t|`` by
+    stage (grown by doubling when a decision outlasts them)."""
+
+    m: int
+    crit: np.ndarray
 
 
 class AustereInfo(NamedTuple):
@@ -42,7 +51,7 @@ _T_TABLE_STAGES = 4096
 def austere_radius(n, N, stage, mean, m2, settings):
     """``crit[stage - 1] * se`` with ``se`` :func:`~design._lib.rules.austere_se`; infinite
     before any data; :data:`NEED_MORE` past the table of critical values."""
-    crit = settings[1]
+    crit = settings.crit
     if n == 0:
         return math.inf
     if stage > crit.shape[0]:
@@ -52,8 +61,23 @@ def austere_radius(n, N, stage, mean, m2, settings):
 
 @jit
 def stages_of_m(n, N, stage, settings):
-    """Every stage reads ``m = settings[0]`` rows."""
-    return settings[0]
+    """Every stage reads ``settings.m`` rows."""
+    return settings.m
+
+
+@jit
+def austere_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """The info row of a decision (:class:`AustereInfo`; ``_info`` builds it by this very
+    function): ``(n_used, n_stages, mean, sd, first_mean)``, the last three NaN after a
+    non-finite batch; ``first_mean`` summed as ``np.mean`` sums (pairwise)."""
+    info[0], info[1] = n_used, stage
+    if status == NONFINITE:
+        info[2] = info[3] = info[4] = math.nan
+        return
+    first = min(settings.m, n_used)
+    info[2] = mean
+    info[3] = math.sqrt(max(m2, 0.0) / n_used)
+    info[4] = pairwise_sum(values[:first]) / first
 
 
 @dataclass(frozen=True)
@@ -104,6 +128,7 @@ class AustereTest(IntervalTest):
 
     radius = staticmethod(austere_radius)
     grow = staticmethod(stages_of_m)
+    info_kernel = staticmethod(austere_info)
 
     def __post_init__(self):
         object.__setattr__(self, "m", check_int("m", self.m, low=2))
@@ -167,20 +192,13 @@ class AustereTest(IntervalTest):
     # -- the engine's hooks ----------------------------------------------------------------
 
     def _settings(self, view, theta, theta_new, log_const):
-        return (self.m, self._table(view.N, 1))
+        return AustereSettings(self.m, self._table(view.N, 1))
 
     def _more_settings(self, N, stage, settings):
-        return (self.m, self._table(N, stage))
-
-    def _info(self, run, settings):
-        if run.status == NONFINITE:
-            return AustereInfo(run.n_used, run.stage, math.nan, math.nan, math.nan)
-        first = float(np.mean(run.values[:min(self.m, run.n_used)]))
-        return AustereInfo(run.n_used, run.stage, run.mean,
-                           math.sqrt(max(run.m2, 0.0) / run.n_used), first)
+        return AustereSettings(self.m, self._table(N, stage))
 
     def _vector_settings(self, N, C, log_const):
-        return (self.m, self.critical_values(N, -(-N // self.m)))
+        return AustereSettings(self.m, self.critical_values(N, -(-N // self.m)))
 
     def design_parameters(self):
         return self.m, self.epsilon

@@ -14,11 +14,11 @@ from design._lib.jit import jit
 from design._lib.moments import abs_central_sums
 from design._lib.rules import barker_skew, barker_variance, novak_error, novak_lower_bound
 
-from .barker_presized import presized_epilogue, presized_rule
+from .barker_presized import presized_epilogue, presized_info, presized_rule
 from .base import SequentialTest, design_for
-from .engine import GROW
+from .status import GROW, RUN
 
-__all__ = ["BarkerInfo", "BarkerTest", "barker_stage"]
+__all__ = ["BarkerInfo", "BarkerSettings", "BarkerTest", "barker_stage"]
 
 #: Stopping statuses of the Barker rule: enough rows read, or all N (the exact test).
 STOP, EXACT = 1, 2
@@ -45,6 +45,30 @@ class BarkerInfo(NamedTuple):
     #: Rows of the batch that decided: all rows read for the sequential rule, the rows after
     #: the pilot for the presized one (N for an exact decision).
     batch: int
+
+
+class BarkerSettings(NamedTuple):
+    """The settings of one decision (both stopping rules and both draws read them)."""
+
+    #: Rows per stage (the pilot's stage for the presized rule).
+    m: int
+    #: The data-free log ratio c (``Delta* = N mean + c``).
+    log_const: float
+    #: The correction's sigma.
+    sigma: float
+    #: Novak threshold (-1 without one) and whether the rule checks it.
+    delta: float
+    check_eps: bool
+    fpc: bool
+    skewed: bool
+    #: The correction table: grid start, spacing, skew step, density and cdf rows.
+    x0: float
+    h: float
+    skew_step: float
+    density: np.ndarray
+    cdf: np.ndarray
+    #: The presized rule's margin.
+    margin: float
 
 
 @jit
@@ -87,15 +111,38 @@ def barker_stage(values, k, N, mean, m2, sigma2, delta, check_eps, fpc, center, 
 def barker_rule(values, k, N, stage, mean, m2, m3, mu0, settings, carry):
     """The engine's rule: stages of ``m`` rows until :func:`barker_stage` stops.
 
-    ``settings = (m, log_const, sigma, delta, check_eps, fpc, skewed, x0, h, skew_step,
-    density, cdf)``; ``carry = (s2, eps, eta, center, t1, t3)``.
+    ``settings``: :class:`BarkerSettings`; ``carry = (s2, eps, eta, center, t1, t3)``.
     """
     if values.shape[0] == 0:
-        return GROW, False, carry, settings[0]
-    sigma, delta, check_eps, fpc = settings[2], settings[3], settings[4], settings[5]
-    status, s2, eps, center, t1, t3 = barker_stage(values, k, N, mean, m2, sigma * sigma, delta,
-                                                   check_eps, fpc, carry[3], carry[4], carry[5])
-    return status, False, (s2, eps, carry[2], center, t1, t3), settings[0]
+        return GROW, False, carry, settings.m
+    sigma = settings.sigma
+    status, s2, eps, center, t1, t3 = barker_stage(
+        values, k, N, mean, m2, sigma * sigma, settings.delta, settings.check_eps,
+        settings.fpc, carry[3], carry[4], carry[5])
+    return status, False, (s2, eps, carry[2], center, t1, t3), settings.m
+
+
+@jit
+def barker_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """The info row of a sequential decision (:class:`BarkerInfo`): ``(n, stage, eps, s2,
+    eta, mean, batch)``, NaN (batch 0) after a non-finite batch; the batch is every row
+    read."""
+    info[0], info[1] = n_used, stage
+    if status == STOP or status == EXACT:
+        info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+        info[5], info[6] = mean, n_used
+    else:
+        info[2] = info[3] = info[4] = info[5] = math.nan
+        info[6] = 0
+
+
+@jit
+def barker_settings(data, theta, theta_new, N, base, c):
+    """The compiled decision's ``prepare``: :meth:`BarkerTest._settings`, the
+    :class:`BarkerSettings` of ``base = _draw_args`` with ``log_const = c``."""
+    return RUN, BarkerSettings(base.m, c, base.sigma, base.delta, base.check_eps, base.fpc,
+                               base.skewed, base.x0, base.h, base.skew_step, base.density,
+                               base.cdf, base.margin), 0.0
 
 
 @cache
@@ -114,9 +161,10 @@ def barker_epilogue():
 
     @jit
     def draw(rng, status, accepted, n, N, mean, m2, m3, mu0, settings, carry):
-        log_const, sigma, fpc, skewed = settings[1], settings[2], settings[5], settings[6]
-        x0, h, skew_step, density, cdf = settings[7], settings[8], settings[9], settings[10], \
-            settings[11]
+        log_const, sigma, fpc, skewed = (settings.log_const, settings.sigma, settings.fpc,
+                                         settings.skewed)
+        x0, h, skew_step = settings.x0, settings.h, settings.skew_step
+        density, cdf = settings.density, settings.cdf
         s2, eps, eta, center, t1, t3 = carry
         dstar = N * mean + log_const
         if status == EXACT:
@@ -304,10 +352,11 @@ class BarkerTest(SequentialTest):
         else:
             density, cdf, step = a.density[None, :], a.cdf[None, :], 1.0
         delta = -1.0 if self.delta is None else self.delta
-        set_(self, "_draw_args", (self.m, self.sigma, delta, self.delta is not None,
-                                  bool(self.fpc), bool(self.skew), float(a.x0),
-                                  float(a.spacing), float(step), density, cdf,
-                                  self.margin))
+        # the settings with log_const 0: each decision's replaces it by its c
+        set_(self, "_draw_args", BarkerSettings(
+            self.m, 0.0, self.sigma, delta, self.delta is not None, bool(self.fpc),
+            bool(self.skew), float(a.x0), float(a.spacing), float(step), density, cdf,
+            self.margin))
 
     @property
     def rule(self):
@@ -316,6 +365,10 @@ class BarkerTest(SequentialTest):
     @property
     def epilogue(self):
         return presized_epilogue() if self.stopping == "presized" else barker_epilogue()
+
+    @property
+    def info_kernel(self):
+        return presized_info if self.stopping == "presized" else barker_info
 
     @classmethod
     def from_design(cls, design) -> "BarkerTest":
@@ -357,17 +410,10 @@ class BarkerTest(SequentialTest):
     # -- the engine's hooks ----------------------------------------------------------------
 
     def _settings(self, view, theta, theta_new, log_const):
-        a = self._draw_args
-        return (a[0], float(log_const)) + a[1:]
+        return self._draw_args._replace(log_const=float(log_const))
 
-    def _info(self, run, settings):
-        if run.status not in (STOP, EXACT):  # non-finite l_i
-            return BarkerInfo(run.n_used, run.stage, math.nan, math.nan, math.nan, math.nan, 0)
-        s2, eps, eta = run.carry[:3]
-        batch = run.n_used
-        if self.stopping == "presized" and run.status == STOP:
-            batch -= int(run.carry[4])          # the pilot's rows
-        return BarkerInfo(run.n_used, run.stage, eps, s2, eta, run.mean, batch)
+    def _compiled_settings(self, view):
+        return barker_settings, self._draw_args, None
 
     def _vector_settings(self, N, C, log_const):
         return self._settings(None, None, None, log_const)

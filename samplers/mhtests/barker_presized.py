@@ -1,4 +1,4 @@
-"""The presized stopping rule of the minibatch Barker test (issue 17, part 4):
+"""The presized stopping rule of the minibatch Barker test:
 ``BarkerTest(stopping="presized")``.
 
 Algorithm 1 of Seita et al. (2017) grows the batch ``m`` rows at a time until the estimated
@@ -74,7 +74,8 @@ from design._lib.rules import barker_skew, novak_error
 
 from .engine import GROW
 
-__all__ = ["PILOT_RSE", "pilot_done", "presized_batch", "presized_rule", "presized_epilogue"]
+__all__ = ["PILOT_RSE", "pilot_done", "presized_batch", "presized_info", "presized_rule",
+           "presized_epilogue"]
 
 #: Stopping statuses, as the sequential Barker rule's: a batch, or all N rows (exact).
 STOP, EXACT = 1, 2
@@ -137,12 +138,12 @@ def presized_rule(values, k, N, stage, mean, m2, m3, mu0, settings, carry):
     """The engine's rule: a pilot of ``m`` rows, grown ``m`` rows at a time until
     :func:`pilot_done`, then one batch of the size it prescribes.
 
-    ``settings`` as :func:`samplers.mhtests.barker.barker_rule`'s, with ``margin`` last.
+    ``settings``: :class:`~samplers.mhtests.barker.BarkerSettings` (``margin`` included).
     ``carry = (s2, eps, eta, Delta', a, 0)`` at the end (``s2`` unclipped); ``a = 0``
     while the pilot grows.
     """
-    m, log_const, sigma, fpc = settings[0], settings[1], settings[2], settings[5]
-    margin = settings[12]
+    m, log_const, sigma, fpc = settings.m, settings.log_const, settings.sigma, settings.fpc
+    margin = settings.margin
     n = values.shape[0]
     if n == 0:
         return GROW, False, carry, m
@@ -176,9 +177,9 @@ def presized_epilogue():
 
     @jit
     def draw(rng, status, accepted, n, N, mean, m2, m3, mu0, settings, carry):
-        log_const, sigma, skewed = settings[1], settings[2], settings[6]
-        x0, h, skew_step, density, cdf = settings[7], settings[8], settings[9], settings[10], \
-            settings[11]
+        log_const, sigma, skewed = settings.log_const, settings.sigma, settings.skewed
+        x0, h, skew_step = settings.x0, settings.h, settings.skew_step
+        density, cdf = settings.density, settings.cdf
         s2, eps, eta, dstar = carry[0], carry[1], carry[2], carry[3]
         if status == EXACT:
             u = rng.random()
@@ -194,3 +195,19 @@ def presized_epilogue():
         return dstar + x_nc + x_corr > 0.0, carry
 
     return draw
+
+
+@jit
+def presized_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """The info row of a presized decision (``BarkerInfo``): ``(n, stage, eps, s2, eta,
+    mean, batch)`` with the batch of a STOP decision the rows after the pilot (``carry[4]``
+    rows), all N rows for EXACT; NaN (batch 0) after a non-finite batch."""
+    info[0], info[1] = n_used, stage
+    if status == STOP or status == EXACT:
+        info[2], info[3], info[4] = carry[1], carry[0], carry[2]
+        info[5], info[6] = mean, n_used
+        if status == STOP:
+            info[6] = n_used - int(carry[4])
+    else:
+        info[2] = info[3] = info[4] = info[5] = math.nan
+        info[6] = 0

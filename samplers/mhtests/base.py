@@ -18,10 +18,14 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+import numpy as np
+
+from .compiled import (Decision, InfoLayout, nonfinite_decision, same_settings,
+                       sequential_decide)
 from .engine import MORE, NONFINITE, Run, interval_rule, keep, python_driver, run_compiled
 
 __all__ = ["AcceptanceTest", "SequentialTest", "IntervalTest", "EngineSpec", "PathSpec",
-           "design_for", "nonfinite_decision"]
+           "design_for", "nonfinite_decision", "unchanged_below"]
 
 
 class AcceptanceTest:
@@ -56,26 +60,32 @@ class AcceptanceTest:
         """Info recorded for a proposal that the prior rejects without reading data."""
         raise NotImplementedError
 
+    def compiled_decision(self, view) -> Decision | None:
+        """The test's compiled decision on this model (:class:`~samplers.mhtests.compiled.
+        Decision`), or None (the default): the chain then runs on the Python loop.
 
-def nonfinite_decision(mean: float, theta_new) -> bool:
-    """A batch mean of -inf rejects (theta_new has zero likelihood); NaN and +inf are errors.
+        Asked once per chain by the compiled block loop, after the model and the proposal
+        gave their compiled parts; ``view`` is the chain's
+        :class:`~samplers._view.ModelView`. A subclass that changes what a decision does
+        (``decide`` or a hook) must not inherit a compiled decision that does otherwise:
+        see :func:`unchanged_below`.
+        """
+        return None
 
-    +inf means a log-likelihood of +inf at ``theta_new`` (or -inf at the current point, which
-    an exact chain never reaches): no density is infinite, so the model is refused there
-    rather than the chain moved onto that point.
-    """
-    if math.isnan(mean):
-        raise ValueError(
-            f"log-likelihood ratios are NaN between the current point and theta_new={theta_new}; "
-            "the model's log-likelihood is not defined there"
-        )
-    if mean == math.inf:
-        raise ValueError(
-            f"a log-likelihood ratio is +inf at theta_new={theta_new}: the model's "
-            "log-likelihood is +inf there (or -inf at the current point); a log-likelihood "
-            "must be finite or -inf, so the move is refused"
-        )
-    return False
+
+def unchanged_below(obj, owner: type, *names: str) -> bool:
+    """Whether ``type(obj)`` inherits each attribute in ``names`` from ``owner`` unchanged:
+    the condition for ``obj`` to use compiled parts that ``owner`` wrote for them."""
+    cls = type(obj)
+    return all(getattr(cls, name) is getattr(owner, name) for name in names)
+
+
+def _defining_class(obj, attr: str) -> type:
+    """The class in ``type(obj).__mro__`` whose body defines ``attr``."""
+    for klass in type(obj).__mro__:
+        if attr in klass.__dict__:
+            return klass
+    raise AttributeError(attr)
 
 
 def design_for(design, kind: str, cls: str):
@@ -132,6 +142,42 @@ class SequentialTest(AcceptanceTest):
     carry0: tuple = ()
     #: Whether ``decide`` draws u before reading rows (False: mu0 is NaN).
     draws_threshold = True
+    #: The jitted ``write_info(status, n_used, stage, mean, m2, values, settings, carry,
+    #: info)`` of the compiled decision (a ``staticmethod``; None: no compiled decision).
+    info_kernel = None
+
+    #: What a compiled decision reproduces: a subclass that overrides one of these without
+    #: supplying its own ``info_kernel`` runs on the Python loop.
+    _compiled_hooks = ("decide", "_settings", "_more_settings", "_info", "_decide_without_data",
+                       "rule", "epilogue", "carry0", "draws_threshold", "_compiled_settings")
+
+    def compiled_decision(self, view):
+        """The compiled decision generated from this test's rule, epilogue, settings and
+        ``info_kernel`` (:func:`~samplers.mhtests.compiled.sequential_decide`): the engine's
+        compiled driver, the one :meth:`decide` runs on a compiled model; None for a model
+        without row kernels or a test without ``info_kernel``."""
+        if self.info_kernel is None or view.row_ratio is None:
+            return None
+        if not unchanged_below(self, _defining_class(self, "info_kernel"), *self._compiled_hooks):
+            return None
+        parts = self._compiled_settings(view)
+        if parts is None:
+            return None
+        prepare, base, refuse = parts
+        decide = sequential_decide(view.row_ratio, view.row_prefetch, self.rule, self.epilogue,
+                                   bool(self.draws_threshold), prepare, self.info_kernel)
+        N = view.N
+
+        def more(settings, state):
+            return self._more_settings(N, int(state[4]), settings)
+
+        return Decision(decide, base, self.carry0, more, refuse)
+
+    def _compiled_settings(self, view):
+        """``(prepare, base, refuse)`` of the compiled decision, or None: by default the
+        settings do not depend on the pair (``same_settings`` with ``base`` this test's
+        ``_settings``) and nothing is refused."""
+        return same_settings, self._settings(view, None, None, 0.0), None
 
     def decide(self, rng, view, batches, theta, theta_new, log_const):
         N = view.N
@@ -170,8 +216,17 @@ class SequentialTest(AcceptanceTest):
         raise NotImplementedError(f"{type(self).__name__}'s rule asked for more settings")
 
     def _info(self, run: Run, settings: tuple):
-        """The info of a finished run (``run.status`` may be NONFINITE)."""
-        raise NotImplementedError
+        """The info of a finished run (``run.status`` may be NONFINITE): by default built by
+        the compiled decision's own ``info_kernel`` (one definition for both loops), in the
+        layout of :meth:`null_info`."""
+        if self.info_kernel is None:
+            raise NotImplementedError(f"{type(self).__name__} defines neither _info nor "
+                                      "info_kernel")
+        layout = InfoLayout.of(self.null_info())
+        row = np.empty(len(layout.names))
+        self.info_kernel(run.status, run.n_used, run.stage, run.mean, run.m2, run.values,
+                         settings, run.carry, row)
+        return layout.info(row)
 
     # -- what the checks ask for ---------------------------------------------------------
 

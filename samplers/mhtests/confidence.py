@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import cache
 from typing import NamedTuple
 
 import numpy as np
@@ -12,9 +13,41 @@ from design._lib.checks import check_int, check_interval
 from design._lib.jit import jit
 from design._lib.rules import BOUNDS, confidence_radius_code, look_delta, next_size
 
+from ..models._kernels import batch_ratio
 from .base import IntervalTest, design_for, nonfinite_decision
+from .status import BAD_RANGE, KNOWN, KNOWN_INFO, NAN_MEAN, RUN
 
-__all__ = ["ConfidenceInfo", "ConfidenceTest", "confidence_radius"]
+__all__ = ["ConfidenceInfo", "ConfidenceSettings", "ConfidenceTest", "confidence_radius"]
+
+
+class ConfidenceSettings(NamedTuple):
+    """The settings of one decision."""
+
+    #: Half-width of the range of the l_i (every l_i within C of ``center``).
+    C: float
+    #: Total error probability, the exponent of its schedule, the geometric growth factor.
+    delta: float
+    p: float
+    gamma: float
+    #: Index of the bound in ``design._lib.rules.BOUNDS``.
+    bound: int
+    #: Size of the first subsample.
+    b0: int
+    #: Rows read to find the range (N for ``range="full-data"``).
+    n_scanned: int
+    center: float
+
+
+class ConfidenceBase(NamedTuple):
+    """What the compiled ``prepare`` turns into :class:`ConfidenceSettings` for a pair: the
+    model's range constants (``()`` for a scan) and the test's constants."""
+
+    consts: tuple
+    delta: float
+    p: float
+    gamma: float
+    bound: int
+    b0: int
 
 
 class ConfidenceInfo(NamedTuple):
@@ -58,20 +91,96 @@ def confidence_look_radius(n, N, stage, mean, m2, settings):
     """The bound's half-width at look ``stage`` with ``delta_k = (p-1)/(p k^p) delta``;
     infinite before any data (a range ``C = 0`` is decided before the engine runs, see
     :meth:`ConfidenceTest._decide_without_data`).
-    ``settings = (C, delta, p, gamma, code, b0, n_scanned, center)``."""
-    C, delta, p = settings[0], settings[1], settings[2]
+    ``settings``: :class:`ConfidenceSettings`."""
     if n == 0:
         return math.inf
-    return confidence_radius_code(settings[4], n, N, C, math.sqrt(m2 / n),
-                                  look_delta(stage, p, delta))
+    return confidence_radius_code(settings.bound, n, N, settings.C, math.sqrt(m2 / n),
+                                  look_delta(stage, settings.p, settings.delta))
 
 
 @jit
 def geometric_stages(n, N, stage, settings):
     """First ``b0`` rows, then grow the subsample to ``ceil(gamma n)`` (at least n + 1)."""
     if n == 0:
-        return settings[5]
-    return next_size(n, N, settings[3]) - n
+        return settings.b0
+    return next_size(n, N, settings.gamma) - n
+
+
+# -- the compiled decision's parts (see samplers.mhtests.compiled.sequential_decide) -----------
+
+
+@jit
+def confidence_checked(center, C, base, scanned):
+    """:meth:`ConfidenceTest._settings` and ``_decide_without_data`` from a range
+    ``(center, C)`` and a :class:`ConfidenceBase`; NAN_MEAN or BAD_RANGE for a NaN or
+    infinite C (``_check_range``), KNOWN for C = 0."""
+    settings = ConfidenceSettings(C, base.delta, base.p, base.gamma, base.bound, base.b0,
+                                  scanned, center)
+    if not math.isfinite(C):
+        return (NAN_MEAN if C != C else BAD_RANGE), settings, C
+    if C == 0.0:
+        return KNOWN, settings, center
+    return RUN, settings, 0.0
+
+
+@cache
+def confidence_model_settings(ratio_range):
+    """``prepare`` of ``range="model"`` on a model whose range is the jitted
+    ``ratio_range(consts, theta, theta_new)`` (``base.consts``; the model's
+    ``block_range()``), the function its ``loglik_ratio_range`` calls."""
+
+    @jit
+    def prepare(data, theta, theta_new, N, base, c):
+        center, C = ratio_range(base.consts, theta, theta_new)
+        return confidence_checked(center, C, base, 0)
+
+    return prepare
+
+
+@cache
+def confidence_scan_settings(row_ratio, row_prefetch):
+    """``prepare`` of ``range="full-data"``: ``C = max_i |l_i|`` over all N rows in chunks of
+    ``FULL_CHUNK`` (as :meth:`ConfidenceTest._range`: NaN as soon as a chunk holds one)."""
+    from .._view import FULL_CHUNK
+
+    ratios = batch_ratio(row_ratio, row_prefetch)
+
+    @jit
+    def prepare(data, theta, theta_new, N, base, c):
+        size = min(FULL_CHUNK, N)
+        rows = np.empty(size, dtype=np.intp)
+        out = np.empty(size)
+        C = 0.0
+        for start in range(0, N, FULL_CHUNK):
+            k = min(FULL_CHUNK, N - start)
+            for t in range(k):
+                rows[t] = start + t
+            ratios(data, rows[:k], theta, theta_new, out[:k])
+            chunk_max = 0.0
+            for t in range(k):
+                a = abs(out[t])
+                if a != a:
+                    chunk_max = a
+                    break
+                if t == 0 or a > chunk_max:
+                    chunk_max = a
+            if not chunk_max <= C:
+                C = chunk_max
+                if C != C:
+                    break
+        return confidence_checked(0.0, C, base, N)
+
+    return prepare
+
+
+@jit
+def confidence_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """The info row (:class:`ConfidenceInfo`; also ``_decide_without_data``'s, with ``mean``
+    the centre): ``(n_used, n_stages, n_scanned, mean, sd, C)``, sd 0 without data."""
+    info[0], info[1], info[2] = n_used, stage, settings.n_scanned
+    info[3] = mean
+    info[4] = math.sqrt(max(m2, 0.0) / n_used) if n_used > 0 else 0.0
+    info[5] = settings.C if status != KNOWN_INFO else 0.0
 
 
 @dataclass(frozen=True)
@@ -124,6 +233,7 @@ class ConfidenceTest(IntervalTest):
 
     radius = staticmethod(confidence_look_radius)
     grow = staticmethod(geometric_stages)
+    info_kernel = staticmethod(confidence_info)
 
     def __post_init__(self):
         object.__setattr__(self, "delta", check_interval("delta", self.delta, 0.0, 1.0))
@@ -176,8 +286,9 @@ class ConfidenceTest(IntervalTest):
         return 0.0, C, view.N
 
     def _with_range(self, C, scanned, center=0.0):
-        return (float(C), self.delta, self.p, self.gamma, BOUNDS.index(self.bound),
-                self.batch_size, scanned, float(center))
+        return ConfidenceSettings(float(C), self.delta, self.p, self.gamma,
+                                  BOUNDS.index(self.bound), self.batch_size, scanned,
+                                  float(center))
 
     # -- the engine's hooks ----------------------------------------------------------------
 
@@ -195,15 +306,37 @@ class ConfidenceTest(IntervalTest):
         self._check_range(C, theta_new)
         return self._with_range(C, scanned, center)
 
+    def _compiled_settings(self, view):
+        """The range from the model's jitted ``block_range()`` (``range="model"``; None, the
+        Python loop, for a model without one) or a compiled scan of all N rows."""
+        tail = (self.delta, self.p, self.gamma, BOUNDS.index(self.bound), self.batch_size)
+        if self.range == "full-data":
+            prepare = confidence_scan_settings(view.row_ratio, view.row_prefetch)
+            base = ConfidenceBase((), *tail)
+        else:
+            block_range = getattr(view.model, "block_range", None)
+            parts = None if block_range is None else block_range()
+            if parts is None:
+                return None
+            ratio_range, consts = parts
+            prepare, base = confidence_model_settings(ratio_range), ConfidenceBase(consts, *tail)
+
+        def refuse(state, theta, theta_new):
+            self._check_range(state[0], theta_new)
+
+        return prepare, base, refuse
+
     def _decide_without_data(self, mu0, settings):
         """C == 0: every l_i equals the center, so the mean is known without reading data."""
-        if settings[0] == 0.0:
-            return settings[7] > mu0, ConfidenceInfo(0, 0, settings[6], settings[7], 0.0, 0.0)
+        if settings.C == 0.0:
+            return settings.center > mu0, ConfidenceInfo(0, 0, settings.n_scanned,
+                                                         settings.center, 0.0, 0.0)
         return None
 
     def _info(self, run, settings):
         sd = math.sqrt(max(run.m2, 0.0) / run.n_used) if run.n_used > 0 else 0.0
-        return ConfidenceInfo(run.n_used, run.stage, settings[6], run.mean, sd, settings[0])
+        return ConfidenceInfo(run.n_used, run.stage, settings.n_scanned, run.mean, sd,
+                              settings.C)
 
     def _vector_settings(self, N, C, log_const):
         if C is None:

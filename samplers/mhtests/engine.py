@@ -63,16 +63,13 @@ from design._lib.rows import draw_rows
 from design._lib.jit import jit
 from design._lib.moments import batch_moments3, merge_moments3
 from ..models._kernels import batch_ratio
+# the rule statuses (read more rows, the settings ran out, the driver's non-finite batch, the
+# interval rules' stop) and a radius's "settings ran out": one module defines every code
+from .status import DONE, GROW, MORE, NEED_MORE, NONFINITE
 
 __all__ = ["GROW", "MORE", "NONFINITE", "DONE", "Run", "compiled_driver", "interval_rule",
            "keep", "python_driver", "run_compiled"]
 
-#: Rule statuses: read more rows; the settings ran out; (driver only) a non-finite batch.
-GROW, MORE, NONFINITE = 0, -1, -2
-#: The stopping status of interval rules (any status > 0 stops).
-DONE = 1
-#: What a radius returns when the settings ran out (see :func:`interval_rule`).
-NEED_MORE = -1.0
 
 _NO_VALUES = np.empty(0)
 
@@ -244,7 +241,8 @@ def interval_rule(radius, grow):
 
     ``radius(n, N, stage, mean, m2, settings) -> r``: after ``stage`` stages and n rows the
     test decides iff ``|mean - mu0| > r`` (accept iff ``mean > mu0``); r must not depend on
-    mu0, and a negative r (:data:`NEED_MORE`) says the settings ran out. At ``n = 0`` the
+    mu0, and :data:`NEED_MORE` (NaN) says the settings ran out (a negative r decides at
+    once). At ``n = 0`` the
     radius says whether the test may decide without data (``inf``: it may not).
     ``grow(n, N, stage, settings) -> k``: rows of the next stage (at n = 0, the first).
     At n = N the decision is exact: accept iff ``mean > mu0``.
@@ -261,7 +259,7 @@ def interval_rule(radius, grow):
         if n == N:
             return DONE, diff > 0, carry, 0
         r = radius(n, N, stage, mean, m2, settings)
-        if r < 0.0:
+        if r != r:   # NEED_MORE; any number, negative ones too, is a radius
             return MORE, False, carry, 0
         if abs(diff) > r:
             return DONE, diff > 0, carry, 0

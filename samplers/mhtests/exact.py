@@ -4,9 +4,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cache
 from typing import NamedTuple
 
-from .base import AcceptanceTest, nonfinite_decision
+import numpy as np
+
+from design._lib.jit import jit
+
+from .base import AcceptanceTest, nonfinite_decision, unchanged_below
+from .compiled import Decision, nonfinite_status
+from .status import DECIDED
 
 __all__ = ["ExactInfo", "ExactTest"]
 
@@ -18,6 +25,32 @@ class ExactInfo(NamedTuple):
     l_mean: float
     #: Population standard deviation of the l_i over all N rows.
     l_std: float
+
+
+@cache
+def exact_decide(ratio_chunks):
+    """:meth:`ExactTest.decide` as a compiled ``decide`` for a model of one chunk of rows
+    (N <= ``FULL_CHUNK``: the pass the Python loop runs, in the calling thread)."""
+    from .._view import FULL_CHUNK, _merge_chunks
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        N = order.n_total
+        log_u = -rng.standard_exponential()
+        means = np.empty(1)
+        m2s = np.empty(1)
+        ratio_chunks(data, theta, theta_new, N, FULL_CHUNK, means, m2s, 0, 1)
+        ok, n, mean, m2 = _merge_chunks(N, FULL_CHUNK, means, m2s)
+        info[0], info[1], info[2] = N, 1, mean
+        if not ok:
+            info[3] = math.nan
+            state[0] = mean
+            return nonfinite_status(mean), False, carry, values
+        info[3] = math.sqrt(m2 / n) if n > 0 else 0.0
+        return DECIDED, log_u < mean * N + c, carry, values
+
+    return decide
 
 
 @dataclass(frozen=True)
@@ -49,3 +82,13 @@ class ExactTest(AcceptanceTest):
 
     def null_info(self):
         return ExactInfo(0, 0, math.nan, math.nan)
+
+    def compiled_decision(self, view):
+        """The full-data pass in the block, for a model of one chunk of rows; None for more
+        rows (the Python loop runs the pass on every core) or no row kernels."""
+        from .._view import FULL_CHUNK
+
+        if (view.N > FULL_CHUNK or view.row_ratio is None
+                or not unchanged_below(self, ExactTest, "decide")):
+            return None
+        return Decision(exact_decide(view._ratio_chunks), ())

@@ -13,7 +13,14 @@ from design._lib.jit import jit
 
 from .base import IntervalTest
 
-__all__ = ["FPCNormalInfo", "FPCNormalTest"]
+__all__ = ["FPCNormalInfo", "FPCNormalSettings", "FPCNormalTest"]
+
+
+class FPCNormalSettings(NamedTuple):
+    """Rows per stage and the normal critical value ``z = Phi^-1(1 - epsilon)``."""
+
+    m: int
+    z: float
 
 
 class FPCNormalInfo(NamedTuple):
@@ -26,13 +33,19 @@ def fpc_normal_radius(n, N, stage, mean, m2, settings):
     """``z sqrt(s^2 (1 - n/N) / n)``, ``s^2 = m2 / (n - 1)``; infinite before two rows."""
     if n < 2:
         return math.inf
-    return settings[1] * math.sqrt(m2 / (n - 1) * (1.0 - n / N) / n)
+    return settings.z * math.sqrt(m2 / (n - 1) * (1.0 - n / N) / n)
 
 
 @jit
 def fpc_normal_stages(n, N, stage, settings):
-    """Every stage reads ``m = settings[0]`` rows."""
-    return settings[0]
+    """Every stage reads ``settings.m`` rows."""
+    return settings.m
+
+
+@jit
+def fpc_normal_info(status, n_used, stage, mean, m2, values, settings, carry, info):
+    """The info row of a decision: ``(n_used, n_stages)`` (:class:`FPCNormalInfo`)."""
+    info[0], info[1] = n_used, stage
 
 
 @dataclass(frozen=True)
@@ -84,6 +97,7 @@ class FPCNormalTest(IntervalTest):
 
     radius = staticmethod(fpc_normal_radius)
     grow = staticmethod(fpc_normal_stages)
+    info_kernel = staticmethod(fpc_normal_info)
 
     def __post_init__(self):
         object.__setattr__(self, "m", check_int("m", self.m, low=2))
@@ -94,13 +108,10 @@ class FPCNormalTest(IntervalTest):
             raise ValueError(f"m must be <= N = {view.N} (the number of rows), got {self.m}")
 
     def _settings(self, view, theta, theta_new, log_const):
-        return (self.m, float(special.ndtri(1.0 - self.epsilon)))
+        return FPCNormalSettings(self.m, float(special.ndtri(1.0 - self.epsilon)))
 
     def _vector_settings(self, N, C, log_const):
         return self._settings(None, None, None, log_const)
-
-    def _info(self, run, settings):
-        return FPCNormalInfo(run.n_used, run.stage)
 
     def design_parameters(self):
         return self.m, self.epsilon

@@ -10,7 +10,7 @@ None of that is a stage rule over moments, so the three tests share their own co
 loop below and implement :class:`~samplers.mhtests.base.AcceptanceTest` directly; the
 full-data fallback is :class:`~samplers.ExactTest`'s decision. Without a proxy (TunaMH on a
 built-in model) the compiled chain loop runs the whole decision with the same loop and the
-same draws (``samplers._blocks.poisson_decide``).
+same draws (:func:`poisson_decide`, the test's compiled decision).
 
 All three decide with a Poisson number of rows and leave the posterior exactly invariant.
 Write the log target as ``log p0(theta) + sum_i proxy_i(theta) + sum_i r_i(theta)``, the
@@ -63,10 +63,12 @@ from design._lib.checks import check_finite_array, check_interval
 from design._lib.jit import jit
 from design._lib.prefetch import prefetch_ahead
 
-from .._poisson import PoissonBatches
+from .._poisson import PoissonBatches, alias_rows, uniform_rows
 from ..models.remainder import TaylorRemainder, has_remainder_bounds
-from .base import AcceptanceTest
+from .base import AcceptanceTest, unchanged_below
+from .compiled import Decision
 from .exact import ExactTest
+from .status import DECIDED, PYTHON_STEP, VIOLATION
 
 __all__ = ["SMHTest", "TunaMHTest", "ScalableSubsamplingTest", "ExactMinibatchInfo",
            "BoundViolation"]
@@ -132,6 +134,68 @@ def _decision_loop(row_ratio, row_prefetch):
     return kernel
 
 
+@cache
+def poisson_decide(loop):
+    """:meth:`_PoissonFactorTest.decide` without a proxy (order 0: ``P = 0``, TunaMH on a
+    plain model) as a compiled ``decide`` over the test's Poisson factor ``loop``
+    (memoised), with the same draws in the same order. ``settings = (C, chi, gamma,
+    stop_at_zero, c, c_uniform, prob, alias, weighted)``; info ``(n_used, n_stages, batch,
+    rate, n_kept, full_data)``. A pair whose expected batch reaches N returns PYTHON_STEP
+    before drawing anything: the full-data step (:class:`~samplers.ExactTest`'s decision, on
+    every core) runs in Python."""
+
+    @jit
+    def decide(data, theta, theta_new, rng, order, c, base, state, resume, carry, values,
+               info):
+        C, chi, gamma, stop_at_zero, c_all, c_uniform, prob, alias, weighted = base
+        N = order.n_total
+        d = theta.shape[0]
+        diff = np.empty(d)
+        for j in range(d):
+            diff[j] = theta_new[j] - theta[j]
+        phi = math.sqrt(np.dot(diff, diff))   # TaylorRemainder.phi at order 0 (BLAS ddot)
+        cphi = C * phi
+        lam = chi * cphi * cphi
+        rate = lam + cphi
+        if rate >= N:
+            return PYTHON_STEP, False, carry, values
+        info[0] = info[1] = info[2] = info[4] = info[5] = 0.0
+        info[3] = rate
+        if not -rng.standard_exponential() < c + 0.0:
+            return DECIDED, False, carry, values
+        B = rng.poisson(rate)
+        if B == 0:
+            return DECIDED, True, carry, values
+        idx = np.empty(B, dtype=np.intp)
+        if weighted:
+            u = np.empty(2 * B)
+            for t in range(2 * B):
+                u[t] = rng.random()
+            alias_rows(prob, alias, u, idx)
+        else:
+            u = np.empty(B)
+            for t in range(B):
+                u[t] = rng.random()
+            uniform_rows(N, u, idx)
+        v = np.empty(B)
+        for t in range(B):
+            v[t] = rng.random()
+        status, log_ratio, n_read, n_kept, bad, delta, bound = loop(
+            data, idx, v, theta, theta_new, c_all, c_uniform, phi, lam / C, gamma,
+            stop_at_zero)
+        if status != _OK:
+            state[0], state[1], state[2] = idx[bad], delta, bound
+            return VIOLATION, False, carry, values
+        info[0], info[1], info[2], info[4] = n_read, 1, B, n_kept
+        if n_kept == 0:
+            return DECIDED, True, carry, values
+        if log_ratio == -math.inf:
+            return DECIDED, False, carry, values
+        return DECIDED, -rng.standard_exponential() < log_ratio, carry, values
+
+    return decide
+
+
 @dataclass(frozen=True)
 class _PoissonFactorTest(AcceptanceTest):
     """The shared engine (see the module docstring); subclasses fix order, chi and gamma."""
@@ -180,6 +244,13 @@ class _PoissonFactorTest(AcceptanceTest):
             raise ValueError(f"center must have {model.dim} element(s), got "
                              f"{self.center.shape[0]}")
         rem = TaylorRemainder(model, self.order, self.center)
+        if not (math.isfinite(rem.c_sum) and math.isfinite(rem.c_max)):
+            bad = int(np.flatnonzero(~np.isfinite(rem.c))[0])
+            raise ValueError(
+                f"{type(self).__name__} needs a finite bound c_i for every row, but row {bad} "
+                f"of {type(model).__name__} has c_{bad} = {rem.c[bad]} (a NaN or infinite "
+                "value in its data, e.g. a model built under skip_data_checks): the Poisson "
+                "rate would be NaN. Remove or fix the row")
         if self.sampling == "weighted" and rem.c_sum > 0:
             batches, C, c_uniform = PoissonBatches(model.N, rem.c), rem.c_sum, 0.0
         else:
@@ -247,6 +318,32 @@ class _PoissonFactorTest(AcceptanceTest):
 
     def null_info(self):
         return ExactMinibatchInfo(0, 0, 0, 0.0, 0, False)
+
+    def compiled_decision(self, view):
+        """:func:`poisson_decide` for a test without a proxy (order 0, no control variates:
+        TunaMH on a built-in model); None otherwise (the Python loop adds the proxy)."""
+        if not unchanged_below(self, _PoissonFactorTest, "decide", "_full_data", "prepare"):
+            return None
+        prep = self.prepare(view.model)
+        if self.order != 0 or prep.rem.cv is not None:
+            return None
+        table = prep.batches.table
+        weighted = table is not None
+        prob = table.prob if weighted else np.empty(0)
+        alias = table.alias if weighted else np.empty(0, dtype=np.int64)
+        base = (float(prep.C), float(self.chi), float(self.gamma),
+                bool(self.gamma == 1.0 and self.chi == 0.0), prep.rem.c, float(prep.c_uniform),
+                prob, alias, weighted)
+
+        def refuse(state, theta, theta_new):
+            self._refuse(view, int(state[0]), float(state[1]), float(state[2]), theta,
+                         theta_new)
+
+        def python_step(rng, theta, theta_new, c):
+            return self.decide(rng, view, None, theta, theta_new, float(c))
+
+        return Decision(poisson_decide(prep.loop), base, refuse=refuse,
+                        python_step=python_step)
 
 
 class _Prepared(NamedTuple):

@@ -7,7 +7,7 @@ from .linear import LinearRegression
 from .logistic import LogisticRegression
 from .mixture import GaussianMixture
 
-# Firefly Monte Carlo (issue 6): a Student-t model, collapsible bounds, a MAP finder.
+# Firefly Monte Carlo: a Student-t model, collapsible bounds, a MAP finder.
 from ._map import map_estimate
 
 # The Laplace approximation of a logistic regression (a chain's start and proposal shape).
@@ -15,7 +15,7 @@ from ._laplace import LaplaceApproximation, laplace_approximation
 from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
-# Control variates (issue 12).
+# Control variates.
 from .control_variates import ControlVariates, TaylorCenter
 
 __all__ = [

@@ -42,7 +42,7 @@ from design._lib.checks import check_finite_array, check_positive
 from design._lib.progress import progress_bar
 from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
-from .compiled import RowKernels
+from .compiled import BlockModel, RowKernels, same_data
 
 __all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows",
            "skip_data_checks"]
@@ -368,13 +368,45 @@ class BaseModel:
     #: Optional jitted ``_ratio_range(consts, theta, theta_new) -> (center, half_width)``,
     #: the range of the l_i from the constants :meth:`_range_data` (data summaries): what
     #: ``_loglik_ratio_bound`` returns by default, and what the compiled chain loop calls
-    #: inside its steps (``samplers._blocks``), so both give the same bits.
+    #: inside its steps (:meth:`block_range`), so both give the same bits.
     _ratio_range = None
 
     def _range_data(self) -> tuple:
         """The constants ``_ratio_range`` reads (computed on first use, then cached by the
         data summaries they come from)."""
         raise NotImplementedError
+
+    # -- what the compiled chain loop reads ---------------------------------------------------
+
+    def block_parts(self, view) -> BlockModel | None:
+        """The model's parts for the compiled chain loop (:class:`~samplers.models.compiled.
+        BlockModel`), or None (its chains run on the Python loop): a model whose
+        ``logprior``, ``grad_logprior``, ``_grad_loglik`` and ``_decision_data`` are these of
+        :class:`BaseModel` (which the kernels reproduce), with a built-in prior and kernel
+        data. ``view`` is the chain's model view (its row kernels)."""
+        cls = type(self)
+        if any(getattr(cls, name) is not getattr(BaseModel, name)
+               for name in ("logprior", "grad_logprior", "_grad_loglik", "_decision_data")):
+            return None
+        prior = self.prior._kernel()
+        if prior is None:
+            return None
+        try:
+            data = self._kernel_data()
+        except (TypeError, NotImplementedError):
+            return None
+        return BlockModel(data, prior, same_data, batch_grad(view.row_grad, view.row_prefetch))
+
+    def block_range(self):
+        """``(ratio_range, consts)``: the jitted range of the l_i and its constants, which
+        the compiled confidence test calls in its steps, as ``_loglik_ratio_range`` does;
+        None for a model without one (or whose range methods are not :class:`BaseModel`'s)."""
+        cls = type(self)
+        if (self._ratio_range is None
+                or cls._loglik_ratio_range is not BaseModel._loglik_ratio_range
+                or cls._loglik_ratio_bound is not BaseModel._loglik_ratio_bound):
+            return None
+        return self._ratio_range, self._range_data()
 
     def _loglik_ratio_bound(self, theta, theta_new) -> float:
         if self._ratio_range is None:

@@ -85,9 +85,12 @@ from typing import Any, Callable, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 
+from design._lib.jit import jit
+
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["RowKernels", "CompiledModel", "CompiledBatches", "compiled_view", "is_compiled"]
+__all__ = ["RowKernels", "BlockModel", "CompiledModel", "CompiledBatches", "compiled_view",
+           "is_compiled", "same_data"]
 
 
 class RowKernels(NamedTuple):
@@ -114,6 +117,32 @@ class RowKernels(NamedTuple):
     #: ``grad_rows(data, start, k, theta, eta, acc)``: adds the gradients of rows ``start ..
     #: start + k - 1`` to ``acc`` in row order (``eta``: scratch of length k), or None.
     grad_rows: Callable | None = None
+
+
+@jit
+def same_data(data, theta, theta_new):
+    """The decision data of a model whose rows carry no per-pair constant: its data."""
+    return data
+
+
+class BlockModel(NamedTuple):
+    """What the compiled chain loop (the block loop) reads of a model: its
+    ``block_parts(view)`` (:meth:`~samplers.models.BaseModel.block_parts`).
+
+    A model whose log prior, gradients and decision data the loop can evaluate exactly as
+    its methods do returns one; None (the default) runs its chains on the Python loop.
+    """
+
+    #: The tuple ``grads`` and ``decision_data`` read.
+    data: tuple
+    #: The prior's kernel tuple ``(code, a, b, const)`` (``Prior._kernel``).
+    prior: tuple
+    #: ``decision_data(data, theta, theta_new) -> tuple``: what the row-ratio kernel reads
+    #: in one decision (the model's ``_decision_data``), jitted; :func:`same_data` for a
+    #: model whose rows carry no per-pair constant.
+    decision_data: Any
+    #: ``grads(data, idx, theta, out)``: the per-row gradients of rows ``idx``, jitted.
+    grads: Any
 
 
 @runtime_checkable

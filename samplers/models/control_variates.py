@@ -18,6 +18,7 @@ from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
 from ._glm import glm_kernels, glm_sums
+from .compiled import BlockModel, same_data
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
 __all__ = ["ControlVariates", "TaylorCenter"]
@@ -770,6 +771,27 @@ class ControlVariates(BaseModel):
         if self._glm is None:
             return None
         return (self._data(0.0), self._g, self._H, float(self.N))
+
+    def block_parts(self, view):
+        """The compiled loop's parts (:class:`~samplers.models.compiled.BlockModel`) around a
+        built-in GLM whose own parts exist: data ``(rows, g, H, N)`` (:meth:`_block_data`),
+        the wrapped model's prior, and the proxy's total and gradient computed in the step
+        (:func:`cv_decision_data`, :func:`cv_batch_grad`) with the arithmetic of
+        ``proxy_total`` and ``_proxy_grad``; None for a user's model."""
+        data = self._block_data()
+        inner_parts = getattr(self.model, "block_parts", None)
+        inner = None if inner_parts is None else inner_parts(view)
+        if (data is None or inner is None or inner.decision_data is not same_data
+                or self.prior is not self.model.prior):
+            return None
+        return BlockModel(data, inner.prior, cv_decision_data,
+                          cv_batch_grad(view.row_grad, view.row_prefetch))
+
+    def block_range(self):
+        """``(cv_ratio_range, (P / N, B) constants)`` around a built-in GLM, else None."""
+        if self._glm is None:
+            return None
+        return self._ratio_range, self._range_data()
 
     def _kernel_data(self):
         raise TypeError("ControlVariates rows carry the per-pair constant P/N: read them through "
