@@ -16,6 +16,7 @@ import numpy as np
 from scipy import special
 
 from ._lib.checks import check_int, check_interval
+from ._lib.interrupts import interrupt_as_keyboard
 from ._lib.jit import jit
 from ._sequential import sequential_error
 
@@ -114,14 +115,21 @@ def _signed_error(mu_c, kappa, grid, err, ahead, behind):
 _GH_X, _GH_W = np.polynomial.hermite.hermgauss(24)
 
 
+#: Decisions per call of :func:`_errors` (a few hundredths of a second): a Ctrl-C is seen
+#: between calls.
+_CHUNK = 2048
+
+
 @jit
 def _errors(mean, sd, n_used, log_const, N, absolute, prior_mean, prior_var, grid, err,
-            gh_x, gh_w, out):
+            gh_x, gh_w, out, start, stop):
+    """``out[start:stop]``: the estimate of each decision in the range. Returns nothing (a
+    returned array is boxed through Python, where a pending Ctrl-C becomes a SystemError)."""
     scale = math.sqrt(N - 1.0)
     ahead = np.empty_like(grid)
     behind = np.empty_like(grid)
     decay = np.empty_like(grid)
-    for k in range(mean.shape[0]):
+    for k in range(start, stop):
         n = n_used[k]
         if sd[k] == 0.0 or n == 0:
             out[k] = 0.0
@@ -148,7 +156,6 @@ def _errors(mean, sd, n_used, log_const, N, absolute, prior_mean, prior_var, gri
                               ahead, behind)
             total += gh_w[i] * (abs(d) if absolute else d)
         out[k] = total / math.sqrt(math.pi)
-    return out
 
 
 def _prior(mean, sd, n_used, log_const, N):
@@ -179,6 +186,7 @@ def _prior(mean, sd, n_used, log_const, N):
     return profile(float(res.x))[0], max(s2, 1e-6)
 
 
+@interrupt_as_keyboard
 def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="normal",
                     absolute=True):
     """Estimated error ``|Delta|``, ``Delta = P_test(accept) - P_exact(accept)``, of each
@@ -268,8 +276,11 @@ def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="no
                          f"[{used.min():g}, {used.max():g}]")
     grid, err = error_table(N, m, epsilon, threshold)
     prior_mean, prior_var = _prior(mean, sd, used, c, float(N))
-    return _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid,
-                   err, _GH_X, _GH_W, np.empty_like(mean))
+    out = np.empty_like(mean)
+    for start in range(0, mean.shape[0], _CHUNK):
+        _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid, err,
+                _GH_X, _GH_W, out, start, min(start + _CHUNK, mean.shape[0]))
+    return out
 
 
 _TABLES: dict = {}
@@ -312,6 +323,7 @@ def _denoised(r, x, s2):
             + s2 * s2 / 8.0 * _logistic_derivative(r + 4, x))
 
 
+@interrupt_as_keyboard
 def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N, sigma=1.0,
                            fpc=True, stopping="sequential", m=None, absolute=True):
     """Estimated error ``P_test(accept) - S(Delta)`` of each decision a chain made with the
@@ -479,6 +491,7 @@ def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N
     return out
 
 
+@interrupt_as_keyboard
 def confidence_decision_errors(mean, sd, C, n_used, log_const, *, N, delta, gamma, p, bound,
                                batch_size, absolute=True):
     """Estimated error ``|P_test(accept) - P_MH(accept)|`` of each decision a chain made with
