@@ -26,11 +26,10 @@ import pytest
 from samplers import ChainInterrupted
 
 ROOT = Path(__file__).resolve().parents[2]
-#: Seconds from the SIGINT to the child's report. The phases interrupted here answer within
-#: 0.1 s on an idle machine (between compiled blocks of ~0.05 s, chunks of the monitor's
-#: kernel, grid cells of the optimiser); the bound leaves room for a loaded machine while
-#: still failing for the un-chunked monitor (seconds at these sizes when the machine is
-#: loaded) only when that is slow too, so the outcome, not the time, is the main check.
+#: Seconds from the SIGINT to the child's report. The phases interrupted here answer between
+#: compiled blocks (~0.05 s), chunks of the monitor's kernel or grid cells of the optimiser:
+#: 0.001-0.11 s measured at load 13 on 2 cores. The bound is generous for a loaded machine;
+#: what came back, not the time, is the main check.
 PROMPT = 5.0
 #: Seconds a child may take to import, compile (a cold cache) and reach its marker.
 START = 600
@@ -197,10 +196,10 @@ def test_the_bias_check_is_unchanged_by_its_chunks():
     used = rng.integers(100, N + 1, n).astype(float)
     c = rng.normal(0.0, 1.0, n)
     out = _monitor.decision_errors(mean, sd, used, c, N=N, m=100, epsilon=0.05)
-    grid, err = _monitor.error_table(N, 100, 0.05, "normal")
+    grid, err, moments = _monitor.error_table(N, 100, 0.05, "normal", moments=True)
     m0, v0 = _monitor._prior(mean, sd, used, c, float(N))
     ref = np.empty(n)
-    _monitor._errors(mean, sd, used, c, float(N), True, m0, v0, grid, err, _monitor._GH_X,
-                     _monitor._GH_W, ref, 0, n)
+    _monitor._errors(mean, sd, used, c, float(N), True, m0, v0, grid, err, moments,
+                     _monitor._GH_X, _monitor._GH_W, ref, 0, n)
     assert np.all(out > 0)
     np.testing.assert_array_equal(out, ref)
