@@ -83,7 +83,7 @@ optimize(TrialChain(mu=[0.0], sigma=[0.01], c0=[0.0], N=10_000), tolerance=0.05,
          progress=False)                                  # compile before the marker
 print("OPTIMIZE", flush=True)
 try:
-    optimize(trial, tolerance=0.02, workers=workers, progress=False)
+    optimize(trial, tolerance=0.02, workers=workers, search="full", progress=False)
     print("RESULT finished", flush=True)
 except BaseException as exc:
     print("RESULT raised", type(exc).__name__, str(exc)[:200], flush=True)
@@ -141,7 +141,7 @@ def test_ctrl_c_in_the_loop_keeps_the_steps_so_far(tmp_path, mode):
 
 
 def test_ctrl_c_during_the_bias_check_returns_the_whole_chain_unchecked(tmp_path):
-    for n in (40_000, 160_000):   # a longer check if the first one beat the signal
+    for n in (10_000, 80_000):   # a longer check if the first one beat the signal
         result, warned, elapsed = interrupt(tmp_path, SAMPLE_CHILD, ["compiled", n], "CHECK")
         assert result == f"RESULT kept {n} stats", result
         if warned:
