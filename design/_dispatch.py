@@ -7,6 +7,7 @@ from dataclasses import replace
 import numpy as np
 
 from ._lib.checks import check_interval
+from ._lib.interrupts import interrupt_as_keyboard
 
 from . import _optimize
 from ._barker_design import optimize_barker
@@ -28,6 +29,7 @@ _OPTIONS = {   # the options each test kind takes besides tolerance and method
 }
 
 
+@interrupt_as_keyboard   # a Ctrl-C while a grid cell's programme returns: KeyboardInterrupt
 def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
              progress=None, exact=None, search=None, delta_grid=None, gamma_grid=None,

@@ -16,6 +16,7 @@ import numpy as np
 from scipy import special
 
 from ._lib.checks import check_int, check_interval
+from ._lib.interrupts import interrupt_as_keyboard
 from ._lib.jit import jit
 from ._sequential import sequential_error
 
@@ -114,14 +115,62 @@ def _signed_error(mu_c, kappa, grid, err, ahead, behind):
 _GH_X, _GH_W = np.polynomial.hermite.hermgauss(24)
 
 
+#: Decisions per call of :func:`_errors` (a few hundredths of a second): a Ctrl-C is seen
+#: between calls.
+_CHUNK = 2048
+#: Below this ``kappa * edge`` the whole-table integrals are power series in ``kappa`` over
+#: the moments of E (:func:`_table_moments`); ``_MOMENTS`` terms make the truncation below
+#: 1e-20 of the sum there.
+_SERIES_MAX = 0.1
+_MOMENTS = 16
+
+
+def _table_moments(grid, err):
+    """``M_r = int_0^edge E(x) x^r dx``, ``r = 0 .. _MOMENTS``, of the piecewise-linear ``E``
+    (Gauss-Legendre on each cell, exact for these polynomials)."""
+    t, w = np.polynomial.legendre.leggauss(_MOMENTS // 2 + 2)
+    a, b = grid[:-1, None], grid[1:, None]
+    x = 0.5 * (a + b) + 0.5 * (b - a) * t                 # cells x nodes
+    e = err[:-1, None] + (err[1:, None] - err[:-1, None]) * (x - a) / (b - a)
+    fw = e * w * 0.5 * (b - a)
+    return np.array([np.sum(fw * x**r) for r in range(_MOMENTS + 1)])
+
+
+@jit
+def _whole_table(kappa, edge, moments, ahead, behind):
+    """``ahead[0] = int_0^edge E(x) kappa exp(-kappa x) dx`` and ``behind[-1] = int_0^edge
+    E(y) kappa exp(kappa (y - edge)) dy`` (what :func:`_signed_error` reads when every
+    ``mu_c`` is at or below ``-edge``) as series in ``kappa`` over the moments of E, for
+    ``kappa * edge <= _SERIES_MAX``: O(terms) where :func:`_tail_sums` is O(grid)."""
+    alt = 0.0
+    pos = 0.0
+    term = kappa
+    for r in range(moments.shape[0]):
+        t = term * moments[r]
+        pos += t
+        alt += -t if r % 2 else t
+        term *= kappa / (r + 1)
+    ahead[0] = alt
+    behind[behind.shape[0] - 1] = math.exp(-kappa * edge) * pos
+
+
 @jit
 def _errors(mean, sd, n_used, log_const, N, absolute, prior_mean, prior_var, grid, err,
-            gh_x, gh_w, out):
+            moments, gh_x, gh_w, out, start, stop):
+    """``out[start:stop]``: the estimate of each decision in the range. Returns nothing (a
+    returned array is boxed through Python, where a pending Ctrl-C becomes a SystemError).
+
+    Two shortcuts skip the O(grid) :func:`_tail_sums` (with control variates ``|mu_c|`` is
+    typically far beyond the table, and ``kappa`` tiny): when every quadrature node is at or
+    beyond ``edge`` the error is exactly 0 (E is 0 there and the exact test accepts); when
+    every node is at or below ``-edge`` only the whole-table integrals are read, and for
+    ``kappa * edge <= _SERIES_MAX`` :func:`_whole_table` gives them in O(terms)."""
     scale = math.sqrt(N - 1.0)
+    edge = grid[grid.shape[0] - 1]
     ahead = np.empty_like(grid)
     behind = np.empty_like(grid)
     decay = np.empty_like(grid)
-    for k in range(mean.shape[0]):
+    for k in range(start, stop):
         n = n_used[k]
         if sd[k] == 0.0 or n == 0:
             out[k] = 0.0
@@ -141,14 +190,21 @@ def _errors(mean, sd, n_used, log_const, N, absolute, prior_mean, prior_var, gri
         prec = 1.0 / v + 1.0 / prior_var
         post_mean = (x / v + prior_mean / prior_var) / prec
         post_sd = math.sqrt(1.0 / prec)
-        _tail_sums(kappa, grid, err, ahead, behind, decay)
+        lowest = post_mean + math.sqrt(2.0) * post_sd * gh_x[0]
+        highest = post_mean + math.sqrt(2.0) * post_sd * gh_x[gh_x.shape[0] - 1]
+        if lowest >= edge:
+            out[k] = 0.0
+            continue
+        if highest <= -edge and kappa * edge <= _SERIES_MAX:
+            _whole_table(kappa, edge, moments, ahead, behind)
+        else:
+            _tail_sums(kappa, grid, err, ahead, behind, decay)
         total = 0.0
         for i in range(gh_x.shape[0]):
             d = _signed_error(post_mean + math.sqrt(2.0) * post_sd * gh_x[i], kappa, grid, err,
                               ahead, behind)
             total += gh_w[i] * (abs(d) if absolute else d)
         out[k] = total / math.sqrt(math.pi)
-    return out
 
 
 def _prior(mean, sd, n_used, log_const, N):
@@ -179,6 +235,7 @@ def _prior(mean, sd, n_used, log_const, N):
     return profile(float(res.x))[0], max(s2, 1e-6)
 
 
+@interrupt_as_keyboard
 def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="normal",
                     absolute=True):
     """Estimated error ``|Delta|``, ``Delta = P_test(accept) - P_exact(accept)``, of each
@@ -222,6 +279,10 @@ def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="no
     cells give the integrals over whole cells in closed form, and each of the 24 quadrature
     nodes then costs a binary search (about 40 us per decision in all; summing cell by cell
     per node cost 2-4 ms per decision when ``kappa`` is small, as with control variates).
+    With control variates most pairs have ``|mu_c|`` far beyond the table and ``kappa``
+    tiny: when every node is beyond ``edge`` the estimate is exactly 0, and when every node
+    is below ``-edge`` only the two whole-table integrals are needed, which for ``kappa
+    edge <= 0.1`` are power series over 17 moments of ``E`` (O(1) per decision).
     ``E`` has a cusp at 0 on the scale ``sqrt(m / N)`` of the last stages' standard errors;
     a table spaced evenly on ``[0, edge]`` (``edge ~ 14 sqrt(N / m)``) was 0.79 apart at
     ``N = 10^6, m = 200`` and its chords over-read ``E`` 1.4-1.7 fold on ``[0.2, 0.6]``,
@@ -266,19 +327,27 @@ def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="no
     if np.any((used < 0) | (used > N)):
         raise ValueError(f"n_used must be in [0, N = {N}], got values in "
                          f"[{used.min():g}, {used.max():g}]")
-    grid, err = error_table(N, m, epsilon, threshold)
+    grid, err, moments = error_table(N, m, epsilon, threshold, moments=True)
     prior_mean, prior_var = _prior(mean, sd, used, c, float(N))
-    return _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid,
-                   err, _GH_X, _GH_W, np.empty_like(mean))
+    out = np.empty_like(mean)
+    for start in range(0, mean.shape[0], _CHUNK):
+        _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid, err,
+                moments, _GH_X, _GH_W, out, start, min(start + _CHUNK, mean.shape[0]))
+    return out
 
 
 _TABLES: dict = {}
 
 
-def error_table(N, m, epsilon, threshold):
+def error_table(N, m, epsilon, threshold, *, moments=False):
     """``(grid, E)``: the DP's error on ``|mu_std|`` at ``_GRID`` points of [0, edge] spaced
-    evenly in ``asinh(mu_std sqrt(N - 1))``, cached per setting."""
+    evenly in ``asinh(mu_std sqrt(N - 1))``, cached per setting; with ``moments=True``
+    also E's moments (:func:`_table_moments`)."""
     key = (N, m, epsilon, threshold)
+    if moments:
+        if ("moments", key) not in _TABLES:
+            _TABLES["moments", key] = _table_moments(*error_table(N, m, epsilon, threshold))
+        return (*error_table(N, m, epsilon, threshold), _TABLES["moments", key])
     if key not in _TABLES:
         from ._acceptance_error import mu_table_edge
 
@@ -312,6 +381,7 @@ def _denoised(r, x, s2):
             + s2 * s2 / 8.0 * _logistic_derivative(r + 4, x))
 
 
+@interrupt_as_keyboard
 def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N, sigma=1.0,
                            fpc=True, stopping="sequential", m=None, absolute=True):
     """Estimated error ``P_test(accept) - S(Delta)`` of each decision a chain made with the
@@ -479,6 +549,7 @@ def barker_decision_errors(mean, var_delta, skew, batch, n_used, log_const, *, N
     return out
 
 
+@interrupt_as_keyboard
 def confidence_decision_errors(mean, sd, C, n_used, log_const, *, N, delta, gamma, p, bound,
                                batch_size, absolute=True):
     """Estimated error ``|P_test(accept) - P_MH(accept)|`` of each decision a chain made with

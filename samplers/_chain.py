@@ -22,6 +22,7 @@ import numpy as np
 
 from .mhtests import AcceptanceTest
 from design._lib.checks import as_generator, check_int
+from design._lib.interrupts import HeldInterrupt, caused_by_interrupt
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
@@ -393,6 +394,15 @@ def _describe_failure(exc, step, n_samples, theta, partial):
                      f"{np.array2string(np.asarray(theta), threshold=8, precision=6)}; {kept}")
 
 
+def _interrupted(done, n_samples):
+    """A Ctrl-C ended a loop after ``done`` steps: warn, or re-raise it if no step was made.
+    (Called in the loop's ``except`` clause: a bare ``raise`` re-raises the interrupt.)"""
+    if not done:
+        raise KeyboardInterrupt
+    warnings.warn(f"interrupted after {done} of {n_samples} steps: returning the {done} "
+                  "samples drawn so far", ChainInterrupted, stacklevel=4)
+
+
 def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="sampling"):
     """Run ``state, info = step(state)`` ``n_samples`` times: the one chain loop of the toolkit.
 
@@ -417,17 +427,17 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
                 infos.append(info)
                 bar.update()
         except KeyboardInterrupt:
-            if not infos:
-                raise
-            warnings.warn(f"interrupted after {len(infos)} of {n_samples} steps: returning the "
-                          f"{len(infos)} samples drawn so far", ChainInterrupted, stacklevel=3)
+            _interrupted(len(infos), n_samples)
         except Exception as exc:
-            wall = time.perf_counter() - t0
-            partial = None
-            if infos and finish is not None:
-                partial = finish(samples[:len(infos)].copy(), infos, wall)
-            _describe_failure(exc, len(infos), n_samples, state.theta, partial)
-            raise
+            if caused_by_interrupt(exc):   # a Ctrl-C that reached a compiled call's boxing
+                _interrupted(len(infos), n_samples)
+            else:
+                wall = time.perf_counter() - t0
+                partial = None
+                if infos and finish is not None:
+                    partial = finish(samples[:len(infos)].copy(), infos, wall)
+                _describe_failure(exc, len(infos), n_samples, state.theta, partial)
+                raise
     done = len(infos)
     return samples[:done] if done < n_samples else samples, infos, time.perf_counter() - t0
 
@@ -440,11 +450,12 @@ BLOCK_SECONDS = 0.05
 def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling"):
     """Run a compiled chain (:class:`samplers._blocks.Block`) block by block.
 
-    Returns ``finish(samples, done, wall_time)`` of the steps run. The same contract as :func:`run_chain`, between
-    blocks: the bar advances after each block; Ctrl-C ends the chain with the steps of the
-    completed blocks (a :class:`ChainInterrupted` warning; with none completed the interrupt
-    propagates); another exception propagates with ``step``, ``theta`` and
-    ``partial_chain`` (``finish(samples, done, wall_time)``) attached. Blocks start at
+    Returns ``(samples, done, wall_time)`` of the steps run, from which
+    ``keep_chain(finish, samples, done, wall_time)`` makes the chain. The same contract as
+    :func:`run_chain`, between blocks: the bar advances after each block; Ctrl-C ends the
+    chain with the steps of the completed blocks (a :class:`ChainInterrupted` warning; with
+    none completed the interrupt propagates); another exception propagates with ``step``,
+    ``theta`` and ``partial_chain`` (``finish(samples, done, wall_time)``) attached. Blocks start at
     ``FIRST_BLOCK`` steps and are then sized to take about ``BLOCK_SECONDS``, so Ctrl-C is
     honoured within a fraction of a second; the chain does not depend on the block sizes.
     """
@@ -462,7 +473,7 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
                     # A Ctrl-C pending when a compiled block boxes what it returns (an array:
                     # numba calls back into Python to unpickle its dtype) comes out as a
                     # SystemError caused by the KeyboardInterrupt: it is the interrupt.
-                    if isinstance(exc.__cause__, KeyboardInterrupt):
+                    if caused_by_interrupt(exc):
                         raise KeyboardInterrupt from None
                     raise
                 elapsed = time.perf_counter() - tb
@@ -470,10 +481,7 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
                 done = stop
                 size = max(1, min(4 * size, int(size * BLOCK_SECONDS / max(elapsed, 1e-6))))
         except KeyboardInterrupt:
-            if not done:
-                raise
-            warnings.warn(f"interrupted after {done} of {n_samples} steps: returning the "
-                          f"{done} samples drawn so far", ChainInterrupted, stacklevel=3)
+            _interrupted(done, n_samples)
         except Exception as exc:
             done = block.done
             wall = time.perf_counter() - t0
@@ -482,8 +490,42 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
                 partial = finish(samples[:done].copy(), done, wall)
             _describe_failure(exc, done, n_samples, block.theta, partial)
             raise
-    return finish(samples[:done] if done < n_samples else samples, done,
-                  time.perf_counter() - t0)
+    return samples[:done] if done < n_samples else samples, done, time.perf_counter() - t0
+
+
+def keep_chain(finish, samples, records, wall):
+    """``(finish(samples, records, wall), interrupted)``: the chain made from what a loop
+    returned, with Ctrl-C held until it is made (O(steps) array copies, well under a second
+    at 10^6 steps), so that an interrupt after the loop never costs the samples. A Ctrl-C
+    that came meanwhile gives a :class:`ChainInterrupted` warning and ``interrupted =
+    True``: the caller returns the chain without further work."""
+    with HeldInterrupt() as held:
+        chain = finish(samples, records, wall)
+    if held.pending:
+        warnings.warn(f"interrupted after the chain's {chain.samples.shape[0]} steps, while "
+                      "its records were assembled: returning the chain; no check was run on "
+                      "it", ChainInterrupted, stacklevel=3)
+    return chain, held.pending
+
+
+def check_bias(chain, interrupted=False):
+    """Run the post-loop bias check (:func:`warn_if_biased`) on a chain :func:`keep_chain`
+    made and return the chain; the check never costs the chain.
+
+    Skipped when the chain was interrupted (in its loop or while it was made: the user asked
+    to stop). A Ctrl-C during the check ends the check: the chain is returned unchecked with
+    a :class:`ChainInterrupted` warning (``chain.acceptance_errors`` computes the estimate
+    when asked)."""
+    if interrupted:
+        return chain
+    try:
+        warn_if_biased(chain, stacklevel=4)
+    except KeyboardInterrupt:
+        warnings.warn(f"interrupted during the bias check after the chain: returning its "
+                      f"{chain.samples.shape[0]} samples unchecked (chain.acceptance_errors "
+                      "or validation.bias_monitor(chain) computes the estimate when asked)",
+                      ChainInterrupted, stacklevel=3)
+    return chain
 
 
 def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
@@ -518,7 +560,12 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
     -------
     Chain
         On Ctrl-C the chain so far (fewer samples, with a :class:`ChainInterrupted`
-        warning).
+        warning). A Ctrl-C after the loop never loses the samples either: while the chain's
+        records are assembled it is held and the whole chain is returned (with the warning);
+        during the bias check that follows (the estimated error of the decisions, for a test
+        made from a design; seconds at 10^5 steps) it ends the check and the chain is
+        returned unchecked (with the warning). After an interrupted loop the check is
+        skipped. Only a Ctrl-C before the first step completes raises ``KeyboardInterrupt``.
 
     Raises
     ------
@@ -590,11 +637,12 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
             if block is None:
                 python_loop_notice(parts.missing, progress_enabled(progress))
         if block is not None:
-            chain = run_blocks(block, n_samples, lambda samples, done, wall: Chain(
-                samples, block.stats(done), view.N, wall, test, proposal, theta),
-                progress=progress)
-            warn_if_biased(chain)
-            return chain
+            def finish_block(samples, done, wall):
+                return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta)
+
+            samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
+            chain, interrupted = keep_chain(finish_block, samples, done, wall)
+            return check_bias(chain, interrupted or done < n_samples)
 
         def finish(samples, infos, wall):
             n = len(infos)
@@ -611,9 +659,8 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
             lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples,
             progress=progress, finish=finish,
         )
-    chain = finish(samples, infos, wall)
-    warn_if_biased(chain)
-    return chain
+    chain, interrupted = keep_chain(finish, samples, infos, wall)
+    return check_bias(chain, interrupted or len(infos) < n_samples)
 
 
 def compiled_block(view, test, proposal, rng, batches, state, n_samples):

@@ -11,7 +11,7 @@ from design._lib.jit import jit
 from design._lib.moments import RunningMoments, merge_moments
 from design._lib.passes import n_chunks, run_chunks
 
-from .models._base import BaseModel
+from .models._base import BaseModel, check_data_files
 from .models._kernels import (
     chunk_grad_sums,
     chunk_grad_sums_rows,
@@ -195,7 +195,8 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
 
     Refuses (TypeError/ValueError, naming what is wrong) a model without ``N``, ``loglik``
     or ``logprior``, a non-finite or ill-shaped ``theta0``, a non-finite log prior at
-    ``theta0``, and log-likelihoods at ``theta0`` that are not finite or not one per row
+    ``theta0``, a memmapped data file truncated since the model was built (before any row
+    is read: reading past the end of the file would kill the process), and log-likelihoods at ``theta0`` that are not finite or not one per row
     (probed on up to 1024 rows spread over the data).
 
     Every chain starts with this check; the :class:`ModelView` it returns is what the
@@ -234,6 +235,7 @@ def check_model(model, theta0) -> tuple[ModelView, np.ndarray]:
     lp = _scalar_logprior(model, theta)
     if not np.isfinite(lp):
         raise ValueError(f"the log prior at theta0 must be finite, got {lp} at theta0={theta}")
+    check_data_files(model)   # before any row is read: a truncated memmap is a SIGBUS
     view = ModelView(model, dim)
     probe = np.unique(np.linspace(0, N - 1, min(N, PROBE_ROWS)).astype(np.intp))
     try:

@@ -33,6 +33,7 @@ import contextvars
 import functools
 import math
 import mmap
+import os
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
@@ -44,8 +45,8 @@ from ..priors import FlatPrior, Prior
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 from .compiled import BlockModel, RowKernels, same_data
 
-__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "regression_data", "scan_rows",
-           "skip_data_checks"]
+__all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "check_data_files",
+           "regression_data", "scan_rows", "skip_data_checks"]
 
 #: Rows per chunk when a model scans its data once at construction.
 SCAN_CHUNK = 1 << 16
@@ -233,6 +234,56 @@ def _open_memmap_spec(spec) -> np.ndarray:
     raw = np.memmap(spec["filename"], dtype=np.uint8, mode="r", offset=spec["byte_offset"],
                     shape=(span + dtype.itemsize - 1,))
     return np.ndarray(shape, dtype=dtype, buffer=raw, offset=0, strides=strides)
+
+
+def _file_end(spec) -> int:
+    """Bytes of the file an array described by :func:`_memmap_spec` reaches into."""
+    shape, strides = spec["shape"], spec["strides"]
+    if not all(shape):
+        return 0
+    reach = sum((n - 1) * s for n, s in zip(shape, strides) if s > 0)
+    return spec["byte_offset"] + reach + np.dtype(spec["dtype"]).itemsize
+
+
+def check_data_files(model) -> None:
+    """Refuse a model whose memmapped data file is now shorter than its arrays.
+
+    Reading a page of a memmap beyond the end of its file kills the process (SIGBUS), so a
+    file truncated after the model was built must be caught before any row is read: every
+    chain and full-data pass starts here (:func:`samplers.check_model`). One ``os.stat`` per
+    memmapped array of the model, and of the models it wraps (control variates); a file
+    that no longer exists under its name is not checked (the mapping keeps the deleted
+    file's data readable).
+
+    Raises
+    ------
+    ValueError
+        Naming the attribute, the file, its size and the size the model's rows need.
+    """
+    for name, arr in _data_arrays(model):
+        spec = _memmap_spec(arr)
+        if spec is None:
+            continue
+        try:
+            size = os.stat(spec["filename"]).st_size
+        except OSError:
+            continue
+        need = _file_end(spec)
+        if size < need:
+            raise ValueError(
+                f"the data file {spec['filename']!r} of {type(model).__name__}'s {name} "
+                f"({arr.shape[0]} rows) is {size} bytes, shorter than the {need} bytes those "
+                "rows need: it was truncated or rewritten after the model was built; rebuild "
+                "the model from the complete file")
+
+
+def _data_arrays(model, prefix="model", depth=0):
+    """``(name, array)`` of the arrays a model holds as attributes, and of the models it wraps."""
+    for key, value in getattr(model, "__dict__", {}).items():
+        if isinstance(value, np.ndarray):
+            yield f"{prefix}.{key}", value
+        elif depth < 3 and isinstance(value, BaseModel):
+            yield from _data_arrays(value, f"{prefix}.{key}", depth + 1)
 
 
 class BaseModel:

@@ -16,7 +16,7 @@ from scipy import optimize
 from design._lib.checks import check_finite_array, check_int
 from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
-from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
+from ._base import SCAN_CHUNK, BaseModel, check_data_files, loglik_ratio
 from ._glm import glm_kernels, glm_sums
 from .compiled import BlockModel, same_data
 from ._kernels import batch_grad, batch_loglik, batch_ratio
@@ -540,6 +540,7 @@ class ControlVariates(BaseModel):
         """One chunked pass: ``(sum l_i, sum grad l_i, sum hess l_i)`` at ``theta``, or
         ``(-inf or nan, None, None)`` as soon as a row's log-likelihood is not finite."""
         d = self.dim
+        check_data_files(self.model)   # a truncated memmap: an error, not a SIGBUS
         if self._glm is not None:   # one compiled pass on every core
             return self._glm_sums(theta, hessian, desc)
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
