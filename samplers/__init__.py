@@ -73,6 +73,9 @@ from .models import ControlVariates, TaylorCenter
 from ._poisson import AliasTable, PoissonBatches
 from .models.remainder import TaylorRemainder
 
+# --- heavy rows read exactly (issue 23) ---
+from .models import ExactRows, heavy_rows
+
 __all__ = [
     *mhtests.__all__,
     "Chain", "Chains", "State", "StepInfo", "mh_step", "sample", "sample_chains", "log_posterior",
@@ -97,4 +100,6 @@ __all__ = [
     # (SMHTest, TunaMHTest, ScalableSubsamplingTest, ExactMinibatchInfo, BoundViolation are in
     # mhtests.__all__)
     "TaylorRemainder", "PoissonBatches", "AliasTable",
+    # heavy rows read exactly (issue 23)
+    "ExactRows", "heavy_rows",
 ]
