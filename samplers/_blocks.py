@@ -145,6 +145,9 @@ class BlockModel(NamedTuple):
 def block_model(view):
     """The :class:`BlockModel` of a chain's model, or None (the Python loop runs).
 
+    A model with a ``_block_model(view)`` method builds its own (a wrapper composing the
+    parts of the model it wraps, e.g. :class:`~samplers.ExactRows`); otherwise:
+
     A built-in model (:func:`compiled_model`) whose rows carry no per-pair constant, or a
     :class:`~samplers.ControlVariates` (this class exactly) around such a model with GLM
     kernels: its block data is ``(rows, g, H, N)`` and the proxy's total P and gradient
@@ -155,6 +158,9 @@ def block_model(view):
     from .models.control_variates import ControlVariates, cv_batch_grad, cv_decision_data
 
     model = view.model
+    own = getattr(model, "_block_model", None)
+    if own is not None:         # a wrapper that builds its parts on its model's (ExactRows)
+        return own(view)
     if type(model) is ControlVariates:
         data = model._block_data()
         inner = _builtin_parts(model.model)

@@ -184,8 +184,9 @@ def test_austere_chain_on_the_split_matches_the_reference(rare, reference):
     chain = sample(split, AustereTest(m=20, epsilon=0.05), prop, cv.center.theta, 4000, rng=3,
                    progress=False)
     again = sample(split, AustereTest(m=20, epsilon=0.05), prop, cv.center.theta, 50, rng=3,
-                   progress=False)
+                   progress=False, compiled=False)            # the Python loop: same chain
     assert np.array_equal(again.samples, chain.samples[:50])
+    assert np.array_equal(again.stats["n_used"], chain.stats["n_used"][:50])
     assert np.mean(chain.stats["n_used"]) < 100
     idata = chain.to_arviz()
     mcse_mean = az.mcse(idata, method="mean").theta.values
@@ -207,3 +208,18 @@ def test_exact_test_on_the_split_is_exact_mh(rare):
     a = sample(split, ExactTest(), prop, cv.center.theta, 200, rng=4, progress=False)
     b = sample(cv, ExactTest(), prop, cv.center.theta, 200, rng=4, progress=False)
     np.testing.assert_allclose(a.samples, b.samples, rtol=0, atol=0)
+
+
+def test_compiled_loop_with_minibatch_gradients_is_the_python_loop(rare):
+    """The compiled block's heavy-row sums (decision data and gradients, built on the control
+    variates' block parts) give the Python loop's chain bit for bit."""
+    from samplers import Langevin
+
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    prop = Langevin.from_laplace(cv, 50)
+    test = AustereTest(m=20, epsilon=0.05)
+    a = sample(split, test, prop, cv.center.theta, 100, rng=6, progress=False, compiled=True)
+    b = sample(split, test, prop, cv.center.theta, 100, rng=6, progress=False, compiled=False)
+    assert np.array_equal(a.samples, b.samples)
+    assert np.array_equal(a.stats["n_used"], b.stats["n_used"])
