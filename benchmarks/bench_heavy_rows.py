@@ -75,7 +75,7 @@ def weighted_quantile(x, w, q):
     return float(x[order][np.searchsorted(c, q * c[-1])])
 
 
-def accuracy(samples, ref):
+def accuracy(samples, ref, idata=None):
     theta, wt, _ = ref
     mean = wt @ theta
     sd = np.sqrt(wt @ (theta - mean) ** 2)
@@ -88,7 +88,13 @@ def accuracy(samples, ref):
                           / sd[j])
         out["q95"].append(abs(np.quantile(s, 0.95) - weighted_quantile(theta[:, j], wt, 0.95))
                           / sd[j])
-    return {k: float(max(v)) for k, v in out.items()}
+    result = {k: float(max(v)) for k, v in out.items()}
+    if idata is not None:     # the mean errors in Monte Carlo standard errors (ArviZ's, from ESS)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            mcse = az.mcse(idata, method="mean").theta.values
+        result["mean_in_mcse"] = float(np.max(np.abs(samples.mean(axis=0) - wt @ theta) / mcse))
+    return result
 
 
 def designed(model, thetas, news, tolerance, seed):
@@ -122,18 +128,20 @@ def run(name, model, test, walk, theta0, steps, seed, extra_rows, ref):
     chain = sample(model, test, walk, theta0, steps, rng=seed, progress=False)
     wall = time.perf_counter() - t0
     rows = float(np.mean(chain.stats["n_used"])) + extra_rows
+    idata = chain.to_arviz()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        ess = float(np.min(az.ess(chain.to_arviz(), method="bulk").theta.values))
+        ess = float(np.min(az.ess(idata, method="bulk").theta.values))
     out = {"steps": steps, "seconds": wall, "ms_per_step": 1e3 * wall / steps,
            "rows_per_step": rows, "acceptance": float(np.mean(chain.stats["accepted"])),
            "min_bulk_ess": ess, "ess_per_second": ess / wall,
-           "accuracy_in_sd": accuracy(chain.samples, ref) if ess >= 200 else None}
+           "accuracy_in_sd": accuracy(chain.samples, ref, idata) if ess >= 200 else None}
     print(f"{name:34s} {rows:10,.1f} rows/step {out['ms_per_step']:8.3f} ms/step  "
           f"acc {out['acceptance']:.3f}  ESS {ess:7.0f}  ESS/s {out['ess_per_second']:8.1f}"
           + (f"  max err mean {out['accuracy_in_sd']['mean']:.3f} sd "
              f"{out['accuracy_in_sd']['sd']:.3f} q05 {out['accuracy_in_sd']['q05']:.3f} q95 "
-             f"{out['accuracy_in_sd']['q95']:.3f}" if out["accuracy_in_sd"] else ""))
+             f"{out['accuracy_in_sd']['q95']:.3f} (mean: {out['accuracy_in_sd']['mean_in_mcse']:.1f} "
+             "MCSE)" if out["accuracy_in_sd"] else ""))
     return out
 
 
