@@ -163,7 +163,7 @@ def main(argv=None):
     t1 = time.perf_counter()
     split = ExactRows(cv, "auto")
     t2 = time.perf_counter()
-    K = int(split.rows.size)
+    K = split.n_exact
     print(f"N = {args.N:,}, d = {cv.dim}; heavy rows: {K} (rare covariate in "
           f"{int(np.sum(X[split.rows, 3]))} of them); control variates {t1 - t0:.2f} s, "
           f"heavy_rows {t2 - t1:.2f} s; load {load:.1f}")

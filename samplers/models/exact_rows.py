@@ -406,6 +406,13 @@ class ExactRows(BaseModel):
 
     # -- the index map and the exact part ---------------------------------------------------------
 
+    @property
+    def n_exact(self) -> int:
+        """Rows read in every decision that reads data, beyond the test's own (``n_used`` of
+        a chain on the wrapper counts the rest's rows only): ``len(rows)``. A decision's cost
+        in rows is ``n_used + n_exact``; a design's predicted rows per step likewise."""
+        return int(self.rows.size)
+
     def rest_rows(self, idx) -> np.ndarray:
         """The wrapped model's rows behind rows ``idx`` of the rest (O(log |K|) each)."""
         idx = self._check_idx(idx)

@@ -77,7 +77,7 @@ def test_row_scales_is_the_laplace_variance_of_the_predictor(rare):
 def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
     _, _, cv = rare
     split = ExactRows(cv, "auto")
-    assert split.N == N - RARE and split.rows.size == RARE
+    assert split.N == N - RARE and split.rows.size == RARE == split.n_exact
     rng = np.random.default_rng(5)
     theta, theta_new = _pair(cv, rng)
     full = cv.loglik_ratio(theta, theta_new, np.arange(N))
