@@ -48,10 +48,10 @@ from ._lp import log_posterior
 from .mhtests import (AustereInfo, AustereTest, BarkerInfo, BarkerTest, BoundViolation,
                       ConfidenceInfo, ConfidenceTest, ExactInfo, ExactMinibatchInfo, ExactTest,
                       FPCNormalInfo, FPCNormalTest, ScalableSubsamplingTest, SMHTest, TunaMHTest)
-from .models import (Bound, ControlVariates, Gaussian, GaussianMean, GaussianMixture,
+from .models import (Bound, ControlVariates, ExactRows, Gaussian, GaussianMean, GaussianMixture,
                      JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
                      LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
-                     TaylorCenter, laplace_approximation, map_estimate)
+                     TaylorCenter, heavy_rows, laplace_approximation, map_estimate)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Independence, Langevin, RandomWalk
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
@@ -87,7 +87,7 @@ __all__ = [
     "Model", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
     "RobustRegression", "GaussianMixture", "FlatPrior", "GaussianPrior", "LaplacePrior",
     "ControlVariates", "TaylorCenter", "LaplaceApproximation", "laplace_approximation",
-    "map_estimate",
+    "map_estimate", "ExactRows", "heavy_rows",
     # Firefly Monte Carlo
     "firefly", "FireflyInfo", "FireflyKernel", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound",

@@ -16,7 +16,9 @@ from design._lib.checks import as_generator, check_int, check_positive
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
            # SGLD and extended SGLD
            "l1_regression_toy", "correlated_regression", "MissingData",
-           "missing_covariates_regression"]
+           "missing_covariates_regression",
+           # issue 23 (heavy rows read exactly)
+           "rare_covariate_logistic"]
 
 
 def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
@@ -246,3 +248,54 @@ def missing_covariates_regression(N, beta=(1.0, -0.5, 0.25), mu=(0.5, -0.3, 0.0)
     gone = rng.random((N, d)) < special.expit(c + y)[:, None]
     X = np.where(gone, np.nan, X_complete)
     return MissingData(X, X_complete, y, beta, mu, cov)
+
+
+# --- issue 23: rows that differ -------------------------------------------------------------
+
+
+def rare_covariate_logistic(N=200_000, rng=None, *, d=5, rare_rows=40, base_rate=0.06,
+                            effect=1.0, scale=0.5):
+    """Logistic regression with a rare binary covariate: a few rows unlike all the others.
+
+    Columns: ``d - 2`` standard-normal covariates (coefficients ``scale / sqrt(d - 2)`` times
+    a fixed sign pattern, so the predictor has sd ``scale``), a binary covariate equal to 1 in
+    exactly ``rare_rows`` rows drawn at random (coefficient ``effect``), and an intercept column
+    of ones last (coefficient ``logit(base_rate)``). The rare coefficient is identified by
+    those rows alone, so its posterior variance is O(1 / rare_rows) while the others' are
+    O(1 / N): the Taylor residuals of control variates centred at the mode are dominated by
+    the rare rows (a rare category, the situation of issue 23). Returns ``(X, y, theta)``
+    with y in {0, 1} and ``theta`` the coefficients used.
+
+    Examples
+    --------
+    >>> X, y, theta = rare_covariate_logistic(10_000, rng=0)
+    >>> X.shape, int(X[:, 3].sum()), theta.shape
+    ((10000, 5), 40, (5,))
+    """
+    N = check_int("N", N, low=2)
+    d = check_int("d", d, low=2)
+    rare_rows = check_int("rare_rows", rare_rows, low=1)
+    if rare_rows > N:
+        raise ValueError(f"rare_rows must be at most N = {N}, got {rare_rows}")
+    base_rate = float(base_rate)
+    if not 0.0 < base_rate < 1.0:
+        raise ValueError(f"base_rate must be in (0, 1), got {base_rate}")
+    effect = float(effect)
+    if not np.isfinite(effect):
+        raise ValueError(f"effect must be finite, got {effect}")
+    scale = float(scale)
+    if not (np.isfinite(scale) and scale >= 0.0):
+        raise ValueError(f"scale must be finite and >= 0, got {scale}")
+    rng = as_generator(rng)
+    k = d - 2
+    theta = np.empty(d)
+    theta[:k] = scale / np.sqrt(max(k, 1)) * np.where(np.arange(k) % 2 == 0, 1.0, -1.0)
+    theta[k] = effect
+    theta[k + 1] = np.log(base_rate / (1.0 - base_rate))
+    X = np.empty((N, d))
+    X[:, :k] = rng.standard_normal((N, k))
+    X[:, k] = 0.0
+    X[rng.choice(N, size=rare_rows, replace=False), k] = 1.0
+    X[:, k + 1] = 1.0
+    y = (rng.random(N) < special.expit(X @ theta)).astype(float)
+    return X, y, theta

@@ -18,6 +18,9 @@ from .robust import RobustRegression
 # Control variates.
 from .control_variates import ControlVariates, TaylorCenter
 
+# Heavy rows read exactly (issue 23).
+from .exact_rows import ExactRows, heavy_rows, row_scales
+
 __all__ = [
     "Model",
     "BaseModel",
@@ -42,4 +45,8 @@ __all__ = [
     # control variates
     "ControlVariates",
     "TaylorCenter",
+    # heavy rows read exactly
+    "ExactRows",
+    "heavy_rows",
+    "row_scales",
 ]

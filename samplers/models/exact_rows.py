@@ -1,0 +1,539 @@
+"""Heavy rows read exactly: a model wrapper whose minibatches come from the other rows.
+
+See :class:`ExactRows` and :func:`heavy_rows`.
+"""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import numpy as np
+
+from design._lib.checks import check_positive
+from design._lib.jit import jit, row_jit
+from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
+
+__all__ = ["ExactRows", "heavy_rows", "row_scales"]
+
+#: Default of ``threshold`` in :func:`heavy_rows`: a row is heavy while its residual scale
+#: exceeds this many times the root mean square scale of the rows left.
+HEAVY_THRESHOLD = 20.0
+
+
+# --- the index map and the compiled row kernels ----------------------------------------------
+
+
+@row_jit
+def rest_row(adj, j):
+    """Row of the wrapped model behind row ``j`` of the rest: ``j + #{m : adj[m] <= j}`` with
+    ``adj[m] = rows[m] - m`` (``rows`` sorted), a binary search over the k heavy rows."""
+    lo = 0
+    hi = adj.shape[0]
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if adj[mid] <= j:
+            lo = mid + 1
+        else:
+            hi = mid
+    return j + lo
+
+
+@cache
+def _rest_kernels(ratio, prefetch):
+    """Row kernels of the wrapper over ``data = (inner, adj, shift)``: the wrapped model's
+    ratio kernel at the rest's row ``j``, plus the per-pair constant ``shift``."""
+
+    @row_jit
+    def row_ratio(data, j, theta, theta_new):
+        inner, adj, shift = data
+        return ratio(inner, rest_row(adj, j), theta, theta_new) + shift
+
+    @row_jit
+    def row_prefetch(data, j):
+        prefetch(data[0], rest_row(data[1], j))
+
+    return row_ratio, row_prefetch
+
+
+@jit
+def ordered_sum(values):
+    """``sum(values)`` added in order (the compiled block adds the heavy rows so)."""
+    total = 0.0
+    for t in range(values.shape[0]):
+        total += values[t]
+    return total
+
+
+@cache
+def _block_parts(inner_decision, inner_ratio, inner_grads):
+    """The compiled chain loop's ``decision_data`` and ``grads`` of the wrapper over its block
+    data ``(inner, adj, rows, n)``, ``inner`` the wrapped model's block data: the same
+    arithmetic, in the same order, as :meth:`ExactRows._decision_data` and
+    :meth:`ExactRows._grad_loglik` (memoised per wrapped kernel)."""
+    from ..proposals import row_sums
+
+    @jit
+    def decision_data(data, theta, theta_new):
+        inner, adj, rows, n = data
+        dd = inner_decision(inner, theta, theta_new)
+        total = 0.0
+        for t in range(rows.shape[0]):
+            total += inner_ratio(dd, rows[t], theta, theta_new)
+        return (dd, adj, total / n)
+
+    @jit
+    def grads(data, idx, theta, out):
+        inner, adj, rows, n = data
+        mapped = np.empty(idx.shape[0], dtype=np.intp)
+        for t in range(idx.shape[0]):
+            mapped[t] = rest_row(adj, idx[t])
+        inner_grads(inner, mapped, theta, out)
+        if rows.shape[0] > 0:
+            heavy = np.empty((rows.shape[0], out.shape[1]))
+            inner_grads(inner, rows, theta, heavy)
+            shift = np.empty(out.shape[1])
+            row_sums(heavy, shift)
+            for j in range(out.shape[1]):
+                shift[j] = shift[j] / n
+            for t in range(out.shape[0]):
+                for j in range(out.shape[1]):
+                    out[t, j] += shift[j]
+
+    return decision_data, grads
+
+
+# --- which rows are heavy ----------------------------------------------------------------------
+
+
+@jit
+def quadratic_forms(x, sigma, power, out):
+    """``out[i] = (x_i' sigma x_i)^power`` for the rows of ``x`` (``sigma`` symmetric), in a
+    compiled loop: NumPy's threaded BLAS products slow down by orders of magnitude when other
+    processes hold the cores."""
+    d = x.shape[1]
+    for i in range(x.shape[0]):
+        v = 0.0
+        for j in range(d):
+            xj = x[i, j]
+            w = 0.5 * sigma[j, j] * xj
+            for k in range(j + 1, d):
+                w += sigma[j, k] * x[i, k]
+            v += xj * w
+        out[i] = max(2.0 * v, 0.0) ** power
+
+
+def row_scales(cv) -> np.ndarray:
+    r"""The residual scale of every row of a control-variate model, ``v_i^((order + 1) / 2)``.
+
+    ``v_i = x_i' Sigma x_i`` is the Laplace variance of row i's linear predictor
+    (``Sigma = cv.laplace_covariance()``); a row's Taylor residual at order ``q`` is
+    ``f^(q+1)(eta) s^(q+1) / (q+1)!`` to leading order, ``s = x_i . (theta - theta*)``, and
+    under the Laplace approximation ``s ~ N(0, v_i)``, so its size is proportional to
+    ``v_i^((q + 1) / 2)`` (the per-row form of the residual bound of
+    :class:`~samplers.ControlVariates`, with the posterior's metric in place of
+    ``||x_i||``). One chunked pass over the rows, O(N d^2).
+
+    Parameters
+    ----------
+    cv : ControlVariates
+        Around a built-in GLM model (logistic, linear, Student-t, Gaussian mean).
+
+    Returns
+    -------
+    ndarray of shape (N,)
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, GaussianMean
+    >>> cv = ControlVariates(GaussianMean(np.random.default_rng(0).normal(size=1000)))
+    >>> a = row_scales(cv)                  # every row alike: v_i = 1 / N
+    >>> a.shape, bool(np.allclose(a, a[0]))
+    ((1000,), True)
+    """
+    glm = getattr(cv, "_glm", None)
+    if glm is None or not callable(getattr(cv, "laplace_covariance", None)):
+        raise TypeError(f"row_scales needs a ControlVariates around a built-in GLM model, got "
+                        f"{type(cv).__name__}{'' if glm is not None else ' without GLM rows'}")
+    sigma = cv.laplace_covariance()
+    power = 0.5 * (cv.order + 1)
+    out = np.empty(cv.N)
+    for start in range(0, cv.N, SCAN_CHUNK):
+        stop = min(start + SCAN_CHUNK, cv.N)
+        quadratic_forms(glm.design(cv.model, start, stop), sigma, power, out[start:stop])
+    return out
+
+
+def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None) -> np.ndarray:
+    r"""The rows whose Taylor residuals can dominate the others': read them exactly.
+
+    Rows are ranked by their residual scale ``a_i`` (:func:`row_scales`). The heavy set is
+    ``k`` largest, ``k`` the smallest count (at most ``max_rows``) such that every row ranked
+    after it (among the ``max_rows + 1`` largest) is within ``threshold`` times the root mean
+    square scale of the rows ranked after that row:
+
+    .. math::
+
+        a_{(j)} \le \tau \sqrt{\tfrac{1}{N - j} \sum_{i > j} a_{(i)}^2}
+        \qquad \text{for } k < j \le \text{max\_rows} + 1.
+
+    (Comparing each row with the rows below it, not with all rows, keeps a group of heavy
+    rows from hiding itself by inflating the common scale; a group of more than
+    ``max_rows`` alike rows is not told apart from the bulk, and none is returned.)
+
+    Parameters
+    ----------
+    cv : ControlVariates
+        Around a built-in GLM model.
+    threshold : float
+        tau, > 1 (default 20).
+    max_rows : int, optional
+        At most this many heavy rows (default ``ceil(sqrt(N))``: the exact part of a
+        decision then never reads more than sqrt(N) rows).
+    scales : ndarray of shape (N,), optional
+        Precomputed :func:`row_scales` (one pass saved).
+
+    Returns
+    -------
+    ndarray of int
+        The heavy rows, sorted (possibly empty).
+
+    Notes
+    -----
+    **Why this rule.** Each decision of a minibatch test sums m rows of the rest and the
+    design's CLT treats that sum as Gaussian. A row of scale ``a = tau * rms`` adds
+    ``tau^4 / (n m)`` to the standardized fourth moment of a batch mean of m rows out of n and
+    ``tau^3 / (n sqrt(m))`` to its skewness (Lindeberg: no row may hold a fixed share of the
+    variance), so one row at tau = 20 is harmless from n = 10^4 rows on, while rows
+    beyond it, when the rest are alike, are rare outliers of a different population: on
+    Gaussian covariates with an intercept (4 columns or more) no row exceeds tau = 20 at
+    N = 10^6 (with 2 columns, 5 rows do), and
+    with a rare binary covariate (:func:`~samplers.datasets.rare_covariate_logistic`) the
+    rows carrying it are 10^3 to 2 x 10^4 times the others' scale and are exactly the set found
+    (at N = 2 x 10^5, the 40 rows; the smallest of them 840 times the largest other row).
+    The split is then checked like any model: the trial pairs, the design and the CLT
+    verdict run on the :class:`ExactRows` wrapper and see the rest's residuals.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, GaussianPrior, LogisticRegression
+    >>> from samplers.datasets import rare_covariate_logistic
+    >>> X, y, _ = rare_covariate_logistic(20_000, rng=1)
+    >>> cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    >>> rows = heavy_rows(cv)
+    >>> rows.size, bool(np.all(X[rows, 3] == 1.0))
+    (40, True)
+    """
+    tau = check_positive("threshold", threshold)
+    if not tau > 1.0:
+        raise ValueError(f"threshold must be > 1, got {threshold!r}")
+    N = int(cv.N)
+    if max_rows is None:
+        max_rows = math.ceil(math.sqrt(N))
+    if isinstance(max_rows, bool) or not isinstance(max_rows, (int, np.integer)):
+        raise TypeError(f"max_rows must be an integer, got {max_rows!r}")
+    if not 0 <= max_rows <= N - 2:
+        raise ValueError(f"max_rows must be in [0, N - 2] = [0, {N - 2}], got {max_rows}")
+    if scales is None:
+        a = row_scales(cv)
+    else:
+        a = np.asarray(scales, dtype=float)
+        if a.shape != (N,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+            raise ValueError(f"scales must be {N} finite values >= 0 (row_scales(cv)), got "
+                             f"shape {a.shape}")
+    k_max = int(max_rows)
+    if k_max == 0:
+        return np.empty(0, dtype=np.intp)
+    if k_max + 1 < N:
+        top = np.argpartition(-a, k_max)[: k_max + 1]
+    else:
+        top = np.arange(N)
+    top = top[np.argsort(-a[top], kind="stable")][: k_max + 1]
+    sq = a[top] ** 2
+    others = float(np.sum(a * a)) - float(np.sum(sq))          # rows never candidates
+    outside = max(others, 0.0) if top.size < N else 0.0
+    # after[t]: sum of squares of the rows ranked below candidate t (suffix sums: no
+    # cancellation however much the heavy rows dominate the total)
+    after = outside + np.concatenate((np.cumsum(sq[::-1])[::-1][1:], [0.0]))
+    rms = np.sqrt(after / (N - 1 - np.arange(sq.size)))
+    heavy = np.flatnonzero(a[top] > tau * rms)
+    k = int(heavy[-1]) + 1 if heavy.size else 0
+    return np.sort(top[: min(k, k_max)]).astype(np.intp)
+
+
+# --- the wrapper -------------------------------------------------------------------------------
+
+
+class ExactRows(BaseModel):
+    r"""A model whose exact part is a fixed set of rows and whose minibatch rows are the rest.
+
+    With K the heavy rows (``rows``) and ``n = N - |K|``, the wrapper is a model of n rows,
+    row j standing for the j-th row of the rest ``R`` (in order), with per-row ratio
+
+    .. math::
+
+        l'_j = l_{R_j} + \frac{S}{n}, \qquad S = \sum_{h \in K} l_h,
+
+    so that ``sum_j l'_j = sum_{i=1}^N l_i`` exactly (to rounding): every accept/reject test
+    run on the wrapper decides the same exact MH comparison as on the wrapped model, while
+    its minibatches (drawn without replacement from the n rows, n the N of the test) see only
+    the rest's spread, and the exact sum S (|K| rows read once per decision) is a known shift
+    of their mean. Log-likelihoods and gradients are wrapped the same way
+    (``l'_j(theta) = l_{R_j}(theta) + sum_{h in K} l_h(theta) / n``), so the trial pairs of the
+    design (:meth:`design.TrialChain.from_model`), the CLT verdict
+    (:func:`validation.clt_check`, :func:`validation.acceptance_check`) and a chain's
+    recorded statistics (the bias monitor) all see the split: their l_i are the rest's and N
+    is n.
+
+    Parameters
+    ----------
+    model : model
+        Typically a :class:`~samplers.ControlVariates` (whose heavy rows are those with
+        large Taylor residuals), or any model (a built-in one, or a user's with ``N``,
+        ``loglik``, ``logprior``).
+    rows : "auto" or array of int
+        The rows read exactly: distinct indices in ``[0, N)``, leaving at least 2 rows; or
+        ``"auto"``, :func:`heavy_rows` (for a ControlVariates around a built-in GLM).
+    threshold, max_rows :
+        Passed to :func:`heavy_rows` with ``rows="auto"``.
+
+    Attributes
+    ----------
+    model : the wrapped model.
+    rows : ndarray of int
+        The heavy rows, sorted, read-only.
+    N : int
+        ``model.N - len(rows)``: the rows minibatches are drawn from.
+    dim : int
+
+    Notes
+    -----
+    A decision costs the test's rows of the rest plus the |K| heavy rows (their exact sum is
+    computed once per decision, in :meth:`decision_data`). With the wrapped model's row
+    kernels the wrapper's ratio kernel maps row j to ``R_j`` by a binary search over the
+    heavy rows (O(log |K|), nothing of size N stored), so the sequential tests run their
+    compiled decisions, and where the wrapped model runs on the compiled chain loop the
+    wrapper does too (:meth:`block_parts`: the heavy rows are summed inside the step, in
+    the order :meth:`decision_data` sums them, so both loops give the same chain). The range the confidence test
+    needs is the wrapped model's, shifted by ``S / n`` (its width is the wrapped model's
+    bound over all rows).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import ControlVariates, GaussianPrior, LogisticRegression
+    >>> from samplers.datasets import rare_covariate_logistic
+    >>> X, y, _ = rare_covariate_logistic(20_000, rng=1)
+    >>> cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    >>> split = ExactRows(cv, "auto")
+    >>> split.N, len(split.rows)
+    (19960, 40)
+    >>> theta = cv.center.theta + 0.05; theta_new = theta + 0.02
+    >>> full = cv.loglik_ratio(theta, theta_new, np.arange(cv.N)).sum()
+    >>> rest = split.loglik_ratio(theta, theta_new, np.arange(split.N))
+    >>> bool(np.isclose(rest.sum(), full, rtol=1e-10, atol=1e-12))
+    True
+    >>> bool(np.all(X[split.rows, 3] == 1.0))     # the rows of the rare covariate
+    True
+    """
+
+    def __init__(self, model, rows="auto", *, threshold=HEAVY_THRESHOLD, max_rows=None):
+        for attr in ("loglik", "logprior"):
+            if not callable(getattr(model, attr, None)):
+                raise TypeError(f"model must have a callable {attr}(...); "
+                                f"{type(model).__name__} has none")
+        total = getattr(model, "N", None)
+        if isinstance(total, bool) or not isinstance(total, (int, np.integer)):
+            raise TypeError(f"model.N must be an integer number of rows, got {total!r}")
+        total = int(total)
+        dim = getattr(model, "dim", None)
+        if dim is None:
+            raise TypeError(f"{type(model).__name__} has no dim: ExactRows needs model.dim")
+        if isinstance(rows, str):
+            if rows != "auto":
+                raise ValueError(f"rows must be 'auto' or an array of row indices, got {rows!r}")
+            rows = heavy_rows(model, threshold=threshold, max_rows=max_rows)
+        else:
+            arr = np.asarray(rows)
+            if arr.ndim != 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
+                raise TypeError(f"rows must be 'auto' or a 1-D integer array, got "
+                                f"{arr.dtype} of shape {arr.shape}")
+            rows = np.unique(arr.astype(np.intp))   # a sorted copy: the caller's is untouched
+            if rows.size != arr.size:
+                raise ValueError(f"rows must be distinct, got {arr.size - rows.size} repeat(s)")
+            if rows.size and (rows[0] < 0 or rows[-1] >= total):
+                raise ValueError(f"rows must lie in [0, {total - 1}], got values in "
+                                 f"[{rows[0]}, {rows[-1]}]")
+        if total - rows.size < 2:
+            raise ValueError(f"rows must leave at least 2 of the model's {total} rows, got "
+                             f"{rows.size} rows")
+        self.model = model
+        self.dim = int(dim)
+        self.N = total - int(rows.size)
+        self.temperature = 1.0   # the wrapped model carries its own temperature
+        self._inv_temp = 1.0
+        self.prior = getattr(model, "prior", None)
+        rows = rows.astype(np.intp, copy=False)
+        rows.setflags(write=False)
+        self.rows = rows
+        adj = (rows - np.arange(rows.size, dtype=np.intp)).astype(np.int64)
+        adj.setflags(write=False)
+        self._adj = adj
+        if isinstance(model, BaseModel):
+            self._inner_ratio = model._loglik_ratio
+            self._inner_loglik = model._loglik
+            self._inner_grad = model._grad_loglik
+            self._inner_range = model._loglik_ratio_range
+        else:
+            self._inner_ratio = lambda th, th_new, idx: loglik_ratio(model, th, th_new, idx)
+            self._inner_loglik = lambda th, idx: np.asarray(model.loglik(th, idx), dtype=float)
+            grad = getattr(model, "grad_loglik", None)
+            self._inner_grad = None if grad is None else (
+                lambda th, idx: np.asarray(grad(th, idx), dtype=float).reshape(len(idx), -1))
+            ranged = getattr(model, "loglik_ratio_range", None)
+            bound = getattr(model, "loglik_ratio_bound", None)
+            if ranged is not None:
+                self._inner_range = lambda th, th_new: tuple(map(float, ranged(th, th_new)))
+            elif bound is not None:
+                self._inner_range = lambda th, th_new: (0.0, float(bound(th, th_new)))
+            else:
+                self._inner_range = None
+        if self._inner_range is None:
+            # no range: the samplers' view sees none, and the confidence test says so
+            self._loglik_ratio_range = self._loglik_ratio_bound = None
+
+    # -- the index map and the exact part ---------------------------------------------------------
+
+    @property
+    def n_exact(self) -> int:
+        """Rows read in every decision that reads data, beyond the test's own (``n_used`` of
+        a chain on the wrapper counts the rest's rows only): ``len(rows)``. A decision's cost
+        in rows is ``n_used + n_exact``; a design's predicted rows per step likewise."""
+        return int(self.rows.size)
+
+    def rest_rows(self, idx) -> np.ndarray:
+        """The wrapped model's rows behind rows ``idx`` of the rest (O(log |K|) each)."""
+        idx = self._check_idx(idx)
+        return self._map(idx)
+
+    def _map(self, idx):
+        return idx + np.searchsorted(self._adj, idx, side="right")
+
+    def _shift(self, theta, theta_new) -> float:
+        """``S / n``: the heavy rows' exact sum of ratios over the rest's size."""
+        if self.rows.size == 0:
+            return 0.0
+        return ordered_sum(self._inner_ratio(theta, theta_new, self.rows)) / self.N
+
+    def exact_ratio(self, theta, theta_new) -> float:
+        """``S = sum_{h in K} l_h(theta, theta')``, the exact part of a decision."""
+        theta = self._check_theta("theta", theta)
+        theta_new = self._check_theta("theta_new", theta_new)
+        return self._shift(theta, theta_new) * self.N
+
+    # -- row kernels (the wrapped model's, through the index map) ------------------------------
+
+    @property
+    def _kernels(self):
+        inner = getattr(self.model, "row_kernels", None)
+        if inner is None or not callable(getattr(self.model, "decision_data", None)):
+            return None
+        return _rest_kernels(inner.ratio, inner.prefetch)
+
+    @property
+    def _row_ratio(self):
+        k = self._kernels
+        return None if k is None else k[0]
+
+    @property
+    def _row_prefetch(self):
+        k = self._kernels
+        return None if k is None else k[1]
+
+    def block_parts(self, view):
+        """The compiled chain loop's parts (:class:`~samplers.models.compiled.BlockModel`),
+        built on the wrapped model's, or None (then the Python loop runs): block data
+        ``(inner, adj, rows, n)``, the heavy rows' exact sum computed inside the step."""
+        if self._row_ratio is None:
+            return None
+        from .._view import ModelView
+        from .compiled import BlockModel
+
+        inner_view = ModelView(self.model, self.dim)
+        inner_parts = getattr(self.model, "block_parts", None)
+        inner = None if inner_parts is None else inner_parts(inner_view)
+        if inner is None or inner_view.row_ratio is None:
+            return None
+        decision, grads = _block_parts(inner.decision_data, inner_view.row_ratio, inner.grads)
+        return BlockModel((inner.data, self._adj, self.rows, float(self.N)), inner.prior,
+                          decision, grads)
+
+    def block_range(self):
+        """None: the confidence test's range of the wrapper is not compiled (its chains with
+        ``range="model"`` run on the Python loop)."""
+        return None
+
+    def _kernel_data(self):
+        raise TypeError("ExactRows rows carry the per-pair constant S/n of the heavy rows: read "
+                        "them through _decision_data(theta, theta_new), not _kernel_data()")
+
+    def _decision_data(self, theta, theta_new):
+        return (self.model.decision_data(theta, theta_new), self._adj,
+                self._shift(theta, theta_new))
+
+    # -- unchecked batch methods --------------------------------------------------------------
+
+    def _loglik_ratio(self, theta, theta_new, idx):
+        return self._inner_ratio(theta, theta_new, self._map(idx)) + self._shift(theta, theta_new)
+
+    def _loglik(self, theta, idx):
+        out = self._inner_loglik(theta, self._map(idx))
+        if self.rows.size:
+            out = out + ordered_sum(self._inner_loglik(theta, self.rows)) / self.N
+        return out
+
+    def _grad_loglik(self, theta, idx):
+        if self._inner_grad is None:
+            raise TypeError(f"{type(self.model).__name__} has no grad_loglik, so ExactRows "
+                            "around it has none")
+        out = self._inner_grad(theta, self._map(idx))
+        if self.rows.size:
+            out = out + self._inner_grad(theta, self.rows).sum(axis=0) / self.N
+        return out
+
+    def _loglik_ratio_range(self, theta, theta_new):
+        centre, half = self._inner_range(theta, theta_new)
+        return centre + self._shift(theta, theta_new), half
+
+    def _loglik_ratio_bound(self, theta, theta_new):
+        centre, half = self._loglik_ratio_range(theta, theta_new)
+        return abs(centre) + half
+
+    def loglik_ratio_range(self, theta, theta_new) -> tuple[float, float]:
+        """``(centre, half_width)`` with every ``l'_j`` within ``half_width`` of ``centre``:
+        the wrapped model's range shifted by ``S / n``."""
+        if self._loglik_ratio_range is None:
+            raise TypeError(f"{type(self.model).__name__} has no loglik_ratio_range or "
+                            "loglik_ratio_bound, so ExactRows around it has none")
+        return self._loglik_ratio_range(self._check_theta("theta", theta),
+                                        self._check_theta("theta_new", theta_new))
+
+    def loglik_ratio_bound(self, theta, theta_new) -> float:
+        """``|centre| + half_width`` of :meth:`loglik_ratio_range`."""
+        centre, half = self.loglik_ratio_range(theta, theta_new)
+        return abs(centre) + half
+
+    def logprior(self, theta) -> float:
+        return float(self.model.logprior(np.asarray(theta, dtype=float)))
+
+    def grad_logprior(self, theta) -> np.ndarray:
+        glp = getattr(self.model, "grad_logprior", None)
+        if glp is None:
+            raise TypeError(f"{type(self.model).__name__} has no grad_logprior")
+        return np.asarray(glp(np.asarray(theta, dtype=float)), dtype=float).reshape(self.dim)
+
+    def __repr__(self):
+        return (f"ExactRows({self.model!r}, rows={self.rows.size} exact, "
+                f"N={self.N} minibatch rows)")

@@ -1,0 +1,225 @@
+"""Heavy rows read exactly (issue 23): the ExactRows wrapper, the heavy-row rule, the split
+seen by the design and the CLT verdict, and a chain on the split against an independent
+reference (self-normalised importance sampling on all rows)."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import design
+import validation
+from samplers import (
+    AustereTest,
+    ControlVariates,
+    ExactRows,
+    ExactTest,
+    GaussianPrior,
+    Independence,
+    LogisticRegression,
+    heavy_rows,
+    sample,
+)
+from samplers.datasets import logistic_regression, rare_covariate_logistic
+from samplers.models.compiled import compiled_view
+from samplers.models.exact_rows import rest_row, row_scales
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", FutureWarning)
+    import arviz as az
+
+N = 5000
+RARE = 20
+PRIOR = GaussianPrior(0.0, 10.0)
+
+
+@pytest.fixture(scope="module")
+def rare():
+    X, y, _ = rare_covariate_logistic(N, rng=11, rare_rows=RARE)
+    cv = ControlVariates(LogisticRegression(X, y, prior=PRIOR))
+    return X, y, cv
+
+
+def _pair(cv, rng, step=1.0):
+    cov = cv.laplace_covariance()
+    theta = rng.multivariate_normal(cv.center.theta, cov)
+    return theta, theta + step * rng.multivariate_normal(np.zeros(cv.dim), cov)
+
+
+def test_rest_row_matches_the_complement():
+    rows = np.array([0, 3, 4, 9, 17])
+    rest = np.setdiff1d(np.arange(20), rows)
+    adj = rows - np.arange(rows.size)
+    got = [rest_row(adj, j) for j in range(rest.size)]
+    assert got == rest.tolist()
+    assert [rest_row.py_func(adj, j) for j in range(rest.size)] == rest.tolist()
+    assert rest_row(np.empty(0, dtype=np.int64), 7) == 7
+
+
+def test_heavy_rows_are_the_rare_rows_and_none_on_alike_rows(rare):
+    X, _, cv = rare
+    rows = heavy_rows(cv)
+    assert rows.tolist() == np.flatnonzero(X[:, 3] == 1.0).tolist()
+    Xg, yg, _ = logistic_regression(N, 4, rng=3)
+    assert heavy_rows(ControlVariates(LogisticRegression(Xg, yg, prior=PRIOR))).size == 0
+    # the group is found whenever it fits under the cap; none past it, none at max_rows=0
+    assert heavy_rows(cv, max_rows=RARE).tolist() == rows.tolist()
+    assert heavy_rows(cv, max_rows=0).size == 0
+
+
+def test_row_scales_is_the_laplace_variance_of_the_predictor(rare):
+    X, _, cv = rare
+    S = cv.laplace_covariance()
+    v = np.einsum("ij,jk,ik->i", X, S, X)
+    np.testing.assert_allclose(row_scales(cv), v ** 1.5, rtol=1e-10)
+
+
+def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    assert split.N == N - RARE and split.rows.size == RARE == split.n_exact
+    rng = np.random.default_rng(5)
+    theta, theta_new = _pair(cv, rng)
+    full = cv.loglik_ratio(theta, theta_new, np.arange(N))
+    rest = split.loglik_ratio(theta, theta_new, np.arange(split.N))
+    np.testing.assert_allclose(rest.sum(), full.sum(), rtol=1e-11, atol=1e-13)
+    assert split.exact_ratio(theta, theta_new) == pytest.approx(full[split.rows].sum(),
+                                                                rel=1e-12, abs=1e-15)
+    np.testing.assert_allclose(split.loglik(theta, np.arange(split.N)).sum(),
+                               cv.loglik(theta, np.arange(N)).sum(), rtol=1e-12)
+    np.testing.assert_allclose(split.grad_loglik(theta, np.arange(split.N)).sum(axis=0),
+                               cv.grad_loglik(theta, np.arange(N)).sum(axis=0),
+                               rtol=1e-9, atol=1e-9)
+    idx = rng.integers(0, split.N, 300)
+    assert np.array_equal(compiled_view(split).ratio(theta, theta_new, idx),
+                          split.loglik_ratio(theta, theta_new, idx))
+    mapped = split.rest_rows(idx)
+    np.testing.assert_array_equal(mapped, np.setdiff1d(np.arange(N), split.rows)[idx])
+    centre, half = split.loglik_ratio_range(theta, theta_new)
+    assert np.all(np.abs(rest - centre) <= half)
+
+
+def test_bad_input_is_refused_and_the_callers_rows_untouched(rare):
+    _, _, cv = rare
+    rows = np.array([7, 3, 5])
+    split = ExactRows(cv, rows)
+    assert rows.tolist() == [7, 3, 5] and split.rows.tolist() == [3, 5, 7]
+    with pytest.raises(ValueError, match="distinct"):
+        ExactRows(cv, [1, 1])
+    with pytest.raises(ValueError, match=r"rows must lie in \[0, 4999\]"):
+        ExactRows(cv, [5000])
+    with pytest.raises(TypeError, match="1-D integer"):
+        ExactRows(cv, [0.5])
+    with pytest.raises(ValueError, match="'auto'"):
+        ExactRows(cv, "all")
+    with pytest.raises(ValueError, match="at least 2"):
+        ExactRows(cv, np.arange(N - 1))
+    with pytest.raises(ValueError, match="threshold must be > 1"):
+        heavy_rows(cv, threshold=0.5)
+    with pytest.raises(ValueError, match="max_rows"):
+        heavy_rows(cv, max_rows=N)
+    with pytest.raises(TypeError, match="GLM"):
+        heavy_rows(cv.model)
+
+
+def test_design_and_verdict_see_the_split(rare):
+    """The trial pairs record the rest's l_i (N = n, mu n = the full sum), and the designed
+    Austere test passes the simulated verdict reading m rows of the rest."""
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    rng = np.random.default_rng(8)
+    pairs = [_pair(cv, rng, step=2.38 / np.sqrt(cv.dim)) for _ in range(10)]
+    thetas, news = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    trial = design.TrialChain.from_model(split, thetas, news, progress=False, workers=1)
+    assert trial.N == split.N
+    rest = split.loglik_ratio(thetas[0], news[0], np.arange(split.N))
+    full = cv.loglik_ratio(thetas[0], news[0], np.arange(N))
+    assert trial.mu[0] * split.N == pytest.approx(full.sum(), rel=1e-9, abs=1e-12)
+    assert trial.sigma[0] == pytest.approx(rest.std(), rel=1e-9)
+    whole = design.TrialChain.from_model(cv, thetas, news, progress=False, workers=1)
+    assert np.max(np.abs(trial.kurtosis)) < 0.25 * np.max(np.abs(whole.kurtosis))
+    plan = design.optimize(trial, 0.01)
+    clt = validation.clt_check(split, (thetas, news), design=plan, n_sim=4000, n_paths=500,
+                               search=False, rng=9, progress=False)
+    assert clt.acceptance.m == plan.m and clt.passed
+
+
+@pytest.fixture(scope="module")
+def reference(rare):
+    """Posterior mean and sd of every coefficient by self-normalised importance sampling
+    from a Student-t (df 5) around the Laplace approximation, on all rows."""
+    X, y, cv = rare
+    rng = np.random.default_rng(12)
+    S = cv.laplace_covariance() * 1.5
+    L = np.linalg.cholesky(S)
+    draws = 20_000
+    z = rng.standard_normal((draws, cv.dim))
+    w = np.sqrt(5.0 / rng.chisquare(5.0, draws))
+    theta = cv.center.theta + (z @ L.T) * w[:, None]
+    loglik = np.empty(draws)
+    for start in range(0, draws, 1000):             # 1000 x N predictors at a time
+        eta = theta[start:start + 1000] @ X.T
+        loglik[start:start + 1000] = (y * eta - np.logaddexp(0.0, eta)).sum(axis=1)
+    logprior = -0.5 * np.sum(theta ** 2, axis=1) / 100.0
+    q = np.linalg.solve(L, (theta - cv.center.theta).T)
+    logq = -0.5 * (5.0 + cv.dim) * np.log1p(np.sum(q ** 2, axis=0) / 5.0)
+    lw = loglik + logprior - logq
+    wt = np.exp(lw - lw.max())
+    wt /= wt.sum()
+    mean = wt @ theta
+    sd = np.sqrt(wt @ (theta - mean) ** 2)
+    ess = 1.0 / np.sum(wt ** 2)
+    return mean, sd, ess
+
+
+def test_austere_chain_on_the_split_matches_the_reference(rare, reference):
+    """A designed-size Austere test on the split (m = 20 rows of the rest plus the 20 rare
+    rows per decision) against importance sampling on all rows: means and sds within 5
+    Monte Carlo standard errors (ArviZ's, from the ESS) plus the reference's own error."""
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    mean, sd, ess_ref = reference
+    assert ess_ref > 5000
+    prop = Independence.from_laplace(cv, scale=1.2)
+    chain = sample(split, AustereTest(m=20, epsilon=0.05), prop, cv.center.theta, 4000, rng=3,
+                   progress=False)
+    again = sample(split, AustereTest(m=20, epsilon=0.05), prop, cv.center.theta, 50, rng=3,
+                   progress=False, compiled=False)            # the Python loop: same chain
+    assert np.array_equal(again.samples, chain.samples[:50])
+    assert np.array_equal(again.stats["n_used"], chain.stats["n_used"][:50])
+    assert np.mean(chain.stats["n_used"]) < 100
+    idata = chain.to_arviz()
+    mcse_mean = az.mcse(idata, method="mean").theta.values
+    mcse_sd = az.mcse(idata, method="sd").theta.values
+    s = chain.samples
+    ref_se = sd / np.sqrt(ess_ref)
+    assert np.all(np.abs(s.mean(axis=0) - mean) < 5 * mcse_mean + 5 * ref_se), (
+        s.mean(axis=0), mean, mcse_mean)
+    assert np.all(np.abs(s.std(axis=0) - sd) < 5 * mcse_sd + 5 * ref_se), (
+        s.std(axis=0), sd, mcse_sd)
+
+
+def test_exact_test_on_the_split_is_exact_mh(rare):
+    """ExactTest on the split sums all rows (rest plus heavy): the chain is exact MH on the
+    control variates up to rounding of the sum's order (same accept decisions here)."""
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    prop = Independence.from_laplace(cv, scale=1.2)
+    a = sample(split, ExactTest(), prop, cv.center.theta, 200, rng=4, progress=False)
+    b = sample(cv, ExactTest(), prop, cv.center.theta, 200, rng=4, progress=False)
+    np.testing.assert_allclose(a.samples, b.samples, rtol=0, atol=0)
+
+
+def test_compiled_loop_with_minibatch_gradients_is_the_python_loop(rare):
+    """The compiled block's heavy-row sums (decision data and gradients, built on the control
+    variates' block parts) give the Python loop's chain bit for bit."""
+    from samplers import Langevin
+
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    prop = Langevin.from_laplace(cv, 50)
+    test = AustereTest(m=20, epsilon=0.05)
+    a = sample(split, test, prop, cv.center.theta, 100, rng=6, progress=False, compiled=True)
+    b = sample(split, test, prop, cv.center.theta, 100, rng=6, progress=False, compiled=False)
+    assert np.array_equal(a.samples, b.samples)
+    assert np.array_equal(a.stats["n_used"], b.stats["n_used"])
