@@ -51,6 +51,7 @@ html_title = "austerity"
 html_static_path = []
 html_theme_options = {
     "navigation_with_keys": False,
+    "header_links_before_dropdown": 7,
     "show_toc_level": 2,
     "secondary_sidebar_items": ["page-toc"],
 }
