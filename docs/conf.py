@@ -40,7 +40,6 @@ suppress_warnings = ["myst.header"]
 # API: numpydoc sections, autosummary stubs from the lists in api/ (see _ext)
 autosummary_generate = True
 autosummary_imported_members = True
-autodoc_default_options = {"members": False}
 autodoc_typehints = "none"
 numpydoc_show_class_members = False
 numpydoc_class_members_toctree = False

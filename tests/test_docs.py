@@ -39,11 +39,12 @@ def public_modules():
     return out
 
 
-@pytest.fixture(scope="module")
-def site(tmp_path_factory):
+def build(out: Path) -> Path:
+    """The site built by ``python -m sphinx -W`` into ``out`` (one build per test run: the
+    build writes its generated pages into docs/, so two builds must not run at once, as two
+    xdist workers would run two fixtures)."""
     for name in ("sphinx", "myst_nb", "numpydoc", "pydata_sphinx_theme"):
         pytest.importorskip(name, reason=f"the docs build needs {name}: pip install -e .[docs]")
-    out = tmp_path_factory.mktemp("docs")
     run = subprocess.run(
         [sys.executable, "-m", "sphinx", "-W", "--keep-going", "-q", "-b", "html",
          "-d", str(out / "doctrees"), str(DOCS), str(out / "html")],
@@ -53,7 +54,13 @@ def site(tmp_path_factory):
 
 
 @pytest.mark.slow
-def test_docs_build_with_warnings_as_errors(site):
+def test_docs_build_and_every_public_name_has_a_page(tmp_path):
+    site = build(tmp_path)
+    check_pages(site)
+    check_every_public_name_has_a_page(site)
+
+
+def check_pages(site):
     for page in ("index", "getting_started", "user_guide/workflow", "user_guide/big_data",
                  "user_guide/own_model", "theory", "results", "gallery/index", "api/index",
                  "architecture", "correction", "design_tests"):
@@ -65,13 +72,12 @@ def test_docs_build_with_warnings_as_errors(site):
     assert "explanation" in (site / "getting_started.html").read_text()
 
 
-@pytest.mark.slow
-def test_every_public_name_has_a_page(site):
+def check_every_public_name_has_a_page(site):
     """Each name of each public module's ``__all__``, read now: a submodule has its module
     page; an object has a page of its own (under one of the modules exporting it) that
     describes it, and the module's page links to it."""
-    missing = []
-    for module in public_modules():
+    missing, modules = [], public_modules()
+    for module in modules:
         mod = importlib.import_module(module)
         page = site / "api" / f"{module}.html"
         if not page.exists():
@@ -84,7 +90,7 @@ def test_every_public_name_has_a_page(site):
                 if not (site / "api" / f"{obj.__name__}.html").exists():
                     missing.append(f"{module}.{name}")
                 continue
-            homes = [f"{m}.{name}" for m in public_modules()
+            homes = [f"{m}.{name}" for m in modules
                      if getattr(importlib.import_module(m), name, None) is obj
                      and name in importlib.import_module(m).__all__]
             found = [h for h in homes if (site / "api" / "generated" / f"{h}.html").exists()
