@@ -55,3 +55,6 @@ html_theme_options = {
     "secondary_sidebar_items": ["page-toc"],
 }
 html_show_sourcelink = False
+# pages without sub-pages: no empty "Section Navigation" column
+html_sidebars = {page: [] for page in ("index", "getting_started", "theory", "results",
+                                       "design_notes")}
