@@ -13,8 +13,8 @@ The environment variable ``AUSTERITY_NOTEBOOK_SIZE`` selects the size: ``full`` 
 default, run by hand: the paper's setting, minutes) or ``small`` (what CI runs: the same
 code on a problem small enough for seconds). At full size :meth:`Notebook.save_figure`
 writes ``docs/figures/<name>_<figure>.png`` and :meth:`Notebook.report` writes
-``benchmarks/results/notebook_<name>.json``, the files the README's gallery and
-reproduction table are built from (``python benchmarks/report.py``); at small size both go
+``benchmarks/results/notebook_<name>.json``, the files the documentation's gallery and
+results page are built from (``python benchmarks/report.py``); at small size both go
 to a temporary folder, so running the notebooks in CI never overwrites what is committed.
 ``AUSTERITY_NOTEBOOK_OUTPUT`` sends both to a folder of your choice at either size.
 """

@@ -8,7 +8,7 @@
 Executed copies go to ``notebooks/executed/`` (ignored by git); the committed notebooks stay
 without outputs. At full size the notebooks write their figures to ``docs/figures/`` and their
 numbers to ``benchmarks/results/notebook_<name>.json``; then run
-``python benchmarks/report.py`` to regenerate the README's gallery and reproduction table.
+``python benchmarks/report.py`` to regenerate the documentation's gallery and results page.
 """
 
 from __future__ import annotations

@@ -4,18 +4,18 @@ The built-in models whose row log-likelihood depends on theta through one linear
 ``l_i(theta) = f_i(a_i)`` with ``a_i = x_i . theta`` (:mod:`samplers.models._glm`: logistic,
 linear and Student-t regression, the Gaussian mean with ``x_i = 1``) have, at a centre
 ``theta_hat``, the order-k Taylor proxy of :class:`~samplers.ControlVariates` and the
-residual change of row i between theta and theta'
+residual change of row i between theta and theta'::
 
     delta_i = [f_i(a_i') - f_i(a_i)] - [proxy_i(theta') - proxy_i(theta)] = R_k(a_i') - R_k(a_i),
 
-``R_k`` the scalar Taylor remainder, ``R_k'(t) = f^(k+1)(xi) (t - a_hat)^k / k!``. So
+``R_k`` the scalar Taylor remainder, ``R_k'(t) = f^(k+1)(xi) (t - a_hat)^k / k!``. So::
 
     |delta_i| <= M_{k+1}/k! |int_{a}^{a'} |t - a_hat|^k dt|
               <= M_{k+1}/k! |a' - a| (|a - a_hat|^k + |a' - a_hat|^k) / 2          (1)
               <= c_i phi_k(theta, theta'),
 
 where ``M_{k+1} = sup_t |f_i^(k+1)(t)|``, (1) is the Hermite-Hadamard inequality for the
-convex ``|t - a_hat|^k``, and Cauchy-Schwarz on each ``|x_i . v| <= ||x_i|| ||v||`` gives
+convex ``|t - a_hat|^k``, and Cauchy-Schwarz on each ``|x_i . v| <= ||x_i|| ||v||`` gives::
 
     c_i = M_{k+1} ||x_i||^{k+1} / k!,
     phi_k(theta, theta') = ||theta' - theta|| (||theta - theta_hat||^k
