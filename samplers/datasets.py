@@ -6,6 +6,7 @@ them to disk in chunks so that datasets larger than memory can be built.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -16,7 +17,9 @@ from design._lib.checks import as_generator, check_int, check_positive
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
            # issue 7 (SGLD, extended SGLD)
            "l1_regression_toy", "correlated_regression", "MissingData",
-           "missing_covariates_regression"]
+           "missing_covariates_regression",
+           # issue 23 (validation.fit's routes)
+           "rare_covariate_logistic"]
 
 
 def gaussian_mixture(N, theta=(0.0, 1.0), sigma_x2=2.0, rng=None) -> np.ndarray:
@@ -62,6 +65,41 @@ def logistic_regression(N, d, rng=None, *, intercept=True, scale=1.0, theta=None
         X[:, -1] = 1.0
     p = 1.0 / (1.0 + np.exp(-(X @ theta)))
     y = (rng.random(N) < p).astype(float)
+    return X, y, theta
+
+
+def rare_covariate_logistic(N=200_000, n_rare=40, rng=None, *, base_rate=0.06, d=5,
+                            rare_effect=1.0):
+    """A logistic regression with a rare binary covariate: heterogeneous rows.
+
+    Columns: ``d - 2`` standard-normal covariates, a binary covariate equal to 1 in
+    ``n_rare`` random rows only (a rare category), and an intercept at ``logit(base_rate)``;
+    coefficients 0.3 for the normal covariates and ``rare_effect`` for the rare one. The
+    control-variate residuals of the ``n_rare`` rows dominate the others (skewness near -90,
+    excess kurtosis near 10^4 at N = 2 x 10^5): the minibatch CLT fails there, the setting of
+    issue 23. Returns ``(X, y, theta)``.
+
+    Examples
+    --------
+    >>> X, y, theta = rare_covariate_logistic(10_000, 20, rng=0)
+    >>> X.shape, int(X[:, -2].sum())
+    ((10000, 5), 20)
+    """
+    N = check_int("N", N, low=2)
+    n_rare = check_int("n_rare", n_rare, low=1, high=N)
+    d = check_int("d", d, low=3)
+    base_rate = float(base_rate)
+    if not 0.0 < base_rate < 1.0:
+        raise ValueError(f"base_rate must be in (0, 1), got {base_rate!r}")
+    rng = as_generator(rng)
+    X = np.empty((N, d))
+    X[:, :d - 2] = rng.normal(size=(N, d - 2))
+    X[:, d - 2] = 0.0
+    X[rng.choice(N, size=n_rare, replace=False), d - 2] = 1.0
+    X[:, d - 1] = 1.0
+    theta = np.concatenate([np.full(d - 2, 0.3), [float(rare_effect)],
+                            [math.log(base_rate / (1.0 - base_rate))]])
+    y = (rng.random(N) < special.expit(X @ theta)).astype(float)
     return X, y, theta
 
 
