@@ -29,6 +29,9 @@ __all__ = ["fit"]
 DESIGNED = ("austere", "barker", "confidence")
 TESTS = DESIGNED + ("smh", "mh-ss", "exact")
 PROPOSALS = ("independence", "walk")
+#: Simulation redesigns an unforced Austere design may try before the route chooser moves on
+#: to the next candidate (each one simulation of the real test: the dearest part of set-up).
+AUTO_REDESIGNS = 1
 #: Laplace draws at least (Pareto-k needs more than 4 weights in its tail, ceil(n / 5)).
 MIN_DRAWS = 30
 
@@ -64,8 +67,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
        is the cheapest candidate: Austere's real test simulated on the real l_i of 10 trial
        pairs against ``tolerance`` (redesigned by the Edgeworth programme or by simulation, or
        replaced by the confidence test, on failure), Barker's KS distance against
-       ``clt_tolerance``; a design that fails (or whose redesign costs more) loses to the
-       next candidate;
+       ``clt_tolerance``; unforced, one simulation redesign is tried and a design that still
+       fails (or whose redesign costs more) loses to the next candidate;
     6. **chains** (:func:`~validation.workflow.steps.run_chains`): ``chains`` chains of
        ``draws`` steps from the mode, in parallel processes, extended until the min bulk ESS
        reaches ``ess`` when given (within ``max_seconds``); R-hat and ESS in the attributes;
@@ -254,6 +257,10 @@ def _candidates(proxy, choice, pairs, tolerance, test, mh_acc):
             routes.ess_per_step(kind, mh_acc, d, mh_acc), False,
             True if plan.test == "confidence" else None, note=f"designed: {_settings(plan)}"))
     if test is None or test in ("smh", "mh-ss", "exact"):
+        if test in ("smh", "mh-ss") and not has_remainder_bounds(proxy.cv):
+            raise ValueError(f"test={test!r} needs per-row remainder bounds (a built-in "
+                             f"model); {type(proxy.cv.model).__name__} has none: use "
+                             "test='exact' or a designed test")
         if has_remainder_bounds(proxy.cv) or test == "exact":
             exact, tests = _exact(proxy, choice, pairs, mh_acc, test)
             cands += [c for c in exact if test is None or c.test == test]
@@ -273,7 +280,7 @@ def _exact(proxy, choice, pairs, mh_acc, test):
                              True, True, note="all N rows")
         return [c], {}
     return routes.exact_candidates(proxy.cv, choice.kind, pairs.thetas, pairs.news,
-                                   pairs.log_const, mh_acc)
+                                   pairs.log_const, mh_acc, trial=pairs.trial)
 
 
 def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state, clock,
@@ -282,7 +289,9 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
     def verify(candidate):
         v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
                   clt_tolerance=clt_tolerance,
-                  on_clt_failure=on_clt_failure if forced else "redesign", rng=rng)
+                  on_clt_failure=on_clt_failure if forced else "redesign",
+                  max_redesigns=MAX_REDESIGNS if forced else AUTO_REDESIGNS,
+                  fallback=forced, rng=rng)
         state["verdict"], state["plan"] = v, v.plan
         rows = v.plan.data_fraction * proxy.cv.N
         return replace(candidate, test=v.plan.test, rows=float(rows), sound=v.passed,

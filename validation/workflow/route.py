@@ -125,14 +125,17 @@ def ess_per_step(proposal: str, acceptance: float, d: int, mh_acceptance: float)
 
 
 def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, *,
-                     smh=None, mhss=None):
+                     trial=None, smh=None, mhss=None):
     """SMH-2, MH-SS-2 and exact MH priced at the trial pairs of the chosen proposal.
 
     Rows per step of a Poisson-factor test: its batch ``E[B] = C phi(theta, theta')`` at
     each pair (:meth:`samplers.SMHTest.expected_batch`) read when the deterministic factor
     ``min(1, exp(c + P))`` accepts (N when ``E[B] >= N``: plain MH). Acceptance: MH-SS keeps
-    about exact MH's; SMH multiplies it by ``prod_i min(1, exp(delta_i)) >= exp(-E[B])``
-    (the lower bound is used). Exact MH reads N rows.
+    about exact MH's; SMH multiplies it by ``prod_i min(1, exp(delta_i)) = exp(-S_-)``,
+    ``S_- = sum_i max(0, -delta_i) = (sum_i |delta_i| - sum_i delta_i) / 2``, estimated from
+    the trial pairs' statistics (``trial``: ``sum_i |delta_i|`` about ``N sigma E|z|``, and
+    ``sum_i delta_i = N mu - P``) within its bounds ``[max(0, -sum delta), E[B]]``; without
+    them the bound ``exp(-E[B])``. Exact MH reads N rows.
     """
     from samplers import ScalableSubsamplingTest, SMHTest
 
@@ -143,7 +146,12 @@ def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, 
     proxy = np.array([cv.proxy_total(a, b) for a, b in zip(thetas, news)])
     det = np.exp(np.minimum(np.asarray(log_const) + proxy, 0.0))
     rows = np.where(batch >= N, N, det * batch)
-    smh_factor = float(np.mean(np.where(batch >= N, 1.0, np.exp(-batch))))
+    neg = batch
+    if trial is not None and trial.abs_z1 is not None:
+        total = N * trial.mu - proxy                     # sum of the residual changes
+        neg = np.clip(0.5 * (N * trial.sigma * trial.abs_z1 - total),
+                      np.maximum(0.0, -total), batch)
+    smh_factor = float(np.mean(np.where(batch >= N, 1.0, np.exp(-neg))))
     note = f"E[B] at the trial pairs: median {np.median(batch):.3g}"
     out = []
     for test, factor in (("smh", smh_factor), ("mh-ss", 1.0)):

@@ -368,7 +368,7 @@ class Verdict:
     clt : validation.CLTCheck or None (the confidence test needs none).
     passed : bool
         Whether the design keeps its promise (True for the confidence test).
-    redesign : {"none", "edgeworth", "simulation", "larger batch", "confidence"}
+    redesign : {"none", "edgeworth", "simulation", "larger batch", "confidence", "failed"}
     lines : tuple of str
     """
 
@@ -380,19 +380,23 @@ class Verdict:
 
 
 def verdict(proxy: Proxy, pairs: TrialPairs, plan, tolerance, *, clt_tolerance=0.05,
-            on_clt_failure="redesign", rng=None) -> Verdict:
+            on_clt_failure="redesign", max_redesigns=MAX_REDESIGNS, fallback=True,
+            rng=None) -> Verdict:
     """Step 5: is the design sound on the real l_i? Redesign on failure.
 
     *Austere*: the real sequential test simulated on the real l_i of ``N_CHECK`` trial pairs
     (:func:`validation.clt_check` with ``design=``), its mean |Delta| against ``tolerance``;
     on failure :func:`_redesign_austere`. *Barker*: the KS distance of the minibatch t
     statistic at b = m against ``clt_tolerance``; on failure the smallest passing batch
-    size, or the confidence test. *Confidence*: no CLT needed.
+    size, or the confidence test. *Confidence*: no CLT needed. ``max_redesigns`` bounds
+    the simulation redesigns of Austere; with ``fallback=False`` a design that still fails is
+    reported unsound instead of being replaced by the confidence test (the route chooser
+    then moves on to the next candidate).
     """
     rng = as_generator(rng)
     if plan.test == "austere":
         return _austere_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
-                                on_clt_failure, rng)
+                                on_clt_failure, rng, max_redesigns, fallback)
     if plan.test == "barker":
         return _barker_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
                                on_clt_failure, rng)
@@ -405,7 +409,8 @@ def _check_pairs(pairs):
     return (pairs.thetas[:N_CHECK], pairs.news[:N_CHECK]), pairs.log_const[:N_CHECK]
 
 
-def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng):
+def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng,
+                     max_redesigns=MAX_REDESIGNS, fallback=True):
     import design
     import validation
 
@@ -419,8 +424,9 @@ def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, 
         return Verdict(plan, clt, bool(clt.passed), "none", (line + extra,))
     plan, clt, how, lines = _redesign_austere(design, validation, cv, check, pairs.trial,
                                               plan, clt, tolerance, clt_tolerance, rng,
-                                              log_const=const)
-    return Verdict(plan, clt, True, how, (line, *lines))
+                                              log_const=const, max_redesigns=max_redesigns,
+                                              fallback=fallback)
+    return Verdict(plan, clt, how != "failed", how, (line, *lines))
 
 
 def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng):
@@ -465,14 +471,16 @@ def _austere_sentence(clt) -> str:
 
 
 def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
-                      clt_tolerance, rng, log_const=None):
+                      clt_tolerance, rng, log_const=None, max_redesigns=MAX_REDESIGNS,
+                      fallback=True):
     """Redo an Austere design whose simulated verdict failed, on the real l_i.
 
     Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
     corrected programme designs (``law="edgeworth"``) and the simulation checks it; else (or
     if that check fails) the Gaussian programme's target is scaled down by
     tolerance / simulated error and the least-data cell within it is simulated, at most
-    ``MAX_REDESIGNS`` times. Returns (plan, clt, how, lines of the explanation).
+    ``max_redesigns`` times; then the confidence test (``fallback``) or ``how = "failed"``.
+    Returns (plan, clt, how, lines of the explanation).
     """
     lines = []
 
@@ -504,9 +512,14 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
                      f"{worst}: skewness {trial.skewness[worst]:.3g}, excess kurtosis "
                      f"{trial.kurtosis[worst]:.3g}), so the design is redone by simulating the "
                      "real test")
-    found = _simulation_redesign(design, trial, plan, clt, tolerance, check, lines)
+    found = _simulation_redesign(design, trial, plan, clt, tolerance, check, lines,
+                                 max_redesigns)
     if found is not None:
         return (*found, "simulation", lines)
+    if not fallback:
+        lines.append(f"   no Austere design passes the simulated verdict within "
+                     f"{max_redesigns} redesign(s): the route goes to the next candidate")
+        return plan, clt, "failed", lines
     plan = _confidence(design, trial, tolerance)
     lines.append("   no Austere design on the grid passes the simulated verdict; the "
                  "confidence test (concentration bounds, no CLT) was designed instead: "
@@ -518,7 +531,8 @@ def _confidence(design, trial, tolerance):
     return design.optimize(trial, tolerance, test="confidence")
 
 
-def _simulation_redesign(design, trial, plan, clt, tolerance, check, lines):
+def _simulation_redesign(design, trial, plan, clt, tolerance, check, lines,
+                         max_redesigns=MAX_REDESIGNS):
     """Scale the Gaussian target down until a simulated cell passes; (plan, clt) or None."""
     target = tolerance
     tried = {(plan.m, plan.epsilon)}
@@ -528,7 +542,7 @@ def _simulation_redesign(design, trial, plan, clt, tolerance, check, lines):
         done = ~np.isnan(errors)
         errors = np.where(done, errors, plan.screen_error_grid)
         datas = np.where(done, datas, plan.screen_data_grid)
-    for _ in range(MAX_REDESIGNS):
+    for _ in range(max_redesigns):
         target *= min(0.9, tolerance / max(simulated, 1e-12))
         cells = [(datas[i, k], errors[i, k], i, k)
                  for i in range(len(plan.m_grid)) for k in range(len(plan.epsilon_grid))
