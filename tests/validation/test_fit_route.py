@@ -133,8 +133,8 @@ def test_the_automatic_route_is_the_cheapest_and_accurate(auto, reference):
     costs = {line.split("  ")[0].strip(): float(line.split("cost")[1].split("rows")[0]
                                                 .replace(",", ""))
              for line in a["candidates"].splitlines()}
-    assert a["cost_predicted"] == pytest.approx(min(costs.values()), rel=1e-6) or \
-        a["clt_passed"] in ("True", "False")
+    chosen = next(x for x in a["candidates"].splitlines() if x.startswith(a["route"]))
+    assert costs[a["route"]] == pytest.approx(a["cost_predicted"], abs=0.5), chosen
     assert a["cost_predicted"] <= costs["exact / independence"]
     assert "chosen: " in a["explanation"] and "<- chosen" in a["explanation"]
     assert set(a["timings"]) >= {"mode_and_proxy", "laplace_draws", "trial_pairs", "design",

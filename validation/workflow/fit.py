@@ -12,6 +12,7 @@ below ``validation`` and cannot import the CLT check, so it cannot host ``fit``.
 from __future__ import annotations
 
 import math
+import numbers
 import time
 from dataclasses import replace
 
@@ -32,6 +33,9 @@ PROPOSALS = ("independence", "walk")
 #: Simulation redesigns an unforced Austere design may try before the route chooser moves on
 #: to the next candidate (each one simulation of the real test: the dearest part of set-up).
 AUTO_REDESIGNS = 1
+#: Predicted seconds of sampling per chain above which the chains run in parallel processes
+#: by default (starting the pool and the workers costs about a second).
+PARALLEL_SECONDS = 2.0
 #: Laplace draws at least (Pareto-k needs more than 4 weights in its tail, ceil(n / 5)).
 MIN_DRAWS = 30
 
@@ -101,7 +105,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     max_seconds : float
         Cap on the sampling time with ``ess`` (equal seeds give equal chains unless it binds).
     parallel : bool or None
-        Run the chains in a process pool (None: when there are several).
+        Run the chains in a process pool; None: when there are several and the route's
+        predicted sampling time per chain (for ``draws`` steps, or to reach ``ess``) is over
+        ``PARALLEL_SECONDS``. The chains are the same either way.
     n_trial : int
         Trial pairs, >= 10.
     center, order
@@ -188,6 +194,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                        clock, forced=test in DESIGNED)
     chosen = clock("route", routes.choose_route, cands, verify)
     ready, on = _ready(proxy, chosen.chosen, state, tests)
+    if parallel is None:        # a process pool costs about a second: worth it for long runs
+        c = chosen.chosen
+        steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
+        parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
+            PARALLEL_SECONDS
     ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
                 chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
                 progress=progress)
@@ -219,7 +230,8 @@ def _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, tes
         raise ValueError(f"test must be one of {TESTS} or None, got {test!r}")
     if proposal is not None and proposal not in PROPOSALS:
         raise ValueError(f"proposal must be one of {PROPOSALS} or None, got {proposal!r}")
-    if ess is not None and not (isinstance(ess, (int, float)) and math.isfinite(ess) and ess > 0):
+    if ess is not None and not (isinstance(ess, numbers.Real) and not isinstance(ess, bool)
+                                and math.isfinite(ess) and ess > 0):
         raise ValueError(f"ess must be a number > 0 or None, got {ess!r}")
     check_interval("max_seconds", max_seconds, 0.0, math.inf)
     return test, proposal
@@ -274,7 +286,7 @@ def _candidates(proxy, choice, pairs, tolerance, test, mh_acc):
 def _exact(proxy, choice, pairs, mh_acc, test):
     from samplers.models.remainder import has_remainder_bounds
 
-    if not has_remainder_bounds(proxy.cv):       # exact MH only
+    if test == "exact" or not has_remainder_bounds(proxy.cv):       # exact MH only
         c = routes.Candidate("exact", choice.kind, float(proxy.cv.N), mh_acc,
                              routes.ess_per_step(choice.kind, mh_acc, proxy.cv.dim, mh_acc),
                              True, True, note="all N rows")

@@ -35,6 +35,8 @@ __all__ = ["Candidate", "RouteChoice", "ess_per_step", "exact_candidates", "choo
 #: prints each route's realised cost beside the prediction).
 OVERHEAD_ROWS = {"austere": 20.0, "barker": 20.0, "confidence": 150.0, "smh": 170.0,
                  "mh-ss": 170.0, "exact": 20.0}
+#: Seconds per minibatch row (the unit above) on a 2-core machine, to turn costs into time.
+ROW_SECONDS = 0.5e-6
 #: Exact MH reads its N rows in one sequential compiled pass, about ten times cheaper per
 #: row than a minibatch's random reads: its rows count this much.
 EXACT_ROW_WEIGHT = 0.1
@@ -90,10 +92,15 @@ class Candidate:
         return f"{self.test} / {self.proposal}"
 
     @property
+    def step_rows(self) -> float:
+        """Predicted cost of one step in minibatch rows (rows weighted, plus the overhead)."""
+        weight = EXACT_ROW_WEIGHT if self.test == "exact" else 1.0
+        return weight * self.rows + self.overhead
+
+    @property
     def cost(self) -> float:
         """Predicted rows per effective sample (the currency of the choice)."""
-        weight = EXACT_ROW_WEIGHT if self.test == "exact" else 1.0
-        return (weight * self.rows + self.overhead) / max(self.ess_per_step, 1e-12)
+        return self.step_rows / max(self.ess_per_step, 1e-12)
 
     def line(self) -> str:
         verdict = {True: "sound", False: "unsound", None: "not checked"}[self.sound]
