@@ -244,6 +244,7 @@ def main():
     p.add_argument("--numpyro-draws", type=int, default=1000)
     p.add_argument("--hmcecs-m", type=int, default=1000)
     p.add_argument("--skip", default="", help="comma list of: nuts, hmcecs, exact")
+    p.add_argument("--out", default="bench_fit", help="results/<out>.json")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     out = {}
@@ -271,7 +272,7 @@ def main():
             out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"], rows=rows,
                              load_after=os.getloadavg()[0])
             del X, y, model, cv
-    write("bench_fit", {"args": vars(args), "workloads": out})
+    write(args.out, {"args": vars(args), "workloads": out})
 
 
 if __name__ == "__main__":

@@ -239,3 +239,20 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel):
     shape = eval(line.split(" ", 2)[2].rsplit(" ", 2)[0])
     # in parallel both chains, cut to one length; one after the other the first chain's draws
     assert shape[0] == (2 if parallel else 1) and 0 < shape[1] < 10**7
+
+
+@pytest.mark.slow
+def test_heterogeneous_rows_take_an_exact_route():
+    """issue 23: a rare binary covariate (10 rows of 20,000) makes the residuals' skewness
+    about -50; the Austere design fails its simulated verdict and, unforced, is not redesigned
+    by simulation: an exact route runs, and nothing dearer than exact MH."""
+    from samplers import datasets
+
+    X, y, _ = datasets.rare_covariate_logistic(20_000, 10, rng=5)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    a = fit(model, draws=300, n_trial=10, parallel=False, rng=1).posterior.attrs
+    assert a["test"] in ("smh", "mh-ss", "exact") and a["clt_passed"] == "False"
+    assert "failed their verdict: austere" in a["explanation"]
+    exact = next(line for line in a["candidates"].splitlines()
+                 if line.startswith("exact / independence"))
+    assert a["cost_predicted"] <= float(exact.split("cost")[1].split("rows")[0].replace(",", ""))
