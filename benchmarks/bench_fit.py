@@ -28,7 +28,6 @@ machine the JSON names, with its load.
 from __future__ import annotations
 
 import argparse
-import math
 import os
 import sys
 import tempfile

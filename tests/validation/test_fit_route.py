@@ -5,7 +5,6 @@ diagnostics against ArviZ's PSIS and against a simulated independence sampler; f
 routes against the quadrature posterior of tests/validation/test_fit.py.
 """
 
-import math
 import os
 import signal
 import subprocess

@@ -337,8 +337,8 @@ def _after(proxy, chosen, state, ran, choice, rng):
     return steps.after_run_check(proxy, state["plan"], ran.chains[0], choice.proposal, rng)
 
 
-def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock, verbose):
-    """The explanation, the attributes and the ArviZ data."""
+def _explain(proxy, choice, pairs, chosen, state, ran, after):
+    """The explanation's lines, and the realised rows per step, acceptance and cost."""
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     res = ran.chains
     used = res.stats["n_used"] + res.stats.get("n_grad", 0)
@@ -365,6 +365,13 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "an exact route: nothing to check" if after is None else
         f"at {N_CHECK} pairs of the chain itself the design predicts {after[1]:,.1f} rows "
         f"per step and mean |error| {after[0]:.2g}"))
+    return say, rows, acc, realised
+
+
+def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock, verbose):
+    """The explanation, the attributes and the ArviZ data."""
+    N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
+    say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
     timings = clock.timings()
     explanation = "\n".join(say)
     if verbose:
@@ -398,7 +405,7 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "clt_batch_size": int(clt.batch_size) if clt is not None else 0,
         "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
     }
-    idata = res.to_arviz()
+    idata = ran.chains.to_arviz()
     _update_attrs(idata, attrs)
     return idata
 

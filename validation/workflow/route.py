@@ -106,8 +106,8 @@ class Candidate:
         verdict = {True: "sound", False: "unsound", None: "not checked"}[self.sound]
         return (f"{self.name:<26} {self.rows:>12,.1f} rows/step  acceptance "
                 f"{self.acceptance:.2f}  ESS/step {self.ess_per_step:.3f}  cost "
-                f"{self.cost:>12,.0f} rows per effective sample  ({verdict}{'; ' if self.note else ''}"
-                f"{self.note})")
+                f"{self.cost:>12,.0f} rows per effective sample  ({verdict}"
+                f"{'; ' if self.note else ''}{self.note})")
 
 
 def ess_per_step(proposal: str, acceptance: float, d: int, mh_acceptance: float) -> float:
