@@ -250,7 +250,7 @@ def test_heterogeneous_rows_take_an_exact_route():
     X, y, _ = datasets.rare_covariate_logistic(20_000, 10, rng=5)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
     a = fit(model, draws=300, n_trial=10, parallel=False, rng=1).posterior.attrs
-    assert a["test"] in ("smh", "mh-ss", "exact") and a["clt_passed"] == "False"
+    assert a["test"] in ("smh", "mh-ss", "exact") and a["clt_passed"] in ("False", "not needed")
     assert "failed their verdict: austere" in a["explanation"]
     exact = next(line for line in a["candidates"].splitlines()
                  if line.startswith("exact / independence"))
