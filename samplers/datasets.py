@@ -6,6 +6,7 @@ them to disk in chunks so that datasets larger than memory can be built.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -17,7 +18,7 @@ __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "writ
            # SGLD and extended SGLD
            "l1_regression_toy", "correlated_regression", "MissingData",
            "missing_covariates_regression",
-           # issue 23 (heavy rows read exactly)
+           # rows that differ: a rare binary covariate
            "rare_covariate_logistic"]
 
 

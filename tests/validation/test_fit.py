@@ -44,7 +44,8 @@ def grid_posterior(model, center, sd, half=8.0, n=161):
 
 @pytest.fixture(scope="module")
 def run(model):
-    return fit(model, draws=4000, n_trial=10, on_clt_failure="warn", rng=3)
+    return fit(model, draws=4000, test="austere", chains=1, n_trial=10, on_clt_failure="warn",
+               rng=3)
 
 
 def test_attrs_describe_the_design_and_data_use(run, model):
@@ -84,14 +85,16 @@ def test_posterior_matches_quadrature_within_mcse(run, model):
 
 
 def test_equal_seeds_give_identical_chains(model):
-    a = fit(model, draws=200, test="barker", n_trial=10, on_clt_failure="warn", rng=7)
-    b = fit(model, draws=200, test="barker", n_trial=10, on_clt_failure="warn", rng=7)
+    a = fit(model, draws=200, test="barker", n_trial=10, on_clt_failure="warn",
+            parallel=False, rng=7)
+    b = fit(model, draws=200, test="barker", n_trial=10, on_clt_failure="warn",
+            parallel=False, rng=7)
     np.testing.assert_array_equal(a.posterior.theta.values, b.posterior.theta.values)
     assert a.posterior.attrs["explanation"] == b.posterior.attrs["explanation"]
 
 
 def test_failed_clt_check_redesigns_with_a_larger_batch(model):
-    idata = fit(model, draws=100, test="barker", n_trial=10, rng=5)
+    idata = fit(model, draws=100, test="barker", proposal="walk", chains=1, n_trial=10, rng=5)
     attrs = idata.posterior.attrs
     assert attrs["clt_passed"] == "False"          # skewed residuals at b = 10
     assert "FAILED; it passes from b =" in attrs["explanation"]
@@ -99,14 +102,18 @@ def test_failed_clt_check_redesigns_with_a_larger_batch(model):
 
 
 def test_confidence_needs_no_clt_check(model):
-    idata = fit(model, draws=100, test="confidence", n_trial=10, rng=5)
+    idata = fit(model, draws=100, test="confidence", chains=1, n_trial=10, rng=5)
     assert idata.posterior.attrs["clt_passed"] == "not needed"
 
 
 @pytest.mark.parametrize("kwargs, exc, match", [
     (dict(tolerance=1.2), ValueError, "tolerance"),
     (dict(draws=0), ValueError, "draws"),
-    (dict(test="exact"), ValueError, "test must be one of"),
+    (dict(test="nuts"), ValueError, "test must be one of"),
+    (dict(proposal="slice"), ValueError, "proposal must be one of"),
+    (dict(route="smh"), ValueError, "route must be 'test/proposal'"),
+    (dict(route="smh/walk", test="exact"), ValueError, "contradicts"),
+    (dict(ess=-1), ValueError, "ess must be"),
     (dict(n_trial=3), ValueError, "n_trial"),
     (dict(order=3), ValueError, "order must be 1 or 2"),
     (dict(on_clt_failure="ignore"), ValueError, "on_clt_failure"),
@@ -136,8 +143,8 @@ def test_a_wrapper_with_center_is_refused(model):
 def test_a_far_center_is_reported_not_refused(model):
     cv = ControlVariates(model)
     sd = np.sqrt(np.diag(cv.laplace_covariance()))
-    idata = fit(model, draws=50, test="confidence", n_trial=10, center=cv.center.theta + 3 * sd,
-                rng=2)
+    idata = fit(model, draws=50, test="confidence", chains=1, n_trial=10,
+                center=cv.center.theta + 3 * sd, rng=2)
     assert "warning: the center is more than one posterior sd from the mode" in \
         idata.posterior.attrs["explanation"]
 

@@ -1,9 +1,9 @@
-"""``validation.fit``: the whole control-variate workflow in one call (issue 12, part 4).
+"""``validation.fit``: the fastest sound route to a posterior, in one call (issues 12, 23, 25).
 
-mode -> :class:`samplers.ControlVariates` -> trial pairs -> :func:`design.optimize` ->
-:func:`validation.clt_check` -> the designed test -> chains -> ArviZ, with the design, its
-predicted and realised data use and error in the attributes and a plain-language account of
-what was chosen and why.
+A short driver over the named steps of :mod:`validation.workflow.steps` (mode and proxy,
+Laplace draws and proposal, trial pairs, design, route, verdict, chains, after-run check),
+each timed, with the route between designed, exact-minibatch and exact tests chosen by
+:mod:`validation.workflow.route` on predicted rows per effective sample.
 
 It lives in the application layer because it needs all three packages: ``samplers`` sits
 below ``validation`` and cannot import the CLT check, so it cannot host ``fit``.
@@ -12,68 +12,90 @@ below ``validation`` and cannot import the CLT check, so it cannot host ``fit``.
 from __future__ import annotations
 
 import math
+import numbers
+import time
+from dataclasses import replace
 
 import numpy as np
 
 from design._lib.checks import as_generator, check_int, check_interval
 
+from . import route as routes
+from . import steps
+from .steps import (MAX_REDESIGNS, N_CHECK, N_PATHS, N_SIM, _redesign_austere,  # noqa: F401
+                    settings as _settings)
+
 __all__ = ["fit"]
 
-TESTS = ("austere", "barker", "confidence")
-#: Pairs on which the CLT check runs (each one O(N) pass) and fresh pairs from the chain
-#: on which the design is evaluated after the run.
-N_CHECK = 10
-#: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
-#: standard error of the mean |Delta| over N_CHECK pairs is at most about
-#: 0.5 / sqrt(N_CHECK * N_PATHS) = 0.0035.
-N_PATHS = 2000
-#: Minibatches per check pair for the KS distance of the t statistic (supporting detail for
-#: Austere; noise 1.36 / sqrt(N_SIM) = 0.01, below half the default ``clt_tolerance``).
-N_SIM = 20_000
-#: Redesigns an Austere verdict may try (each one simulation of the real test on the
-#: check pairs) before the confidence test is designed instead.
-MAX_REDESIGNS = 4
+DESIGNED = ("austere", "barker", "confidence")
+TESTS = DESIGNED + ("smh", "mh-ss", "exact")
+PROPOSALS = ("independence", "walk")
+#: Simulation redesigns an unforced Austere design may try before the route chooser moves on
+#: to the next candidate: none. Where the Edgeworth expansion fails at the designed m, a
+#: design that a simulation on 10 trial pairs passes can still err where the chain goes
+#: (``benchmarks/bench_fit.py``, rare-covariate workload: a redesigned Austere test passed
+#: its verdict and put the 5% quantile of the rare coefficient 0.27 posterior sds off),
+#: while the exact minibatch tests are sound by construction; each simulation is also the
+#: dearest part of set-up. The Edgeworth-corrected redesign, where the expansion holds,
+#: is still tried. A forced Austere test (``test="austere"``) keeps the full redesign.
+AUTO_REDESIGNS = 0
+#: Largest median excess kurtosis K of the trial residuals at which an unforced designed test
+#: is verified; above it the designed route is unsound and the exact routes compete. When a
+#: fraction q of the rows dominates the residuals K is about 1 / q: above 1,000, fewer than
+#: one row in a thousand decides every minibatch mean that contains one. Set between two
+#: measured workloads (``benchmarks/bench_fit.py``): logistic d = 10 + intercept,
+#: N = 10^5, median K = 52 (its designed chain is accurate), and the rare-covariate data,
+#: N = 2 x 10^5, median K = 5,650 (an Austere design at m = 1000 passed its simulated
+#: verdict on 10 pairs and its chain put the rare coefficient's 5% quantile 0.27 posterior
+#: sds off, mean 0.11). A heuristic, until heavy rows are read exactly (issue 23, part 3).
+HEAVY_KURTOSIS = 1000.0
+#: Predicted seconds of sampling per chain above which the chains run in parallel processes
+#: by default (starting the pool and the workers costs about a second).
+PARALLEL_SECONDS = 2.0
+#: Laplace draws at least (Pareto-k needs more than 4 weights in its tail, ceil(n / 5)).
+MIN_DRAWS = 30
 
 
-def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=40,
-        center=None, order=2, clt_tolerance=0.05, on_clt_failure="redesign", rng=None,
-        progress=None, verbose=False):
-    r"""Sample a posterior with a designed minibatch test on control variates, in one call.
+def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
+        ess=None, max_seconds=600.0, parallel=None, n_trial=40, center=None, order=2,
+        clt_tolerance=0.05, on_clt_failure="redesign", rng=None, progress=None, verbose=False):
+    r"""Sample a posterior by the cheapest sound route, in one call.
 
-    The steps, each reported in ``attrs["explanation"]``:
+    The steps (functions of :mod:`validation.workflow.steps`, each timed in
+    ``attrs["timings"]`` and reported in ``attrs["explanation"]``):
 
-    1. **mode and proxy**: ``ControlVariates(model, center, order)`` finds the posterior mode
-       (chunked Newton / L-BFGS) and the Taylor proxy's sums over all N rows, so that each
-       row's ratio is a small residual plus a known mean (Bardenet, Doucet & Holmes 2017,
-       section 7);
-    2. **proposal**: the random walk with the Laplace covariance at the mode,
-       ``RandomWalk.from_laplace`` (2.38 / sqrt(d) in posterior units: nothing to tune);
-    3. **trial pairs**: ``n_trial`` pairs, theta from the Laplace approximation
-       N(mode, Sigma) and theta' one walk step away, summarised by
-       :meth:`design.TrialChain.from_model` (residual means, sds and shape);
-    4. **design**: :func:`design.optimize` ``(trial, tolerance, test=test)``: the settings
-       that read the fewest rows with mean |P(accept) - P_exact| <= tolerance;
-    5. **CLT check** (Austere and Barker, whose thresholds assume a normal minibatch mean),
-       on 10 trial pairs. *Austere*: in the currency of the design,
-       :func:`validation.clt_check` ``(design=...)``: the real sequential test simulated on
-       the real l_i of each pair (u integrated out, :func:`validation.acceptance_check`), its
-       mean |Delta| against ``tolerance``; the KS distance is supporting detail. If it fails
-       (with ``on_clt_failure="redesign"``) the design is redone on the real l_i: with the
-       Edgeworth-corrected programme (``design.optimize(law="edgeworth")``) where the
-       expansion holds for every trial pair at every m of the grid
-       (:func:`design.edgeworth_reliable`), and by simulation otherwise (or when the
-       corrected design fails the simulated verdict too): the Gaussian programme's target is
-       scaled down by the ratio of the tolerance to the simulated error, the least-data cell
-       within the new target is simulated, and so on, at most ``MAX_REDESIGNS`` times; the
-       first design whose simulated verdict passes is kept, and if none does, the confidence
-       test (concentration bounds, no CLT) is designed instead. *Barker*: no simulation of
-       its verdict exists yet, so the KS distance of the minibatch t statistic decides
-       (``clt_tolerance``); on failure the design is redone with batch sizes from the
-       smallest passing one (``min_batch_size``), or the confidence test if none passes up
-       to N/2. With ``on_clt_failure="warn"`` the design is kept and the failure reported;
-    6. **chains**: ``chains`` chains of ``draws`` steps of the designed test from the mode;
-    7. **after the run**: the design is evaluated on 10 (state, proposal) pairs of the chain
-       itself (:func:`design.evaluate`), predicted and realised rows per step are compared.
+    1. **mode and proxy** (:func:`~validation.workflow.steps.mode_and_proxy`):
+       ``ControlVariates(model, center, order)``, the Taylor proxy whose residuals make each
+       row's ratio small (Bardenet, Doucet & Holmes 2017, section 7), and the Laplace
+       approximation N(mode, Sigma) at the posterior mode (searched from ``center`` when one
+       is given: the chains always start at the mode);
+    2. **proposal** (:func:`~validation.workflow.steps.laplace_draws`,
+       :func:`~validation.workflow.steps.choose_proposal`): ``n_trial + 1`` draws from the
+       Laplace approximation with their exact importance weights (one pass over the data);
+       their Pareto-k (PSIS) and spread pick the independence proposal N(mode, Sigma)
+       (k <= 0.7, or nearly equal weights) or the preconditioned random walk;
+    3. **trial pairs** (:func:`~validation.workflow.steps.trial_pairs`): pairs of that
+       proposal (for the independence proposal the draws themselves, chained);
+    4. **design and route** (:func:`~validation.workflow.steps.design_test`,
+       :func:`~validation.workflow.route.choose_route`): the designed minibatch test on the
+       control variates (:func:`design.optimize`, ``test`` "austere" unless forced), SMH and
+       MH-SS of order 2 (rows per step from their Poisson batch at the trial pairs) and exact
+       MH are priced in one currency, rows read per effective sample
+       ``(rows per step + overhead) / ESS per step``; the cheapest sound one runs, never one
+       dearer than exact MH. The explanation lists every candidate with its cost;
+    5. **verdict** (:func:`~validation.workflow.steps.verdict`), only when the designed test
+       is the cheapest candidate: Austere's real test simulated on the real l_i of 10 trial
+       pairs against ``tolerance`` (redesigned by the Edgeworth programme or by simulation, or
+       replaced by the confidence test, on failure), Barker's KS distance against
+       ``clt_tolerance``; unforced, only the Edgeworth redesign is tried (where the expansion
+       holds) and a design that still fails (or whose redesign costs more) loses to the
+       next candidate;
+    6. **chains** (:func:`~validation.workflow.steps.run_chains`): ``chains`` chains of
+       ``draws`` steps from the mode, in parallel processes, extended until the min bulk ESS
+       reaches ``ess`` when given (within ``max_seconds``); R-hat and ESS in the attributes;
+    7. **after the run** (:func:`~validation.workflow.steps.after_run_check`): a designed
+       test is evaluated at 10 pairs of the chain itself; the realised cost per effective
+       sample is set beside the predicted one.
 
     Parameters
     ----------
@@ -83,65 +105,76 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
         derivatives :class:`samplers.ControlVariates` needs, or a ``ControlVariates`` wrapper
         already built (then ``center`` and ``order`` must be left at their defaults).
     tolerance : float in (0, 0.5)
-        Bound on the mean error in the acceptance probability.
+        Bound on the mean error in the acceptance probability of a designed test.
     draws : int
-        Steps per chain.
-    test : {"austere", "barker", "confidence"}
-        The minibatch test to design.
+        Steps per chain (the first round, with ``ess``).
+    test : {None, "austere", "barker", "confidence", "smh", "mh-ss", "exact"}
+        Force the test; None compares Austere, SMH, MH-SS and exact MH. SMH and MH-SS need
+        a built-in model (per-row remainder bounds).
+    proposal : {None, "independence", "walk"}
+        Force the proposal; None lets Pareto-k decide.
+    route : str, optional
+        ``"test/proposal"``, e.g. ``"smh/independence"``: both at once.
     chains : int
-        Independent chains (``rng.spawn`` streams), run one after the other.
+        Independent chains (``rng.spawn`` streams).
+    ess : float, optional
+        Target min bulk ESS: the chains are extended until they reach it.
+    max_seconds : float
+        Cap on the sampling time with ``ess`` (equal seeds give equal chains unless it binds).
+    parallel : bool or None
+        Run the chains in a process pool; None: when there are several and the route's
+        predicted sampling time per chain (for ``draws`` steps, or to reach ``ess``) is over
+        ``PARALLEL_SECONDS``. The chains are the same either way.
     n_trial : int
-        Trial pairs for the design, >= 10.
+        Trial pairs, >= 10.
     center, order
         Passed to :class:`samplers.ControlVariates`.
     clt_tolerance : float
-        KS-distance tolerance of the minibatch t statistic. It decides the Barker test's
-        CLT check only; for the Austere test the verdict is the design's own ``tolerance``
-        (the simulated mean |Delta|) and the KS distance is reported as supporting detail
-        (with control variates the residuals are skewed, cubic in the step, so the t
-        statistic of a small batch of them is far from Student-t even where the design's
-        error is tiny, because the residuals' mean sits many of their sds from the
-        threshold).
+        KS-distance tolerance of the Barker verdict (the Austere verdict is the design's own
+        ``tolerance``; its KS distance is supporting detail).
     on_clt_failure : {"redesign", "warn"}
-        What a failed CLT check does (step 5).
+        What a failed verdict does to a designed test that was forced with ``test=``
+        ("warn": keep it and say so); unforced, a failed design loses to the next route.
     rng : None, int or numpy.random.Generator
         Equal seeds give identical results.
     progress : bool or None
         Progress bars of the chains (None: only on a terminal).
     verbose : bool
-        Print the explanation.
+        Print the explanation and the timings.
 
     Returns
     -------
     arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
         ``posterior.theta`` of shape (chains, draws, d) and ``sample_stats``; attributes
-        (root and groups): ``design`` (the design's summary), ``test``, ``settings``,
-        ``rows_predicted`` (per step, ``data_fraction * N`` on the trial pairs),
-        ``rows_realised`` (mean rows read per step), ``rows_predicted_chain`` (the design at
-        the chain's own pairs), ``error_predicted`` (mean |Delta| on the trial pairs),
-        ``error_predicted_chain``, ``tolerance``, ``clt_passed`` (the verdict: for Austere
-        the simulated mean |Delta| of the design that runs against ``tolerance``, for
-        Barker the KS distance), ``clt_error_simulated`` and ``clt_error_simulated_se``
-        (Austere: that mean |Delta| of the real test and its standard error; NaN
-        otherwise), ``clt_redesign`` (how the design was redone: ``"none"``,
-        ``"edgeworth"``, ``"simulation"``, ``"larger batch"`` or ``"confidence"``),
-        ``clt_max_ks``, ``clt_batch_size``, ``center`` (the mode), ``acceptance_rate``, ``N``
-        and ``explanation``.
+        (root and groups): ``route`` ("test / proposal"), ``test``, ``proposal``,
+        ``pareto_k``, ``candidates`` (one line per candidate), ``cost_predicted`` and
+        ``cost_realised`` (rows per effective sample), ``ess_bulk``, ``rhat``, ``timings``
+        (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
+        effective sample), ``interrupted``; and as before ``design``,
+        ``settings``, ``rows_predicted``, ``rows_realised``, ``rows_predicted_chain``,
+        ``error_predicted``, ``error_predicted_chain``, ``tolerance``, ``clt_passed``
+        ("True", "False", "not needed" or "not run"), ``clt_error_simulated``,
+        ``clt_error_simulated_se``, ``clt_redesign``, ``clt_max_ks``, ``clt_batch_size``,
+        ``center`` (the mode), ``acceptance_rate``, ``N`` and ``explanation``.
 
     Raises
     ------
     ValueError, TypeError
         A bad argument (named in the message), a model without what ``ControlVariates``
-        needs, or a center where the posterior's Hessian is not negative definite.
+        needs, or a center where no mode can be found.
 
     Notes
     -----
-    The proxy makes the design cheap: with a second-order Taylor proxy at the mode the
-    residual of a pair is of order ``||theta - theta*||^2 ||theta' - theta||`` per row, so at
-    steps of posterior scale the standardized drift of the residual test grows like
-    ``sqrt(N)`` and one minibatch decides (Bardenet et al. 2017, section 7.2). A center far
-    from the mode is allowed; its residuals are large, and the design then predicts a large
-    data fraction, which the explanation reports.
+    **Ctrl-C** during the chains stops them at once: ``fit`` returns the draws so far (in
+    parallel all chains cut to the shortest; one after the other the chains started so
+    far), warns :class:`samplers.ChainInterrupted` and sets
+    ``attrs["interrupted"] = True``; before the chains it raises ``KeyboardInterrupt``.
+
+    The proxy makes minibatches cheap: with a second-order Taylor proxy at the mode the
+    residual of a pair is of order ``||theta - theta*||^2 ||theta' - theta||`` per row
+    (Bardenet et al. 2017, section 7.2), so an independence proposal of posterior scale
+    costs a minibatch test no more rows than a short step, and its ESS per step is close to
+    1 where the random walk's is about 0.3 / d.
 
     Examples
     --------
@@ -152,173 +185,256 @@ def fit(model, tolerance=0.01, draws=2000, *, test="austere", chains=1, n_trial=
     >>> X = np.column_stack([rng.normal(size=5000), np.ones(5000)])
     >>> y = (rng.random(5000) < 1 / (1 + np.exp(-X @ [1.0, -0.5]))).astype(float)
     >>> idata = fit(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)), draws=500,
-    ...             test="barker", n_trial=10, rng=1)
+    ...             n_trial=10, parallel=False, rng=1)
     >>> idata.posterior.theta.shape
-    (1, 500, 2)
-    >>> idata.posterior.attrs["rows_realised"] < 0.1 * 5000     # rows read per step
-    True
-    >>> print(idata.posterior.attrs["explanation"].splitlines()[3])   # doctest: +ELLIPSIS
-    4. design (barker): m = 10, Novak threshold delta = None; predicted 10.0 rows per step ...
+    (2, 500, 2)
+    >>> idata.posterior.attrs["proposal"], idata.posterior.attrs["rows_realised"] < 500
+    ('independence', True)
+    >>> sorted(idata.posterior.attrs["timings"])[:3]
+    ['after_run', 'chains', 'design']
     """
-    import design
-    import validation
-    from samplers import (AustereTest, BarkerTest, Chains, ConfidenceTest, ControlVariates,
-                          RandomWalk, sample)
+    args = _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, test,
+                  proposal, route, ess, max_seconds)
+    test, proposal = args
+    rng = as_generator(rng)
+    clock = _Clock()
+    proxy = clock("mode_and_proxy", steps.mode_and_proxy, model, center, order)
+    draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng)
+    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal)
+    pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng)
+    mh_acc = (draws_.acceptance if choice.kind == "independence"
+              else float(pairs.trial.accept_prob.mean()))
+    plan, cands, tests = clock("design", _candidates, proxy, choice, pairs, tolerance, test,
+                               mh_acc)
+    state = {"verdict": None, "plan": plan}
+    verify = _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state,
+                       clock, forced=test in DESIGNED)
+    chosen = clock("route", routes.choose_route, cands, verify)
+    ready, on = _ready(proxy, chosen.chosen, state, tests)
+    if parallel is None:        # a process pool costs about a second: worth it for long runs
+        c = chosen.chosen
+        steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
+        parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
+            PARALLEL_SECONDS
+    ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
+                chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
+                progress=progress)
+    after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng)
+    return _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock,
+                   verbose)
 
-    tolerance = check_interval("tolerance", tolerance, 0.0, 0.5)
-    draws = check_int("draws", draws, low=1)
-    chains = check_int("chains", chains, low=1)
-    n_trial = check_int("n_trial", n_trial, low=N_CHECK)
-    clt_tolerance = check_interval("clt_tolerance", clt_tolerance, 0.0, 1.0)
-    if test not in TESTS:
-        raise ValueError(f"test must be one of {TESTS}, got {test!r}")
+
+def _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, test, proposal,
+           route, ess, max_seconds):
+    """Validate fit's arguments (before any pass over the data); returns (test, proposal)."""
+    check_interval("tolerance", tolerance, 0.0, 0.5)
+    check_int("draws", draws, low=1)
+    check_int("chains", chains, low=1)
+    check_int("n_trial", n_trial, low=N_CHECK)
+    check_interval("clt_tolerance", clt_tolerance, 0.0, 1.0)
     if on_clt_failure not in ("redesign", "warn"):
         raise ValueError(f"on_clt_failure must be 'redesign' or 'warn', got {on_clt_failure!r}")
-    rng = as_generator(rng)
-    say = []
+    if route is not None:
+        if not isinstance(route, str) or route.count("/") != 1:
+            raise ValueError(f"route must be 'test/proposal' (e.g. 'smh/independence'), got "
+                             f"{route!r}")
+        forced_test, forced_proposal = (part.strip() for part in route.split("/"))
+        if (test or forced_test) != forced_test or (proposal or forced_proposal) != forced_proposal:
+            raise ValueError(f"route={route!r} contradicts test={test!r} or "
+                             f"proposal={proposal!r}")
+        test, proposal = forced_test, forced_proposal
+    if test is not None and test not in TESTS:
+        raise ValueError(f"test must be one of {TESTS} or None, got {test!r}")
+    if proposal is not None and proposal not in PROPOSALS:
+        raise ValueError(f"proposal must be one of {PROPOSALS} or None, got {proposal!r}")
+    if ess is not None and not (isinstance(ess, numbers.Real) and not isinstance(ess, bool)
+                                and math.isfinite(ess) and ess > 0):
+        raise ValueError(f"ess must be a number > 0 or None, got {ess!r}")
+    check_interval("max_seconds", max_seconds, 0.0, math.inf)
+    return test, proposal
 
-    # 1. mode and proxy
-    if isinstance(model, ControlVariates):
-        if center is not None or order != 2:
-            raise ValueError("center and order apply when fit builds the ControlVariates "
-                             "wrapper; model is already one (got center="
-                             f"{'given' if center is not None else None}, order={order!r})")
-        cv = model
-    else:
-        cv = ControlVariates(model, center=center, order=order)
-    N, d = cv.N, cv.dim
-    c = cv.center
-    say.append(f"1. mode and proxy: order-{cv.order} Taylor proxy at the "
-               f"{'posterior mode' if center is None else 'given center'} "
-               f"({c.method}, distance to the mode {c.offset:.2g} posterior sds); every "
-               "row's ratio becomes a residual plus the proxy's known mean")
-    if c.offset > 1.0:
-        say.append("   warning: the center is more than one posterior sd from the mode; the "
-                   "residuals, and so the data the test reads, grow with that distance")
-    try:
-        cov = cv.laplace_covariance()
-    except ValueError as exc:
-        raise ValueError(f"center: {exc}") from None
 
-    # 2. proposal
-    walk = RandomWalk.from_laplace(cv)
-    factor = np.linalg.cholesky(cov)
-    say.append(f"2. proposal: RandomWalk.from_laplace, step 2.38/sqrt({d}) in units of the "
-               "Laplace covariance at the center (optimal for a near-Gaussian posterior)")
+class _Clock:
+    """Runs a step and keeps its seconds (a step run twice adds up)."""
 
-    # 3. trial pairs
-    thetas = c.theta + rng.standard_normal((n_trial, d)) @ factor.T
-    news = thetas + (2.38 / math.sqrt(d)) * rng.standard_normal((n_trial, d)) @ factor.T
-    trial = design.TrialChain.from_model(cv, thetas, news, progress=False)
-    say.append(f"3. trial pairs: {n_trial} pairs, theta ~ N(center, Sigma), theta' one walk "
-               f"step away; residual sd per row: median {np.median(trial.sigma):.3g}")
+    def __init__(self):
+        self.seconds, self.t0 = {}, time.perf_counter()
 
-    # 4. design, 5. CLT check
-    plan = _design(design, trial, tolerance, test)
-    if plan.test != test:
-        say.append(f"   no {test} design meets the tolerance {tolerance:g} on these pairs; "
-                   "the confidence test was designed instead")
-    say.append(f"4. design ({plan.test}): {_settings(plan)}; predicted "
-               f"{plan.data_fraction * N:,.1f} rows per step ({100 * plan.data_fraction:.3g}% "
-               f"of N = {N:,}), predicted mean |error| {plan.error:.2g} <= {tolerance:g}")
-    if plan.data_fraction > 0.5:
-        say.append("   warning: the design reads more than half of the rows per step: the "
-                   "residuals are large (a center far from the mode, or a posterior far from "
-                   "Gaussian), so control variates save little here")
-    clt, redesign = None, "none"
-    pairs = (thetas[:N_CHECK], news[:N_CHECK])
-    if plan.test == "austere":
-        clt = validation.clt_check(cv, pairs, design=plan, tolerance=clt_tolerance,
-                                   n_sim=N_SIM, search=False, n_paths=N_PATHS,
-                                   rng=rng.spawn(1)[0], progress=False)
-        verdict = "5. CLT check in the currency of the design: " + _austere_verdict(clt)
-        if clt.passed:
-            say.append(verdict)
-        elif on_clt_failure == "warn":
-            say.append(verdict + "; the design is kept (on_clt_failure='warn')")
-        else:
-            say.append(verdict)
-            plan, clt, redesign, lines = _redesign_austere(design, validation, cv, pairs,
-                                                           trial, plan, clt, tolerance,
-                                                           clt_tolerance, rng)
-            say.extend(lines)
-    elif plan.test == "barker":
-        m = plan.m
-        clt = validation.clt_check(cv, pairs, batch_size=min(m, N - 1), tolerance=clt_tolerance,
-                                   search=False, rng=rng.spawn(1)[0], progress=False)
-        verdict = (f"5. CLT check at b = {m}: largest KS distance "
-                   f"{np.max(clt.ks_distance):.3f} (tolerance {clt_tolerance:g}): ")
-        if clt.passed:
-            say.append(verdict + "passed")
-        elif on_clt_failure == "warn":
-            say.append(verdict + "FAILED; the design is kept (on_clt_failure='warn'): its "
-                       "error prediction assumes a normal minibatch mean")
-        else:
-            clt = validation.clt_check(cv, pairs, batch_size=min(m, N - 1),
-                                       tolerance=clt_tolerance, search=True,
-                                       rng=rng.spawn(1)[0], progress=False)
-            b = clt.min_batch_size
-            if b is not None:
-                grid = sorted({b, 2 * b, 4 * b, 8 * b} & set(range(b, N // 2 + 1)))
-                plan = _design(design, trial, tolerance, plan.test, m_grid=grid)
-                redesign = "larger batch"
-                say.append(verdict + f"FAILED; it passes from b = {b}, so the design was "
-                           f"redone with m >= {b}: {_settings(plan)}, predicted "
-                           f"{plan.data_fraction * N:,.1f} rows per step")
-            else:
-                plan = _design(design, trial, tolerance, "confidence")
-                redesign = "confidence"
-                say.append(verdict + "FAILED at every batch size up to N/2; the confidence "
-                           "test (concentration bounds, no CLT) was designed instead: "
-                           f"{_settings(plan)}")
-    else:
-        say.append("5. CLT check: not needed (the confidence test's error bound holds "
-                   "without the CLT, Bardenet et al. 2014, Lemma 3.1)")
+    def __call__(self, name, fn, *args, **kwargs):
+        t = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - t
 
-    # 6. chains
-    ready = {"austere": AustereTest, "barker": BarkerTest, "confidence": ConfidenceTest}
-    ready_test = ready[plan.test].from_design(plan)
-    runs = [sample(cv, ready_test, walk, c.theta, draws, rng=r, progress=progress)
-            for r in rng.spawn(chains)]
-    result = Chains(tuple(runs))
-    used = result.stats["n_used"] + result.stats["n_grad"]
-    acc = float(np.mean(result.stats["accepted"]))
-    say.append(f"6. chains: {chains} x {draws} steps of {ready_test!r}; acceptance {acc:.3f}; "
-               f"realised {used.mean():,.1f} rows per step (predicted "
-               f"{plan.data_fraction * N:,.1f})")
+    def timings(self):
+        out = {k: round(v, 4) for k, v in self.seconds.items()}
+        out["total"] = round(time.perf_counter() - self.t0, 4)
+        return out
 
-    # 7. the design at the chain's own pairs
-    chain0 = runs[0]
-    k = min(N_CHECK, draws)
-    at = rng.choice(draws, size=k, replace=False)
-    own = chain0.samples[at]
-    prop = np.array([walk.propose(rng, None, None, t, None)[0] for t in own])
-    err_chain, frac_chain = design.evaluate(plan, design.TrialChain.from_model(
-        cv, own, prop, progress=False))
-    say.append(f"7. at {k} pairs of the chain itself the design predicts "
-               f"{np.mean(frac_chain) * N:,.1f} rows per step and mean |error| "
-               f"{np.mean(np.abs(err_chain)):.2g}")
+
+def _candidates(proxy, choice, pairs, tolerance, test, mh_acc):
+    """The designed test (its plan) and the exact routes, priced; only ``test`` if forced."""
+    from samplers.models.remainder import has_remainder_bounds
+
+    d, kind = proxy.cv.dim, choice.kind
+    cands, tests, plan = [], {}, None
+    if test is None or test in DESIGNED:
+        plan = steps.design_test(pairs, tolerance, test or "austere")
+        cands.append(routes.Candidate(
+            plan.test, kind, float(plan.data_fraction * proxy.cv.N), mh_acc,
+            routes.ess_per_step(kind, mh_acc, d, mh_acc), False,
+            True if plan.test == "confidence" else None, note=f"designed: {_settings(plan)}"))
+    if test is None or test in ("smh", "mh-ss", "exact"):
+        if test in ("smh", "mh-ss") and not has_remainder_bounds(proxy.cv):
+            raise ValueError(f"test={test!r} needs per-row remainder bounds (a built-in "
+                             f"model); {type(proxy.cv.model).__name__} has none: use "
+                             "test='exact' or a designed test")
+        if has_remainder_bounds(proxy.cv) or test == "exact":
+            exact, tests = _exact(proxy, choice, pairs, mh_acc, test)
+            cands += [c for c in exact if test is None or c.test == test]
+        if test is None and kind == "independence":     # the walk's exact MH, for reference
+            cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
+                                          routes.WALK_EFFICIENCY / d, True, True,
+                                          note="all N rows"))
+    return plan, cands, tests
+
+
+def _exact(proxy, choice, pairs, mh_acc, test):
+    from samplers.models.remainder import has_remainder_bounds
+
+    if test == "exact" or not has_remainder_bounds(proxy.cv):       # exact MH only
+        c = routes.Candidate("exact", choice.kind, float(proxy.cv.N), mh_acc,
+                             routes.ess_per_step(choice.kind, mh_acc, proxy.cv.dim, mh_acc),
+                             True, True, note="all N rows")
+        return [c], {}
+    return routes.exact_candidates(proxy.cv, choice.kind, pairs.thetas, pairs.news,
+                                   pairs.log_const, mh_acc, trial=pairs.trial)
+
+
+def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state, clock,
+              forced):
+    """The verdict of the designed candidate, as the route chooser asks for it."""
+    def verify(candidate):
+        heavy = _heavy_rows(pairs.trial, state["plan"])
+        if heavy is not None and not forced:
+            state["verdict"] = steps.Verdict(state["plan"], None, False, "failed", (
+                f"5. CLT check: not run; {heavy}: the rows differ too much for a minibatch "
+                "mean to be near-normal, so the designed test is not trusted unforced "
+                "(test='austere' forces it)",))
+            return replace(candidate, sound=False, note=f"designed: {_settings(state['plan'])}"
+                           f"; {heavy}")
+        v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
+                  clt_tolerance=clt_tolerance,
+                  on_clt_failure=on_clt_failure if forced else "redesign",
+                  max_redesigns=MAX_REDESIGNS if forced else AUTO_REDESIGNS,
+                  fallback=forced, rng=rng)
+        state["verdict"], state["plan"] = v, v.plan
+        rows = v.plan.data_fraction * proxy.cv.N
+        return replace(candidate, test=v.plan.test, rows=float(rows), sound=v.passed,
+                       note=f"designed: {_settings(v.plan)}; verdict "
+                            f"{'passed' if v.passed else 'FAILED'} ({v.redesign} redesign)")
+    return verify
+
+
+def _heavy_rows(trial, plan):
+    """Why a designed test cannot be trusted on these residuals (``HEAVY_KURTOSIS``), or None."""
+    if trial.kurtosis is None or plan is None or plan.test == "confidence":
+        return None
+    k = float(np.median(trial.kurtosis))
+    if k <= HEAVY_KURTOSIS:
+        return None
+    return (f"median excess kurtosis of the residuals {k:,.0f} > {HEAVY_KURTOSIS:,.0f} "
+            f"(about one row in {k:,.0f} dominates them)")
+
+
+def _ready(proxy, chosen, state, tests):
+    """The test object and the model it runs on."""
+    from samplers import ExactTest
+
+    if chosen.test in DESIGNED:
+        return steps.make_test(state["plan"]), proxy.cv
+    if chosen.test == "exact":
+        return ExactTest(), proxy.cv.model
+    return tests[chosen.test], proxy.cv
+
+
+def _after(proxy, chosen, state, ran, choice, rng):
+    """Step 7 for a designed route: (mean |error|, rows per step) at the chain's own pairs."""
+    if chosen.test not in DESIGNED or ran.chains.samples.shape[1] == 0:
+        return None
+    return steps.after_run_check(proxy, state["plan"], ran.chains[0], choice.proposal, rng)
+
+
+def _explain(proxy, choice, pairs, chosen, state, ran, after):
+    """The explanation's lines, and the realised rows per step, acceptance and cost."""
+    N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
+    res = ran.chains
+    used = res.stats["n_used"] + res.stats.get("n_grad", 0)
+    rows = float(np.mean(used)) if c.test != "exact" else float(N)
+    acc = float(np.mean(res.stats["accepted"]))
+    total = res.samples.shape[0] * res.samples.shape[1]
+    weight = routes.EXACT_ROW_WEIGHT if c.test == "exact" else 1.0
+    realised = (weight * rows + c.overhead) * total / max(ran.ess_bulk, 1e-12)
+    say = [*proxy.lines, *choice.lines, *pairs.lines]
+    say.append("4. route: candidates in rows read per effective sample, (rows per step + "
+               "per-step overhead in rows) / ESS per step (exact MH's rows weighted "
+               f"{routes.EXACT_ROW_WEIGHT:g}: one sequential pass):")
+    say += chosen.lines()
+    say += list(v.lines) if v is not None else [
+        "5. CLT check: " + ("not needed (an exact route)" if c.exact else "not needed")
+        + ("" if state["plan"] is None else
+           "; the designed route was not verified (it was not the cheapest)")]
+    say.append(f"6. chains: {res.samples.shape[0]} x {res.samples.shape[1]} steps of "
+               f"{c.name} ({ran.rounds} round(s){', INTERRUPTED' if ran.interrupted else ''}); "
+               f"acceptance {acc:.3f}; realised {rows:,.1f} rows per step (predicted "
+               f"{c.rows:,.1f}); min bulk ESS {ran.ess_bulk:.0f}, max R-hat {ran.rhat:.3f}; "
+               f"cost {realised:,.0f} rows per effective sample (predicted {c.cost:,.0f})")
+    say.append("7. after the run: " + (
+        "an exact route: nothing to check" if after is None else
+        f"at {N_CHECK} pairs of the chain itself the design predicts {after[1]:,.1f} rows "
+        f"per step and mean |error| {after[0]:.2g}"))
+    return say, rows, acc, realised
+
+
+def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock, verbose):
+    """The explanation, the attributes and the ArviZ data."""
+    N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
+    say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
+    timings = clock.timings()
     explanation = "\n".join(say)
     if verbose:
         print(explanation)
+        print("timings (s): " + ", ".join(f"{k} {t:.3g}" for k, t in timings.items())
+              + f"; {ran.seconds / max(ran.ess_bulk, 1e-12) * 1e3:.3g} ms of sampling per "
+              "effective sample")
+    plan = state["plan"] if c.test in DESIGNED else None
+    clt = None if v is None else v.clt
     attrs = {
-        "design": str(plan), "test": plan.test, "settings": _settings(plan),
+        "route": c.name, "test": c.test, "proposal": choice.kind,
+        "pareto_k": float(draws_.pareto_k),
+        "candidates": "\n".join(x.line() for x in chosen.candidates),
+        "cost_predicted": float(c.cost), "cost_realised": float(realised),
+        "ess_bulk": float(ran.ess_bulk), "rhat": float(ran.rhat), "timings": timings,
+        "seconds_per_ess": float(ran.seconds / max(ran.ess_bulk, 1e-12)),
+        "interrupted": bool(ran.interrupted),
+        "design": str(plan) if plan is not None else f"none ({c.name})",
+        "settings": _settings(plan) if plan is not None else c.name,
         "tolerance": tolerance, "N": N,
-        "rows_predicted": float(plan.data_fraction * N),
-        "rows_realised": float(used.mean()),
-        "rows_predicted_chain": float(np.mean(frac_chain) * N),
-        "error_predicted": float(plan.error),
-        "error_predicted_chain": float(np.mean(np.abs(err_chain))),
-        "clt_passed": "not needed" if clt is None else str(bool(clt.passed)),
+        "rows_predicted": float(c.rows), "rows_realised": rows,
+        "rows_predicted_chain": float("nan") if after is None else after[1],
+        "error_predicted": float(plan.error) if plan is not None else 0.0,
+        "error_predicted_chain": float("nan") if after is None else after[0],
+        "clt_passed": ("not needed" if (plan is None or plan.test == "confidence") and clt is None
+                       else "not run" if clt is None else str(bool(clt.passed))),
         "clt_error_simulated": _simulated(clt, "mean_abs_simulated"),
         "clt_error_simulated_se": _simulated(clt, "mean_abs_simulated_se"),
-        "clt_redesign": redesign,
+        "clt_redesign": "none" if v is None else v.redesign,
         "clt_max_ks": float(np.max(clt.ks_distance)) if clt is not None else float("nan"),
         "clt_batch_size": int(clt.batch_size) if clt is not None else 0,
-        "center": c.theta.tolist(), "acceptance_rate": acc,
-        "explanation": explanation,
+        "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
     }
-    idata = result.to_arviz()
+    idata = ran.chains.to_arviz()
     _update_attrs(idata, attrs)
     return idata
 
@@ -327,113 +443,6 @@ def _simulated(clt, field) -> float:
     """A field of the Austere verdict's simulation, NaN without one."""
     acceptance = None if clt is None else clt.acceptance
     return float("nan") if acceptance is None else float(getattr(acceptance, field))
-
-
-def _austere_verdict(clt) -> str:
-    """One sentence: the simulated verdict of an Austere design, KS beside it."""
-    a = clt.acceptance
-    return (f"m = {a.m}, epsilon = {a.epsilon:g}: the real test simulated on the real l_i of "
-            f"{a.n_pairs} trial pairs has mean |error| {a.mean_abs_simulated:.3g} ± "
-            f"{a.mean_abs_simulated_se:.2g} (predicted {a.mean_abs_gaussian:.3g}, "
-            f"Edgeworth-corrected {a.mean_abs_edgeworth:.3g}) against the tolerance "
-            f"{a.tolerance:g}: {'passed' if clt.passed else 'FAILED'} (supporting detail: "
-            f"largest KS distance {np.max(clt.ks_distance):.3f} at b = {clt.batch_size})")
-
-
-def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
-                      clt_tolerance, rng):
-    """Redo an Austere design whose simulated verdict failed, on the real l_i.
-
-    Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
-    corrected programme designs (``law="edgeworth"``) and the simulation checks it; else (or
-    if that check fails) the Gaussian programme's target is scaled down by
-    tolerance / simulated error and the least-data cell within it is simulated, at most
-    ``MAX_REDESIGNS`` times. Returns (plan, clt, how, lines of the explanation).
-    """
-    import warnings
-
-    N = trial.N
-    lines = []
-
-    def check(candidate):
-        return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
-                                    n_sim=N_SIM, search=False, n_paths=N_PATHS,
-                                    rng=rng.spawn(1)[0], progress=False)
-
-    reliable = trial.skewness is not None and all(
-        design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
-        for m in plan.m_grid)
-    if reliable:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")       # reliable everywhere: nothing to say
-                corrected = design.optimize(trial, tolerance, law="edgeworth")
-        except design.InfeasibleDesignError:
-            corrected = None
-        if corrected is not None:
-            clt = check(corrected)
-            lines.append("   the Edgeworth expansion holds on every trial pair, so the design "
-                         "was redone with the corrected programme (design.optimize(law="
-                         "'edgeworth')): " + _austere_verdict(clt))
-            if clt.passed:
-                return corrected, clt, "edgeworth", lines
-    elif trial.skewness is not None:
-        worst = int(np.argmax(np.abs(trial.skewness)))
-        lines.append(f"   the Edgeworth expansion is outside its validity here (trial pair "
-                     f"{worst}: skewness {trial.skewness[worst]:.3g}, excess kurtosis "
-                     f"{trial.kurtosis[worst]:.3g}), so the design is redone by simulating the "
-                     "real test")
-    target = tolerance
-    tried = {(plan.m, plan.epsilon)}
-    simulated = clt.acceptance.mean_abs_simulated
-    errors, datas = plan.error_grid, plan.data_grid
-    if getattr(plan, "screen_error_grid", None) is not None:   # cells the screen ruled out
-        done = ~np.isnan(errors)
-        errors = np.where(done, errors, plan.screen_error_grid)
-        datas = np.where(done, datas, plan.screen_data_grid)
-    for _ in range(MAX_REDESIGNS):
-        target *= min(0.9, tolerance / max(simulated, 1e-12))
-        cells = [(datas[i, k], errors[i, k], i, k)
-                 for i in range(len(plan.m_grid)) for k in range(len(plan.epsilon_grid))
-                 if errors[i, k] <= target
-                 and (int(plan.m_grid[i]), float(plan.epsilon_grid[k])) not in tried]
-        if not cells:
-            break
-        _, _, i, k = min(cells)
-        tried.add((int(plan.m_grid[i]), float(plan.epsilon_grid[k])))
-        try:
-            candidate = design.optimize(trial, tolerance, m_grid=[int(plan.m_grid[i])],
-                                        epsilon_grid=[float(plan.epsilon_grid[k])])
-        except design.InfeasibleDesignError:       # a screened value just below the target
-            continue
-        clt = check(candidate)
-        simulated = clt.acceptance.mean_abs_simulated
-        lines.append(f"   simulation redesign (Gaussian target {target:.3g}): "
-                     + _austere_verdict(clt))
-        if clt.passed:
-            return candidate, clt, "simulation", lines
-    plan = _design(design, trial, tolerance, "confidence")
-    lines.append("   no Austere design on the grid passes the simulated verdict; the "
-                 "confidence test (concentration bounds, no CLT) was designed instead: "
-                 f"{_settings(plan)}")
-    return plan, clt, "confidence", lines
-
-
-def _design(design, trial, tolerance, test, m_grid=None):
-    try:
-        return design.optimize(trial, tolerance, test=test, m_grid=m_grid)
-    except design.InfeasibleDesignError:
-        if test == "confidence":
-            raise
-        return design.optimize(trial, tolerance, test="confidence")
-
-
-def _settings(plan) -> str:
-    if plan.test == "austere":
-        return f"m = {plan.m}, epsilon = {plan.epsilon:g}"
-    if plan.test == "barker":
-        return f"m = {plan.m}, Novak threshold delta = {plan.delta}"
-    return f"first batch {plan.batch_size}, gamma = {plan.gamma:g}, delta = {plan.delta:g}"
 
 
 def _update_attrs(idata, attrs):

@@ -1,0 +1,257 @@
+"""validation.fit's route chooser and steps (issue 23 parts 1, 2, 5; issue 25 part 4; issue 27).
+
+The chooser is tested on hand-made candidates (its logic alone); the importance-weight
+diagnostics against ArviZ's PSIS and against a simulated independence sampler; fit's
+routes against the quadrature posterior of tests/validation/test_fit.py.
+"""
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from samplers import ControlVariates, GaussianPrior, LogisticRegression, import_arviz
+from validation import fit
+from validation.workflow import route as routes
+from validation.workflow import steps
+
+from .test_fit import N, grid_posterior
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def model():
+    rng = np.random.default_rng(12)
+    X = np.column_stack([rng.normal(size=N), np.ones(N)])
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ [1.0, -0.5]))).astype(float)
+    return LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+
+
+@pytest.fixture(scope="module")
+def reference(model):
+    cv = ControlVariates(model)
+    return grid_posterior(model, cv.center.theta, np.sqrt(np.diag(cv.laplace_covariance())))
+
+
+def _close_to_reference(idata, reference, k=5.0):
+    mean, sd = reference
+    x = idata.posterior.theta.values.reshape(-1, 2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ess = import_arviz().ess(idata).theta.values
+    np.testing.assert_array_less(np.abs(x.mean(axis=0) - mean), k * sd / np.sqrt(ess))
+    np.testing.assert_array_less(np.abs(x.std(axis=0) / sd - 1), k / np.sqrt(2 * ess))
+
+
+# --- the chooser on hand-made candidates ---------------------------------------------------
+
+def cand(test, rows, ess=0.9, sound=True, proposal="independence"):
+    return routes.Candidate(test, proposal, rows, 0.9, ess, test in ("smh", "mh-ss", "exact"),
+                            sound)
+
+
+def test_the_cheapest_sound_candidate_wins_and_the_verdict_runs_only_when_needed():
+    asked = []
+
+    def verify(c):
+        asked.append(c.name)
+        return routes.Candidate(c.test, c.proposal, c.rows, c.acceptance, c.ess_per_step,
+                                False, True)
+
+    exact, smh = cand("exact", 1e5), cand("mh-ss", 3.0)
+    out = routes.choose_route([cand("austere", 10.0, sound=None), smh, exact], verify)
+    assert out.chosen.test == "austere" and asked == ["austere / independence"]
+    asked.clear()          # a designed test dearer than an exact one is never verified
+    out = routes.choose_route([cand("austere", 5000.0, sound=None), smh, exact], verify)
+    assert out.chosen is smh and asked == []
+    assert "cheaper than exact MH" in out.reason and len(out.lines()) == 4
+
+
+def test_a_failed_verdict_passes_the_turn_and_nothing_dearer_than_exact_mh_runs():
+    def fail(c):
+        return routes.Candidate(c.test, c.proposal, c.rows, c.acceptance, c.ess_per_step,
+                                False, False)
+
+    exact = cand("exact", 2e5)
+    out = routes.choose_route([cand("austere", 10.0, sound=None), cand("smh", 3e5), exact],
+                              fail)
+    assert out.chosen is exact               # SMH here costs more than exact MH
+    assert "failed their verdict: austere / independence" in out.reason
+    assert all(c.cost >= out.chosen.cost for c in out.candidates if c.sound)
+
+
+def test_ess_per_step_of_the_independence_sampler_matches_a_simulation():
+    """IMH on N(0, 1) with q = N(0, 1.5^2): the acceptance predicted from importance weights
+    of draws of q against a long simulated chain (its acceptance rate, MCSE ~0.003)."""
+    rng = np.random.default_rng(3)
+    s = 1.5
+    draws = rng.normal(0.0, s, 4000)
+    logw = -0.5 * draws ** 2 + 0.5 * (draws / s) ** 2
+    predicted = steps._imh_acceptance(logw)
+    x, acc, n = 0.0, 0, 200_000
+    props, us = rng.normal(0.0, s, n), np.log(rng.random(n))
+    lw = lambda t: -0.5 * t * t + 0.5 * (t / s) ** 2     # noqa: E731
+    for t, u in zip(props, us):
+        if u < lw(t) - lw(x):
+            x, acc = t, acc + 1
+    assert abs(predicted - acc / n) < 0.02
+    assert routes.ess_per_step("independence", 0.5, 3, 0.5) == pytest.approx(1 / 3)
+
+
+@pytest.mark.parametrize("make", [
+    lambda r: r.normal(size=400) * 0.3,
+    lambda r: np.log(r.pareto(0.8, 400)),
+    lambda r: r.standard_t(3, 120),
+])
+def test_pareto_k_matches_arviz_psis(make):
+    az = pytest.importorskip("arviz")
+    if not hasattr(az, "psislw"):
+        pytest.skip("this ArviZ has no psislw")
+    lw = make(np.random.default_rng(5))
+    assert steps.pareto_k(lw) == pytest.approx(float(az.psislw(lw.copy())[1]), rel=1e-10)
+
+
+# --- fit's routes ---------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def auto(model):
+    return fit(model, draws=1500, n_trial=10, parallel=False, rng=11)
+
+
+def test_the_automatic_route_is_the_cheapest_and_accurate(auto, reference):
+    a = auto.posterior.attrs
+    assert a["proposal"] == "independence"          # Laplace fits at N = 3000, d = 2
+    costs = {line.split("  ")[0].strip(): float(line.split("cost")[1].split("rows")[0]
+                                                .replace(",", ""))
+             for line in a["candidates"].splitlines()}
+    chosen = next(x for x in a["candidates"].splitlines() if x.startswith(a["route"]))
+    assert costs[a["route"]] == pytest.approx(a["cost_predicted"], abs=0.5), chosen
+    assert a["cost_predicted"] <= costs["exact / independence"]
+    assert "chosen: " in a["explanation"] and "<- chosen" in a["explanation"]
+    assert set(a["timings"]) >= {"mode_and_proxy", "laplace_draws", "trial_pairs", "design",
+                                 "route", "chains", "total"}
+    assert a["rhat"] < 1.05 and a["ess_bulk"] > 1000
+    # predicted and realised cost per effective sample within a factor 2
+    assert 0.5 < a["cost_realised"] / a["cost_predicted"] < 2.0
+    _close_to_reference(auto, reference)
+
+
+@pytest.mark.parametrize("forced", ["smh/walk", "exact/independence"])
+def test_a_forced_route_runs_and_is_exact(model, reference, forced):
+    idata = fit(model, draws=800 if "walk" not in forced else 3000, route=forced,
+                n_trial=10, parallel=False, rng=4)
+    a = idata.posterior.attrs
+    assert a["route"] == forced.replace("/", " / ")
+    assert a["clt_passed"] == "not needed" and a["error_predicted"] == 0.0
+    _close_to_reference(idata, reference)
+
+
+def test_a_far_center_still_samples_the_posterior(model, reference):
+    """issue 27: chains started at a far center returned the transient as the posterior."""
+    cv = ControlVariates(model)
+    sd = np.sqrt(np.diag(cv.laplace_covariance()))
+    idata = fit(model, draws=1500, n_trial=10, center=cv.center.theta + 30 * sd,
+                parallel=False, rng=6)
+    np.testing.assert_allclose(idata.posterior.attrs["center"], cv.center.theta, atol=1e-6)
+    _close_to_reference(idata, reference)
+
+
+def test_ess_target_extends_the_chains(model):
+    idata = fit(model, draws=100, ess=800, test="austere", n_trial=10, parallel=False, rng=8)
+    a = idata.posterior.attrs
+    assert a["ess_bulk"] >= 800 and idata.posterior.theta.shape[1] > 100
+    assert "round(s)" in a["explanation"]
+
+
+def test_parallel_chains_equal_sequential_ones(model):
+    kw = dict(draws=300, test="austere", n_trial=10, rng=9)
+    a = fit(model, parallel=True, **kw).posterior.theta.values
+    b = fit(model, parallel=False, **kw).posterior.theta.values
+    np.testing.assert_array_equal(a, b)
+
+
+def test_each_step_can_be_called_alone(model):
+    px = steps.mode_and_proxy(model)
+    draws = steps.laplace_draws(px, 30, rng=1)
+    choice = steps.choose_proposal(px, draws, proposal="walk")
+    pairs = steps.trial_pairs(px, choice, draws, rng=2)
+    plan = steps.design_test(pairs, 0.01, "barker")
+    v = steps.verdict(px, pairs, plan, 0.01, on_clt_failure="warn", rng=3)
+    ran = steps.run_chains(px.cv, steps.make_test(v.plan), choice.proposal, px.mode, 200,
+                           chains=2, parallel=False, rng=4)
+    err, rows = steps.after_run_check(px, v.plan, ran.chains[0], choice.proposal, rng=5)
+    assert ran.chains.samples.shape == (2, 200, 2) and rows >= 1 and err < 0.5
+    assert choice.kind == "walk" and pairs.trial.n_pairs == 30
+
+
+CHILD = textwrap.dedent("""
+    import sys, time, warnings
+    import numpy as np
+    from samplers import GaussianPrior, LogisticRegression
+    from validation import fit
+    rng = np.random.default_rng(12)
+    X = np.column_stack([rng.normal(size=3000), np.ones(3000)])
+    y = (rng.random(3000) < 1 / (1 + np.exp(-X @ [1.0, -0.5]))).astype(float)
+    m = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        idata = fit(m, draws=10**7, route="{route}", n_trial=10, parallel={parallel}, rng=1,
+                    progress=True)
+    print("DONE", time.perf_counter(), idata.posterior.theta.shape,
+          idata.posterior.attrs["interrupted"],
+          any("interrupted" in str(w.message) for w in seen), flush=True)
+""")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("parallel", [False, True])
+def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel):
+    """issue 27: a Ctrl-C in the first chain was swallowed, the second chain ran in full."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", CHILD.format(route="mh-ss/independence", parallel=parallel)],
+        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        start_new_session=True)
+    try:
+        seen = ""
+        deadline = time.monotonic() + 240
+        while "sampling" not in seen and "chains" not in seen and time.monotonic() < deadline:
+            seen += proc.stderr.read(1)          # the progress bar: the chains have started
+        time.sleep(1.0)
+        os.killpg(proc.pid, signal.SIGINT)
+        sent = time.perf_counter()
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    line = next(x for x in out.splitlines() if x.startswith("DONE"))
+    assert float(line.split()[1]) - sent < 15.0          # stopped promptly, not 10^7 steps on
+    assert "True True" in line                            # attrs and ChainInterrupted warning
+    shape = eval(line.split(" ", 2)[2].rsplit(" ", 2)[0])
+    # in parallel both chains, cut to one length; one after the other the first chain's draws
+    assert shape[0] == (2 if parallel else 1) and 0 < shape[1] < 10**7
+
+
+@pytest.mark.slow
+def test_heterogeneous_rows_take_an_exact_route():
+    """issue 23: a rare binary covariate (10 rows of 20,000) makes the residuals' skewness
+    about -50; the Austere design fails its simulated verdict and, unforced, is not redesigned
+    by simulation: an exact route runs, and nothing dearer than exact MH."""
+    from samplers import datasets
+
+    X, y, _ = datasets.rare_covariate_logistic(20_000, rng=5, rare_rows=10)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    a = fit(model, draws=300, n_trial=10, parallel=False, rng=1).posterior.attrs
+    assert a["test"] in ("smh", "mh-ss", "exact") and a["clt_passed"] in ("False", "not needed")
+    assert "failed their verdict: austere" in a["explanation"]
+    exact = next(line for line in a["candidates"].splitlines()
+                 if line.startswith("exact / independence"))
+    assert a["cost_predicted"] <= float(exact.split("cost")[1].split("rows")[0].replace(",", ""))

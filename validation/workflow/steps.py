@@ -1,0 +1,749 @@
+"""The named steps of :func:`validation.fit`, each a function a user can call alone.
+
+=========================  =====================================================================
+:func:`mode_and_proxy`     the posterior mode, the Laplace covariance there and the Taylor proxy
+                           (:class:`samplers.ControlVariates`) at the center
+:func:`laplace_draws`      draws from the Laplace approximation, their exact log importance
+                           weights and Pareto-k (one pass over the data for all of them)
+:func:`choose_proposal`    the independence proposal where Laplace fits, else the walk
+:func:`trial_pairs`        pairs of the chosen proposal (the Laplace draws themselves for the
+                           independence proposal: no second pass)
+:func:`design_test`        :func:`design.optimize` on the trial pairs
+:func:`verdict`            the design's CLT verdict on the real l_i, redesign on failure
+:func:`run_chains`         chains of the chosen route from the mode, in parallel, to a target ESS
+:func:`after_run_check`    the design evaluated at pairs of the chain itself
+=========================  =====================================================================
+
+The route between the candidate tests is chosen by :mod:`validation.workflow.route`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from design._lib.checks import as_generator
+
+__all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
+           "ProposalChoice", "choose_proposal", "TrialPairs", "trial_pairs", "design_test",
+           "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
+           "make_test", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
+
+#: Pairs on which the CLT verdict runs (each one O(N) pass) and fresh pairs from the chain
+#: on which the design is evaluated after the run.
+N_CHECK = 10
+#: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
+#: standard error of the mean |Delta| over N_CHECK pairs is at most about
+#: 0.5 / sqrt(N_CHECK * N_PATHS) = 0.0035.
+N_PATHS = 2000
+#: Minibatches per check pair for the KS distance of the t statistic (supporting detail for
+#: Austere; noise 1.36 / sqrt(N_SIM) = 0.01, below half the default ``clt_tolerance``).
+N_SIM = 20_000
+#: Redesigns an Austere verdict may try (each one simulation of the real test on the
+#: check pairs) before the confidence test is designed instead.
+MAX_REDESIGNS = 4
+#: Pareto-k of the Laplace approximation's importance weights up to which the independence
+#: proposal N(mode, Sigma) is used (PSIS: below 0.7 importance sampling is reliable; Vehtari
+#: et al. 2024, section 3), and the sd of the log weights below which it is used whatever
+#: k-hat says: k-hat measures the shape of the weights' tail, not its size, and a Taylor
+#: expansion's cubic term gives every near-Gaussian posterior a heavy-shaped but negligible
+#: tail (sd 0.04 of the log weights and k-hat above 1 on a 2-parameter logistic regression at
+#: N = 3000, where the independence sampler accepts 98% of its proposals).
+K_OK, LOGW_SD_OK = 0.7, 0.25
+
+
+# -- 1. mode and proxy -----------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Proxy:
+    """The control-variate wrapper and the Laplace approximation at the posterior mode.
+
+    Attributes
+    ----------
+    cv : samplers.ControlVariates
+        Its center is the mode, or the ``center`` given.
+    mode : ndarray of shape (d,)
+        The posterior mode (found from the given center when one is given): chains start here.
+    covariance : ndarray of shape (d, d)
+        The Laplace covariance at the mode.
+    lines : tuple of str
+        The explanation.
+    """
+
+    cv: object
+    mode: np.ndarray
+    covariance: np.ndarray
+    lines: tuple
+
+
+def mode_and_proxy(model, center=None, order=2) -> Proxy:
+    """Step 1: the Taylor proxy at ``center`` (default the mode) and the Laplace approximation
+    at the mode.
+
+    With a center away from the mode, the mode is searched from it too, so that the chains
+    start there and the proposals take the posterior's shape, whatever the expansion point.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import GaussianPrior, LogisticRegression
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([rng.normal(size=2000), np.ones(2000)])
+    >>> y = (rng.random(2000) < 1 / (1 + np.exp(-X @ [1.0, -0.5]))).astype(float)
+    >>> px = mode_and_proxy(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    >>> bool(np.allclose(px.mode, px.cv.center.theta)), px.covariance.shape
+    (True, (2, 2))
+    """
+    from samplers import ControlVariates
+
+    if isinstance(model, ControlVariates):
+        if center is not None or order != 2:
+            raise ValueError("center and order apply when fit builds the ControlVariates "
+                             "wrapper; model is already one (got center="
+                             f"{'given' if center is not None else None}, order={order!r})")
+        cv = model
+    else:
+        cv = ControlVariates(model, center=center, order=order)
+    c = cv.center
+    at_mode = c.method != "given" or c.offset < 1e-3
+    finder = cv if at_mode else ControlVariates(cv.model, order=cv.order, start=c.theta)
+    try:
+        cov = finder.laplace_covariance()
+    except ValueError as exc:
+        raise ValueError(f"center: {exc}") from None
+    lines = [f"1. mode and proxy: order-{cv.order} Taylor proxy at the "
+             f"{'posterior mode' if c.method != 'given' else 'given center'} "
+             f"({c.method}, distance to the mode {c.offset:.2g} posterior sds); every "
+             "row's ratio becomes a residual plus the proxy's known mean"]
+    if c.offset > 1.0:
+        lines.append("   warning: the center is more than one posterior sd from the mode; the "
+                     "residuals, and so the data the test reads, grow with that distance; "
+                     "the mode was found from it and the chains start there")
+    mode = np.array(finder.center.theta, dtype=float)
+    return Proxy(cv, mode, cov, tuple(lines))
+
+
+# -- 2. the Laplace draws and the proposal ---------------------------------------------------
+
+@dataclass(frozen=True)
+class LaplaceDraws:
+    """Draws from N(mode, Sigma), their log importance weights and the pairs they form.
+
+    Attributes
+    ----------
+    thetas : ndarray of shape (n + 1, d)
+    log_weights : ndarray of shape (n + 1,)
+        ``log pi(theta) - log q(theta)`` up to a constant, exact (all N rows).
+    trial : design.TrialChain
+        The n chained pairs ``(thetas[k], thetas[k + 1])`` as independence-proposal pairs:
+        the sum of their l_i is the exact log-likelihood ratio, so the weights come free.
+    pareto_k : float
+        PSIS's k-hat of the weights (:func:`pareto_k`).
+    acceptance : float
+        The independence sampler's acceptance rate the weights predict.
+    seconds : float
+        Time of the pass.
+    """
+
+    thetas: np.ndarray
+    log_weights: np.ndarray
+    trial: object
+    pareto_k: float
+    acceptance: float
+    seconds: float
+
+
+def laplace_draws(proxy: Proxy, n=40, rng=None) -> LaplaceDraws:
+    """Step 2a: ``n + 1`` draws from the Laplace approximation and their exact weights.
+
+    The draws are chained into ``n`` pairs, each one an independence-proposal pair, and
+    summarised by :meth:`design.TrialChain.from_model` in one pass over the data; the log MH
+    ratio of pair k is ``log w(theta_{k+1}) - log w(theta_k)``, so the cumulative sums are the
+    log importance weights.
+    """
+    import design
+    from samplers import Independence
+
+    rng = as_generator(rng)
+    cv, d = proxy.cv, proxy.cv.dim
+    q = Independence(proxy.mode, proxy.covariance)
+    factor = np.linalg.cholesky(proxy.covariance)
+    thetas = proxy.mode + rng.standard_normal((n + 1, d)) @ factor.T
+    logq = np.array([q.log_density(t) for t in thetas])
+    t0 = time.perf_counter()
+    trial = design.TrialChain.from_model(cv, thetas[:-1], thetas[1:], logq[:-1] - logq[1:],
+                                         progress=False)
+    seconds = time.perf_counter() - t0
+    logw = np.concatenate([[0.0], np.cumsum(trial.log_accept_ratio)])
+    return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds)
+
+
+def _imh_acceptance(logw) -> float:
+    """E[min(1, w(theta') / w(theta))], theta ~ pi (the draws reweighted), theta' ~ q."""
+    lw = np.asarray(logw) - np.max(logw)
+    W = np.exp(lw)
+    W /= W.sum()
+    ratio = np.exp(np.minimum(lw[None, :] - lw[:, None], 0.0))
+    np.fill_diagonal(ratio, 0.0)
+    return float(W @ ratio.sum(axis=1) / (lw.size - 1))
+
+
+def pareto_k(log_weights) -> float:
+    """PSIS's Pareto-k diagnostic of importance weights (Vehtari et al. 2024, section 3).
+
+    The ``M = ceil(min(n / 5, 3 sqrt(n)))`` largest weights above the cut-off, minus it, are
+    fitted by a generalised Pareto law with Zhang & Stephens' (2009) empirical-Bayes
+    estimator, with PSIS's weakly informative prior (k shrunk towards 0.5 with weight 10);
+    inf when the tail has 4 points or fewer.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> lw = np.random.default_rng(0).normal(size=1000) * 0.1     # light tails
+    >>> bool(pareto_k(lw) < 0.5)
+    True
+    >>> lw = np.log(np.random.default_rng(0).pareto(1.0, 1000))   # tail index 1
+    >>> bool(pareto_k(lw) > 0.7)
+    True
+    """
+    x = np.sort(np.asarray(log_weights, dtype=float))
+    x = x - x[-1]
+    n = x.size
+    m = int(math.ceil(min(0.2 * n, 3.0 * math.sqrt(n))))
+    cut = x[n - m - 1]
+    tail = np.exp(x[x > cut]) - math.exp(cut)
+    if tail.size <= 4:
+        return math.inf
+    return _gpd_shape(tail)
+
+
+def _gpd_shape(y) -> float:
+    """Zhang & Stephens (2009) posterior-mean shape of a generalised Pareto fit to sorted y."""
+    n = y.size
+    m = 30 + int(math.sqrt(n))
+    b = 1.0 - np.sqrt(m / (np.arange(1, m + 1) - 0.5))
+    b = b / (3.0 * y[int(n / 4 + 0.5) - 1]) + 1.0 / y[-1]
+    k = np.log1p(-b[:, None] * y).mean(axis=1)
+    lik = n * (np.log(-b / k) - k - 1.0)
+    w = 1.0 / np.exp(lik - lik[:, None]).sum(axis=1)
+    keep = w >= 10 * np.finfo(float).eps
+    w, b = w[keep] / w[keep].sum(), b[keep]
+    k_post = float(np.log1p(-np.sum(b * w) * y).mean())
+    return (n * k_post + 10 * 0.5) / (n + 10)
+
+
+@dataclass(frozen=True)
+class ProposalChoice:
+    """The proposal and what it predicts.
+
+    Attributes
+    ----------
+    proposal : samplers.Proposal
+    kind : {"independence", "walk"}
+    acceptance : float
+        Exact MH's predicted acceptance with it.
+    lines : tuple of str
+    """
+
+    proposal: object
+    kind: str
+    acceptance: float
+    lines: tuple
+
+
+def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None) -> ProposalChoice:
+    """Step 2b: the independence proposal where the Laplace approximation fits, else the walk.
+
+    N(mode, Sigma) where the Pareto-k of the weights is at most ``K_OK`` or the weights are
+    nearly equal (sd of the log weights at most ``LOGW_SD_OK``); else the preconditioned
+    random walk ``RandomWalk.from_laplace`` (2.38 / sqrt(d) in posterior units).
+    ``proposal="independence"`` or ``"walk"`` forces it.
+    """
+    from samplers import Independence, RandomWalk
+
+    k, d = draws.pareto_k, proxy.cv.dim
+    spread = float(np.std(draws.log_weights))
+    fits = k <= K_OK or spread <= LOGW_SD_OK
+    kind = proposal or ("independence" if fits else "walk")
+    why = (f"Pareto-k of the Laplace weights at {draws.thetas.shape[0]} draws {k:.2f}, sd of "
+           f"the log weights {spread:.2g}")
+    rule = ("forced" if proposal else f"k <= {K_OK:g} or sd <= {LOGW_SD_OK:g}" if fits
+            else f"k > {K_OK:g} and sd > {LOGW_SD_OK:g}")
+    if kind == "independence":
+        q = Independence(proxy.mode, proxy.covariance)
+        acc = draws.acceptance
+        text = (f"2. proposal: independence N(mode, Sigma) ({why}: {rule}); predicted "
+                f"acceptance {acc:.2f}, ESS per step about {acc / (2 - acc):.2f}")
+    else:
+        q = RandomWalk.from_laplace(proxy.covariance)
+        acc = float("nan")       # measured on the walk's trial pairs
+        text = (f"2. proposal: RandomWalk.from_laplace, step 2.38/sqrt({d}) in units of the "
+                f"Laplace covariance ({why}: {rule}: the Laplace approximation does not fit)")
+    return ProposalChoice(q, kind, acc, (text,))
+
+
+# -- 3. trial pairs --------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class TrialPairs:
+    """Pairs of the chosen proposal, summarised.
+
+    Attributes
+    ----------
+    thetas, news : ndarray of shape (n, d)
+    log_const : ndarray of shape (n,)
+        Log prior ratio plus log proposal ratio of each pair.
+    trial : design.TrialChain
+    lines : tuple of str
+    """
+
+    thetas: np.ndarray
+    news: np.ndarray
+    log_const: np.ndarray
+    trial: object
+    lines: tuple
+
+
+def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=None):
+    """Step 3: the trial pairs of the chosen proposal.
+
+    For the independence proposal they are the Laplace draws' pairs (no new
+    pass); otherwise theta ~ N(mode, Sigma) and theta' from the proposal, one more pass.
+    """
+    import design
+
+    rng = as_generator(rng)
+    cv, n = proxy.cv, draws.trial.n_pairs
+    q = choice.proposal
+    if choice.kind == "independence":
+        thetas, news, trial = draws.thetas[:-1], draws.thetas[1:], draws.trial
+        where = "the Laplace draws chained (theta, theta' both ~ N(mode, Sigma))"
+    else:
+        factor = np.linalg.cholesky(proxy.covariance)
+        thetas = proxy.mode + rng.standard_normal((n, cv.dim)) @ factor.T
+        moves = [q.propose(rng, None, None, t, None)[:2] for t in thetas]
+        news = np.array([m[0] for m in moves])
+        trial = design.TrialChain.from_model(cv, thetas, news, [m[1] for m in moves],
+                                             progress=False)
+        where = f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
+    line = (f"3. trial pairs: {n} pairs, {where}; exact acceptance {trial.accept_prob.mean():.2f}"
+            f"; residual sd per row: median {np.median(trial.sigma):.3g}")
+    return TrialPairs(thetas, news, -trial.N * trial.c0, trial, (line,))
+
+
+# -- 4. design and 5. verdict ----------------------------------------------------------------
+
+def design_test(pairs: TrialPairs, tolerance, test="austere", m_grid=None):
+    """Step 4: :func:`design.optimize` on the trial pairs; the confidence test where no design
+    of ``test`` meets the tolerance."""
+    import design
+
+    try:
+        return design.optimize(pairs.trial, tolerance, test=test, m_grid=m_grid)
+    except design.InfeasibleDesignError:
+        if test == "confidence":
+            raise
+        return design.optimize(pairs.trial, tolerance, test="confidence")
+
+
+def make_test(plan):
+    """The ready test of a design (the test family its ``test`` field names)."""
+    from samplers import AustereTest, BarkerTest, ConfidenceTest
+
+    families = {"austere": AustereTest, "barker": BarkerTest, "confidence": ConfidenceTest}
+    return families[plan.test].from_design(plan)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The design that runs and its CLT verdict.
+
+    Attributes
+    ----------
+    plan : the design (possibly redone).
+    clt : validation.CLTCheck or None (the confidence test needs none).
+    passed : bool
+        Whether the design keeps its promise (True for the confidence test).
+    redesign : {"none", "edgeworth", "simulation", "larger batch", "confidence", "failed"}
+    lines : tuple of str
+    """
+
+    plan: object
+    clt: object
+    passed: bool
+    redesign: str
+    lines: tuple
+
+
+def verdict(proxy: Proxy, pairs: TrialPairs, plan, tolerance, *, clt_tolerance=0.05,
+            on_clt_failure="redesign", max_redesigns=MAX_REDESIGNS, fallback=True,
+            rng=None) -> Verdict:
+    """Step 5: is the design sound on the real l_i? Redesign on failure.
+
+    *Austere*: the real sequential test simulated on the real l_i of ``N_CHECK`` trial pairs
+    (:func:`validation.clt_check` with ``design=``), its mean |Delta| against ``tolerance``;
+    on failure :func:`_redesign_austere`. *Barker*: the KS distance of the minibatch t
+    statistic at b = m against ``clt_tolerance``; on failure the smallest passing batch
+    size, or the confidence test. *Confidence*: no CLT needed. ``max_redesigns`` bounds
+    the simulation redesigns of Austere; with ``fallback=False`` a design that still fails is
+    reported unsound instead of being replaced by the confidence test (the route chooser
+    then moves on to the next candidate).
+    """
+    rng = as_generator(rng)
+    if plan.test == "austere":
+        return _austere_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
+                                on_clt_failure, rng, max_redesigns, fallback)
+    if plan.test == "barker":
+        return _barker_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
+                               on_clt_failure, rng)
+    return Verdict(plan, None, True, "none", (
+        "5. CLT check: not needed (the confidence test's error bound holds without the CLT, "
+        "Bardenet et al. 2014, Lemma 3.1)",))
+
+
+def _check_pairs(pairs):
+    return (pairs.thetas[:N_CHECK], pairs.news[:N_CHECK]), pairs.log_const[:N_CHECK]
+
+
+def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng,
+                     max_redesigns=MAX_REDESIGNS, fallback=True):
+    import design
+    import validation
+
+    check, const = _check_pairs(pairs)
+    clt = validation.clt_check(cv, check, design=plan, tolerance=clt_tolerance, n_sim=N_SIM,
+                               search=False, n_paths=N_PATHS, log_const=const,
+                               rng=rng.spawn(1)[0], progress=False)
+    line = "5. CLT check in the currency of the design: " + _austere_sentence(clt)
+    if clt.passed or on_clt_failure == "warn":
+        extra = "" if clt.passed else "; the design is kept (on_clt_failure='warn')"
+        return Verdict(plan, clt, bool(clt.passed), "none", (line + extra,))
+    plan, clt, how, lines = _redesign_austere(design, validation, cv, check, pairs.trial,
+                                              plan, clt, tolerance, clt_tolerance, rng,
+                                              log_const=const, max_redesigns=max_redesigns,
+                                              fallback=fallback)
+    return Verdict(plan, clt, how != "failed", how, (line, *lines))
+
+
+def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng):
+    import validation
+
+    check, _ = _check_pairs(pairs)
+    N, m = cv.N, plan.m
+    clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
+                               search=False, rng=rng.spawn(1)[0], progress=False)
+    line = (f"5. CLT check at b = {m}: largest KS distance {np.max(clt.ks_distance):.3f} "
+            f"(tolerance {clt_tolerance:g}): ")
+    if clt.passed:
+        return Verdict(plan, clt, True, "none", (line + "passed",))
+    if on_clt_failure == "warn":
+        return Verdict(plan, clt, False, "none", (
+            line + "FAILED; the design is kept (on_clt_failure='warn'): its error prediction "
+            "assumes a normal minibatch mean",))
+    clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
+                               search=True, rng=rng.spawn(1)[0], progress=False)
+    b = clt.min_batch_size
+    if b is not None:
+        grid = sorted({b, 2 * b, 4 * b, 8 * b} & set(range(b, N // 2 + 1)))
+        plan = design_test(pairs, tolerance, plan.test, m_grid=grid)
+        return Verdict(plan, clt, True, "larger batch", (
+            line + f"FAILED; it passes from b = {b}, so the design was redone with m >= {b}: "
+            f"{settings(plan)}, predicted {plan.data_fraction * N:,.1f} rows per step",))
+    plan = design_test(pairs, tolerance, "confidence")
+    return Verdict(plan, clt, True, "confidence", (
+        line + "FAILED at every batch size up to N/2; the confidence test (concentration "
+        f"bounds, no CLT) was designed instead: {settings(plan)}",))
+
+
+def _austere_sentence(clt) -> str:
+    """One sentence: the simulated verdict of an Austere design, KS beside it."""
+    a = clt.acceptance
+    return (f"m = {a.m}, epsilon = {a.epsilon:g}: the real test simulated on the real l_i of "
+            f"{a.n_pairs} trial pairs has mean |error| {a.mean_abs_simulated:.3g} ± "
+            f"{a.mean_abs_simulated_se:.2g} (predicted {a.mean_abs_gaussian:.3g}, "
+            f"Edgeworth-corrected {a.mean_abs_edgeworth:.3g}) against the tolerance "
+            f"{a.tolerance:g}: {'passed' if clt.passed else 'FAILED'} (supporting detail: "
+            f"largest KS distance {np.max(clt.ks_distance):.3f} at b = {clt.batch_size})")
+
+
+def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
+                      clt_tolerance, rng, log_const=None, max_redesigns=MAX_REDESIGNS,
+                      fallback=True):
+    """Redo an Austere design whose simulated verdict failed, on the real l_i.
+
+    Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
+    corrected programme designs (``law="edgeworth"``) and the simulation checks it; else (or
+    if that check fails) the Gaussian programme's target is scaled down by
+    tolerance / simulated error and the least-data cell within it is simulated, at most
+    ``max_redesigns`` times; then the confidence test (``fallback``) or ``how = "failed"``.
+    Returns (plan, clt, how, lines of the explanation).
+    """
+    lines = []
+
+    def check(candidate):
+        return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
+                                    n_sim=N_SIM, search=False, n_paths=N_PATHS,
+                                    log_const=log_const, rng=rng.spawn(1)[0], progress=False)
+
+    reliable = trial.skewness is not None and all(
+        design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
+        for m in plan.m_grid)
+    if reliable:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")       # reliable everywhere: nothing to say
+                corrected = design.optimize(trial, tolerance, law="edgeworth")
+        except design.InfeasibleDesignError:
+            corrected = None
+        if corrected is not None:
+            clt = check(corrected)
+            lines.append("   the Edgeworth expansion holds on every trial pair, so the design "
+                         "was redone with the corrected programme (design.optimize(law="
+                         "'edgeworth')): " + _austere_sentence(clt))
+            if clt.passed:
+                return corrected, clt, "edgeworth", lines
+    elif trial.skewness is not None:
+        worst = int(np.argmax(np.abs(trial.skewness)))
+        lines.append(f"   the Edgeworth expansion is outside its validity here (trial pair "
+                     f"{worst}: skewness {trial.skewness[worst]:.3g}, excess kurtosis "
+                     f"{trial.kurtosis[worst]:.3g}), so the design is redone by simulating the "
+                     "real test")
+    found = _simulation_redesign(design, trial, plan, clt, tolerance, check, lines,
+                                 max_redesigns)
+    if found is not None:
+        return (*found, "simulation", lines)
+    if not fallback:
+        lines.append(f"   no Austere design passes the simulated verdict within "
+                     f"{max_redesigns} redesign(s): the route goes to the next candidate")
+        return plan, clt, "failed", lines
+    plan = _confidence(design, trial, tolerance)
+    lines.append("   no Austere design on the grid passes the simulated verdict; the "
+                 "confidence test (concentration bounds, no CLT) was designed instead: "
+                 f"{settings(plan)}")
+    return plan, clt, "confidence", lines
+
+
+def _confidence(design, trial, tolerance):
+    return design.optimize(trial, tolerance, test="confidence")
+
+
+def _simulation_redesign(design, trial, plan, clt, tolerance, check, lines,
+                         max_redesigns=MAX_REDESIGNS):
+    """Scale the Gaussian target down until a simulated cell passes; (plan, clt) or None."""
+    target = tolerance
+    tried = {(plan.m, plan.epsilon)}
+    simulated = clt.acceptance.mean_abs_simulated
+    errors, datas = plan.error_grid, plan.data_grid
+    if getattr(plan, "screen_error_grid", None) is not None:   # cells the screen ruled out
+        done = ~np.isnan(errors)
+        errors = np.where(done, errors, plan.screen_error_grid)
+        datas = np.where(done, datas, plan.screen_data_grid)
+    for _ in range(max_redesigns):
+        target *= min(0.9, tolerance / max(simulated, 1e-12))
+        cells = [(datas[i, k], errors[i, k], i, k)
+                 for i in range(len(plan.m_grid)) for k in range(len(plan.epsilon_grid))
+                 if errors[i, k] <= target
+                 and (int(plan.m_grid[i]), float(plan.epsilon_grid[k])) not in tried]
+        if not cells:
+            return None
+        _, _, i, k = min(cells)
+        tried.add((int(plan.m_grid[i]), float(plan.epsilon_grid[k])))
+        try:
+            candidate = design.optimize(trial, tolerance, m_grid=[int(plan.m_grid[i])],
+                                        epsilon_grid=[float(plan.epsilon_grid[k])])
+        except design.InfeasibleDesignError:       # a screened value just below the target
+            continue
+        clt = check(candidate)
+        simulated = clt.acceptance.mean_abs_simulated
+        lines.append(f"   simulation redesign (Gaussian target {target:.3g}): "
+                     + _austere_sentence(clt))
+        if clt.passed:
+            return candidate, clt
+    return None
+
+
+def settings(plan) -> str:
+    """The design's settings in words."""
+    if plan.test == "austere":
+        return f"m = {plan.m}, epsilon = {plan.epsilon:g}"
+    if plan.test == "barker":
+        return f"m = {plan.m}, Novak threshold delta = {plan.delta}"
+    return f"first batch {plan.batch_size}, gamma = {plan.gamma:g}, delta = {plan.delta:g}"
+
+
+# -- 6. chains -------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ChainsResult:
+    """The chains and how they ran.
+
+    Attributes
+    ----------
+    chains : samplers.Chains
+    interrupted : bool
+        Ctrl-C stopped them (the samples so far are kept, all chains cut to one length).
+    ess_bulk : float
+        Min bulk ESS over the parameters (NaN with one chain of under 4 draws).
+    rhat : float
+        Max rank-normalised R-hat (NaN with one chain).
+    seconds : float
+        Wall time of the sampling.
+    rounds : int
+        Sampling rounds (more than 1 when a target ESS extended the chains).
+    """
+
+    chains: object
+    interrupted: bool
+    ess_bulk: float
+    rhat: float
+    seconds: float
+    rounds: int
+
+
+def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=None,
+               max_seconds=600.0, parallel=None, progress=None) -> ChainsResult:
+    """Step 6: ``chains`` chains of ``draws`` steps from ``start``, in parallel processes.
+
+    With ``ess`` the chains are extended, from where they stopped, until the min bulk ESS
+    reaches it or ``max_seconds`` of sampling have passed; equal seeds give equal chains
+    unless the time cap binds. ``parallel`` None runs the chains in a process pool when
+    there is more than one and more than 0.2 s of sampling is expected. Ctrl-C stops at once
+    with the draws so far (:class:`samplers.ChainInterrupted` is warned; all chains cut to
+    the shortest; run one after the other, the chains not yet started are left out).
+    """
+    from samplers import ChainInterrupted
+
+    rng = as_generator(rng)
+    streams = rng.spawn(chains)
+    theta0 = np.broadcast_to(np.asarray(start, dtype=float), (chains, len(start))).copy()
+    parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
+    while True:
+        rounds += 1
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always", ChainInterrupted)
+            runs, stopped = _round(model, test, proposal, theta0, goal, streams, parallel,
+                                   progress)
+        parts.append(runs)
+        joined = _join(parts)
+        interrupted = stopped or any(issubclass(w.category, ChainInterrupted) for w in seen)
+        found, rhat = _ess_rhat(joined)
+        spent = time.perf_counter() - t0
+        if interrupted or ess is None or found >= ess or spent >= max_seconds:
+            break
+        streams = [s.spawn(1)[0] for s in streams]
+        theta0 = np.array([c.samples[-1] for c in runs])
+        n = joined[0].samples.shape[0]
+        goal = int(min(max(n * (ess / max(found, 1.0) - 1.0) * 1.2, 100),
+                       n * max(1.0, (max_seconds - spent) / spent)))
+    if interrupted:
+        warnings.warn(f"interrupted: returning {len(joined)} chain(s) of "
+                      f"{joined[0].samples.shape[0]} draws", ChainInterrupted, stacklevel=3)
+    from samplers import Chains
+    return ChainsResult(Chains(tuple(joined)), interrupted, found, rhat,
+                        time.perf_counter() - t0, rounds)
+
+
+def _round(model, test, proposal, theta0, n, streams, parallel, progress):
+    """One round: each chain ``n`` steps on its stream; (chains, interrupted)."""
+    from samplers import sample
+
+    k = len(streams)
+    if parallel is None:
+        parallel = k > 1
+    if parallel and k > 1:
+        from concurrent.futures import ProcessPoolExecutor
+        from samplers import sample_chains
+
+        # compile in this process first (a throwaway 2-step chain on its own stream): the
+        # forked workers inherit the compiled kernels instead of each compiling them again
+        sample(model, test, proposal, theta0[0], 2, rng=np.random.default_rng(0),
+               progress=False)
+        parent = _Streams(streams)
+        with ProcessPoolExecutor(max_workers=k) as pool:
+            got = sample_chains(model, test, proposal, theta0, n, n_chains=k, rng=parent,
+                                executor=pool, progress=progress)
+        runs = list(got)
+        return runs, any(c.samples.shape[0] < n for c in runs)
+    runs = []
+    for j, s in enumerate(streams):
+        runs.append(sample(model, test, proposal, theta0[j], n, rng=s, progress=progress))
+        if runs[-1].samples.shape[0] < n:        # Ctrl-C: stop here, keep what was drawn
+            return _cut(runs), True
+    return runs, False
+
+
+class _Streams(np.random.Generator):
+    """A Generator whose ``spawn(k)`` hands out given streams (so that the parallel and the
+    sequential runs use the same stream per chain)."""
+
+    def __init__(self, streams):
+        super().__init__(np.random.PCG64(0))
+        self._given = list(streams)
+
+    def spawn(self, n_children):
+        return self._given[:n_children]
+
+
+def _cut(runs):
+    from samplers import Chain
+
+    n = min(c.samples.shape[0] for c in runs)
+    return [c if c.samples.shape[0] == n else Chain(
+        c.samples[:n], {k: v[:n] for k, v in c.stats.items()}, c.N, c.wall_time, c.test,
+        c.proposal, c.theta0) for c in runs]
+
+
+def _join(parts):
+    """Chains of several rounds joined end to end, cut to a common length."""
+    from samplers import Chain
+
+    if len(parts) == 1:
+        return _cut(parts[0])
+    out = []
+    for pieces in zip(*parts):
+        first = pieces[0]
+        out.append(Chain(np.concatenate([p.samples for p in pieces]),
+                         {k: np.concatenate([p.stats[k] for p in pieces]) for k in first.stats},
+                         first.N, sum(p.wall_time for p in pieces), first.test, first.proposal,
+                         first.theta0))
+    return _cut(out)
+
+
+def _ess_rhat(runs):
+    """(min bulk ESS, max R-hat) of chains, with ArviZ; NaN where undefined."""
+    from samplers import import_arviz
+
+    x = np.stack([c.samples for c in runs])
+    if x.shape[1] < 4:
+        return float("nan"), float("nan")
+    az = import_arviz()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ess = min(float(az.ess(x[:, :, j], method="bulk")) for j in range(x.shape[2]))
+        rhat = (max(float(az.rhat(x[:, :, j])) for j in range(x.shape[2]))
+                if x.shape[0] > 1 else float("nan"))
+    return ess, rhat
+
+
+# -- 7. after the run ------------------------------------------------------------------------
+
+def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None):
+    """Step 7: the design evaluated at ``N_CHECK`` (state, proposal) pairs of the chain itself.
+
+    Returns ``(mean |error|, rows per step)`` predicted there (:func:`design.evaluate`).
+    """
+    import design
+
+    rng = as_generator(rng)
+    draws = chain.samples.shape[0]
+    k = min(N_CHECK, draws)
+    own = chain.samples[rng.choice(draws, size=k, replace=False)]
+    moves = [proposal.propose(rng, None, None, t, None)[:2] for t in own]
+    trial = design.TrialChain.from_model(proxy.cv, own, np.array([m[0] for m in moves]),
+                                         [m[1] for m in moves], progress=False)
+    err, frac = design.evaluate(plan, trial)
+    return float(np.mean(np.abs(err))), float(np.mean(frac) * proxy.cv.N)
