@@ -3,7 +3,8 @@
 Each row log-likelihood of these models is a function of one linear predictor,
 ``l_i(theta) = f_i(eta_i)`` with ``eta_i = x_i . theta`` (``x_i = 1`` for
 :class:`~samplers.GaussianMean`), so its gradient is ``f_i'(eta_i) x_i`` and its Hessian
-``f_i''(eta_i) x_i x_i^T``. A :class:`GLMKernels` entry gives, for one model class, small
+``f_i''(eta_i) x_i x_i^T``. A :class:`GLMKernels` entry gives, for one model class (for
+:class:`~samplers.models.glm.GLM`, one family and link: ``_PER_INSTANCE``), small
 inlined row kernels over the model's own ``_kernel_data()`` tuple (temperature included):
 
 * ``dots3(data, i, u, v, w) -> (x_i . u, x_i . v, x_i . w)``, reading row i once;

@@ -16,6 +16,17 @@ and link are three small jitted scalar functions of ``(y, n, eta, params)``:
 ``(X, y, trials, offset, weights, params, 1/K)``. ``trials``, ``offset`` and ``weights`` hold
 one entry per row, or a single entry that every row shares (1, 0 and 1 when not given).
 
+What the compiled loop needs from a family
+------------------------------------------
+Nothing beyond those three functions. :class:`GLM` hands out the row kernels built from them
+as per-instance properties (``_row_loglik``, ``_row_ratio``, ``_row_grad``; ``_row_prefetch``
+is the class's, :func:`~samplers.models._kernels.prefetch_data01`) and ``_kernel_data()``;
+the chain loop of :mod:`samplers._blocks` then runs it as any built-in model (its prior a
+built-in one, ``logprior`` and the gradients :class:`~samplers.models.BaseModel`'s).
+:func:`samplers.models._glm.glm_kernels` gives ControlVariates, the Newton mode search and the
+remainder bounds the family's ``link`` / ``derivs`` and suprema, per instance. A new family
+is one entry of :data:`FAMILIES` (and its parameters in ``GLM.__init__``).
+
 Bounds
 ------
 The control variates' residual bound needs ``M2 = sup |f''|`` (order 1) or ``M3 = sup |f'''|``
@@ -57,7 +68,8 @@ from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
 from design._lib.vecmath import log_sigmoid
 from ..priors import Prior
-from ._base import SCAN_CHUNK, BaseModel, as_data_array, data_checks_skipped, regression_data, scan_rows
+from ._base import (SCAN_CHUNK, BaseModel, as_data_array, data_checks_skipped, regression_data,
+                    scan_rows)
 from ._kernels import prefetch_data01, step_range
 
 __all__ = ["GLM", "FAMILIES"]
@@ -388,7 +400,7 @@ class _Summary:
 
 
 class GLM(BaseModel):
-    r"""A generalised linear model with compiled kernels: ``y_i ~ family(g^{-1}(x_i . theta + o_i))``.
+    r"""A generalised linear model, compiled: ``y_i ~ family(g^{-1}(x_i . theta + o_i))``.
 
     Parameters
     ----------
@@ -469,7 +481,6 @@ class GLM(BaseModel):
                 raise TypeError(f"{name}= does not apply to family {family!r} (it takes "
                                 f"{', '.join(_PARAMS[family]) or 'no family parameter'})")
         self.family, self.link = family, link
-        self._spec = links[link]
         self.X, self.y = regression_data(X, y, entry="response")
         self.N = N = self.X.shape[0]
         # one entry per row, or one for every row (1, 0 and 1 when not given)
@@ -578,6 +589,11 @@ class GLM(BaseModel):
     # -- kernels ---------------------------------------------------------------------------------
 
     @property
+    def _spec(self) -> _Link:
+        """The family and link's kernels and suprema (looked up: the instance pickles)."""
+        return FAMILIES[self.family][self.link]
+
+    @property
     def _kernels(self):
         s = self._spec
         return _row_kernels(s.core, s.const, s.derivs)
@@ -610,7 +626,8 @@ class GLM(BaseModel):
 
     @functools.cached_property
     def _factor(self) -> float:
-        return max(scan_rows(self._weights, lambda b: float(np.max(b)), desc="weights")) * self._inv_temp
+        top = max(scan_rows(self._weights, lambda b: float(np.max(b)), desc="weights"))
+        return top * self._inv_temp
 
     def _sup(self, which) -> float:
         """``M1``, ``M2`` or ``M3`` (tempered, weighted); inf when the family has none."""

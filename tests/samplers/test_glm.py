@@ -300,12 +300,14 @@ def _assert_same_chain(a, b):
 def test_compiled_loop_equals_python_loop(name):
     model = dict((c[0], c[1]) for c in CASES)[name]
     walk = RandomWalk(0.02)
-    python = sample(model, AustereTest(m=50, epsilon=0.05), walk, THETA, 200, rng=3, compiled=False)
-    compiled = sample(model, AustereTest(m=50, epsilon=0.05), walk, THETA, 200, rng=3, compiled=True)
+    test = AustereTest(m=50, epsilon=0.05)
+    python = sample(model, test, walk, THETA, 200, rng=3, compiled=False)
+    compiled = sample(model, test, walk, THETA, 200, rng=3, compiled=True)
     _assert_same_chain(python, compiled)
     cv = ControlVariates(model, center=THETA)
-    python = sample(cv, AustereTest(m=20, epsilon=0.05), walk, THETA, 200, rng=4, compiled=False)
-    compiled = sample(cv, AustereTest(m=20, epsilon=0.05), walk, THETA, 200, rng=4, compiled=True)
+    test = AustereTest(m=20, epsilon=0.05)
+    python = sample(cv, test, walk, THETA, 200, rng=4, compiled=False)
+    compiled = sample(cv, test, walk, THETA, 200, rng=4, compiled=True)
     _assert_same_chain(python, compiled)
 
 
@@ -361,3 +363,14 @@ def test_posterior_mean_matches_importance_sampling(name):
     ess = np.array([float(az.ess(s[:, j])) for j in range(3)])
     se = np.sqrt(is_sd**2 / ess + 1.0 / (1.0 / (w**2).sum()) * is_sd**2)
     assert np.all(np.abs(s.mean(axis=0) - is_mean) < 5 * se), (s.mean(axis=0), is_mean, se)
+
+
+def test_a_model_pickles_and_gives_the_same_rows():
+    import pickle
+
+    model = dict((c[0], c[1]) for c in CASES)["negative_binomial-log"]
+    copy = pickle.loads(pickle.dumps(model))
+    idx = np.arange(N)
+    assert np.array_equal(copy.loglik(THETA, idx), model.loglik(THETA, idx))
+    assert copy.loglik_ratio_bound(THETA, THETA + 0.1) == model.loglik_ratio_bound(THETA,
+                                                                                 THETA + 0.1)
