@@ -273,8 +273,16 @@ def main(argv=None):
                 t0 = time.perf_counter()
                 model = route.build(data[family])
                 built = time.perf_counter() - t0
-                us, used = time_per_step(model, args.steps, route.compiled,
-                                         int(rng.integers(2**31)))
+                try:
+                    us, used = time_per_step(model, args.steps, route.compiled,
+                                             int(rng.integers(2**31)))
+                except RuntimeError as exc:   # ControlVariates' mode search
+                    rows.append(dict(N=N, family=family, route=route.name,
+                                     failed=f"{type(exc).__name__}: {exc}"))
+                    print(f"{N:>9} {family:<18} {route.name:<16} failed: {str(exc)[:120]}",
+                          flush=True)
+                    save()
+                    continue
                 if route.name == "builtin":
                     base = us
                 row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
@@ -284,9 +292,9 @@ def main(argv=None):
                       f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic'] or 0:.2f} "
                       "of the built-in logistic", flush=True)
                 rows.append(row)
+                save()
                 if args.fit and N <= args.fit_max_n:
                     models[N, family, route.name] = (model, row)
-        save()
     # 2. validation.fit against a reference chain
     refs = {}
     for (N, family, name), (model, row) in models.items():

@@ -311,6 +311,7 @@ def test_compiled_loop_equals_python_loop(name):
     _assert_same_chain(python, compiled)
 
 
+@pytest.mark.slow   # compiles the confidence test's block loops for a new model
 def test_confidence_test_reads_the_family_bound_or_scans():
     model = dict((c[0], c[1]) for c in CASES)["negative_binomial-log"]
     walk = RandomWalk(0.02)
@@ -332,6 +333,7 @@ POSTERIOR = ["poisson-log", "bernoulli-probit", "negative_binomial-log", "binomi
              "gamma-log"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", POSTERIOR)
 def test_posterior_mean_matches_importance_sampling(name):
     base = dict((c[0], c[1]) for c in CASES)[name]
