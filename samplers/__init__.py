@@ -48,8 +48,8 @@ from ._lp import log_posterior
 from .mhtests import (AustereInfo, AustereTest, BarkerInfo, BarkerTest, BoundViolation,
                       ConfidenceInfo, ConfidenceTest, ExactInfo, ExactMinibatchInfo, ExactTest,
                       FPCNormalInfo, FPCNormalTest, ScalableSubsamplingTest, SMHTest, TunaMHTest)
-from .models import (Bound, ControlVariates, ExactRows, Gaussian, GaussianMean, GaussianMixture,
-                     JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
+from .models import (GLM, Bound, ControlVariates, ExactRows, Gaussian, GaussianMean,
+                     GaussianMixture, JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
                      LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
                      TaylorCenter, heavy_rows, laplace_approximation, map_estimate)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
@@ -84,7 +84,7 @@ __all__ = [
     "RandomWalk", "Langevin", "Independence", "SGLD", "StepSchedule", "ConstantStep",
     "PolynomialDecay",
     # models, priors, control variates, the Laplace approximation
-    "Model", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
+    "Model", "GLM", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
     "RobustRegression", "GaussianMixture", "FlatPrior", "GaussianPrior", "LaplacePrior",
     "ControlVariates", "TaylorCenter", "LaplaceApproximation", "laplace_approximation",
     "map_estimate", "ExactRows", "heavy_rows",

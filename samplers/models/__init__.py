@@ -3,6 +3,7 @@
 from ._base import BaseModel, Model, loglik_ratio, skip_data_checks
 from .compiled import CompiledModel, RowKernels
 from .gaussian import Gaussian, GaussianMean
+from .glm import GLM
 from .linear import LinearRegression
 from .logistic import LogisticRegression
 from .mixture import GaussianMixture
@@ -33,6 +34,7 @@ __all__ = [
     "LogisticRegression",
     "GaussianMixture",
     "LinearRegression",
+    "GLM",
     # Firefly Monte Carlo
     "RobustRegression",
     "Bound",

@@ -3,7 +3,8 @@
 Each row log-likelihood of these models is a function of one linear predictor,
 ``l_i(theta) = f_i(eta_i)`` with ``eta_i = x_i . theta`` (``x_i = 1`` for
 :class:`~samplers.GaussianMean`), so its gradient is ``f_i'(eta_i) x_i`` and its Hessian
-``f_i''(eta_i) x_i x_i^T``. A :class:`GLMKernels` entry gives, for one model class, small
+``f_i''(eta_i) x_i x_i^T``. A :class:`GLMKernels` entry gives, for one model class (for
+:class:`~samplers.models.glm.GLM`, one family and link: ``_PER_INSTANCE``), small
 inlined row kernels over the model's own ``_kernel_data()`` tuple (temperature included):
 
 * ``dots3(data, i, u, v, w) -> (x_i . u, x_i . v, x_i . w)``, reading row i once;
@@ -30,6 +31,7 @@ from design._lib.jit import jit, row_jit
 from design._lib.passes import n_chunks, run_chunks
 from ._kernels import rows_dot
 from .gaussian import GaussianMean
+from .glm import GLM, _row_kernels
 from .linear import LinearRegression
 from .logistic import LogisticRegression, log_sigmoid
 from .robust import RobustRegression, t_log_density, t_score
@@ -202,9 +204,29 @@ _REGISTRY = {
 }
 
 
+@cache
+def _family_kernels(core, const, derivs) -> GLMKernels:
+    """The GLM kernels of one family and link of :class:`~samplers.models.glm.GLM`: the
+    link and derivatives of its row kernels, its suprema from the model (inf where the
+    family has none: ``GLM._sup``)."""
+    link, derivs_ = _row_kernels(core, const, derivs)[3:]
+    return GLMKernels(_x_dots3, link, derivs_, _x_scatter, _x_design, _x_max_row_norm,
+                      m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"))
+
+
+#: Models whose GLM kernels depend on the instance (the family), by exact class.
+_PER_INSTANCE = {
+    GLM: lambda m: _family_kernels(m._spec.core, m._spec.const, m._spec.derivs),
+}
+
+
 def glm_kernels(model) -> GLMKernels | None:
     """The GLM kernels of a built-in model (by exact class), or None."""
-    return _REGISTRY.get(type(model))
+    kernels = _REGISTRY.get(type(model))
+    if kernels is None:
+        of = _PER_INSTANCE.get(type(model))
+        return None if of is None else of(model)
+    return kernels
 
 
 # --- sums over all rows: the mode searches' and control variates' one-off passes ------------

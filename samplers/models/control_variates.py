@@ -436,6 +436,10 @@ class ControlVariates(BaseModel):
             # no residual bound: the samplers' view sees none, so ConfidenceTest(range="model")
             # refuses the model when the chain starts, naming range="full-data"
             self._loglik_ratio_range = self._loglik_ratio_bound = None
+        elif not self._bounded:
+            # a GLM family whose f'' or f''' is unbounded (Poisson, gamma, cloglog): compiled
+            # rows and sums, but no residual bound (residual_bound says why)
+            self._loglik_ratio_range = self._loglik_ratio_bound = None
         if center is None:
             x0 = np.zeros(self.dim) if start is None else self._point("start", start)
             self.center = self._find_mode(x0)
@@ -654,7 +658,7 @@ class ControlVariates(BaseModel):
         # of the largest possible, N M2 max||x_i||^2.
         glm = self._glm
         most = self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2
-        if not float(np.trace(-hess)) > SATURATION * most:
+        if math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most:
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
                 f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "
@@ -733,6 +737,14 @@ class ControlVariates(BaseModel):
     def _glm(self):
         """The wrapped model's GLM kernels (looked up, not stored: the instance pickles)."""
         return glm_kernels(self.model)
+
+    @property
+    def _bounded(self) -> bool:
+        """Whether the wrapped model is a GLM with the Taylor constant of this order (a
+        finite supremum of the derivative)."""
+        glm = self._glm
+        return glm is not None and math.isfinite(
+            glm.m3(self.model) if self.order == 2 else glm.m2(self.model))
 
     @property
     def _kernels(self):
@@ -856,7 +868,13 @@ class ControlVariates(BaseModel):
             raise TypeError(f"ControlVariates has no Taylor constant for the user model "
                             f"{type(self.model).__name__}")
         glm = self._glm
-        return glm.m3(self.model) if self.order == 2 else glm.m2(self.model)
+        value = glm.m3(self.model) if self.order == 2 else glm.m2(self.model)
+        if not math.isfinite(value):
+            raise TypeError(f"ControlVariates(order={self.order}) has no residual bound for "
+                            f"{self.model!r}: the derivative of order {self.order + 1} of its "
+                            "row log-likelihood in the linear predictor is unbounded; use "
+                            "ConfidenceTest(range='full-data') or a test that reads no bound")
+        return value
 
     @property
     def max_row_norm(self) -> float:
@@ -883,7 +901,7 @@ class ControlVariates(BaseModel):
                 float(self.taylor_constant), self.max_row_norm)
 
     def _loglik_ratio_range(self, theta, theta_new):
-        if self._glm is None:
+        if not self._bounded:
             self.residual_bound(theta, theta_new)   # raises the TypeError that says why
         return self._ratio_range(self._range_data(), theta, theta_new)
 

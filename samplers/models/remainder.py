@@ -66,7 +66,8 @@ _M1 = {
 def has_remainder_bounds(model) -> bool:
     """Whether ``model`` (or the model a :class:`ControlVariates` wraps) has per-row bounds."""
     inner = model.model if isinstance(model, ControlVariates) else model
-    return glm_kernels(inner) is not None
+    glm = glm_kernels(inner)
+    return glm is not None and math.isfinite(glm.m2(inner)) and math.isfinite(glm.m3(inner))
 
 
 def derivative_bound(model, j: int) -> float:

@@ -1,0 +1,661 @@
+"""Generalised linear models, compiled: :class:`GLM` and its families.
+
+Every family's row log-likelihood is a function of one linear predictor,
+``l_i(theta) = w_i f(y_i, n_i, eta_i) / K`` with ``eta_i = x_i . theta + o_i`` (offset
+``o_i``, frequency weight ``w_i``, trials ``n_i`` of a binomial row, temperature K). A family
+and link are three small jitted scalar functions of ``(y, n, eta, params)``:
+
+* ``core`` -- the part of ``log p(y | eta)`` that depends on eta;
+* ``const`` -- the rest (``-log y!``, the binomial coefficient, ...), read by the log-likelihood
+  and not by the ratio ``l_i``, where it cancels;
+* ``derivs`` -- ``(f', f'')`` in eta.
+
+:func:`_row_kernels` closes over them and gives the row kernels of
+:class:`~samplers.models.BaseModel` (``_row_loglik``, ``_row_ratio``, ``_row_grad``) and the
+``link`` / ``derivs`` of :mod:`samplers.models._glm`, over the data tuple
+``(X, y, trials, offset, weights, params, 1/K)``. ``trials``, ``offset`` and ``weights`` hold
+one entry per row, or a single entry that every row shares (1, 0 and 1 when not given).
+
+What the compiled loop needs from a family
+------------------------------------------
+Nothing beyond those three functions. :class:`GLM` hands out the row kernels built from them
+as per-instance properties (``_row_loglik``, ``_row_ratio``, ``_row_grad``; ``_row_prefetch``
+is the class's, :func:`~samplers.models._kernels.prefetch_data01`) and ``_kernel_data()``;
+the chain loop of :mod:`samplers._blocks` then runs it as any built-in model (its prior a
+built-in one, ``logprior`` and the gradients :class:`~samplers.models.BaseModel`'s).
+:func:`samplers.models._glm.glm_kernels` gives ControlVariates, the Newton mode search and the
+remainder bounds the family's ``link`` / ``derivs`` and suprema, per instance. A new family
+is one entry of :data:`FAMILIES` (and its parameters in ``GLM.__init__``).
+
+Bounds
+------
+The control variates' residual bound needs ``M2 = sup |f''|`` (order 1) or ``M3 = sup |f'''|``
+(order 2) over eta and rows, and the confidence test on the raw model a Lipschitz constant
+``M1 = sup |f'|``. They exist for some families only (all times ``max w_i / K``):
+
+=====================  =====================  ======================  ===================
+family, link           M1                     M2                      M3
+=====================  =====================  ======================  ===================
+binomial, logit        max n                  max n / 4               max n / (6 sqrt 3)
+binomial, probit       none (f' ~ -eta)       max n                   0.29572 max n
+binomial, cloglog      none                   none (f'' ~ -e^eta)     none
+poisson, log           none                   none (f'' = -e^eta)     none
+negative binomial      max(r, max y)          (max y + r) / 4         (max y + r) / (6 sqrt 3)
+gamma, log             none                   none (f'' = -k y e^-eta) none
+gaussian, identity     none (f' ~ eta)        1 / s^2                 0
+Student-t, identity    (df+1)/(2 s sqrt df)   (df+1)/(df s^2)         as RobustRegression
+=====================  =====================  ======================  ===================
+
+A family without ``M2`` / ``M3`` still gets the compiled chain loop, the compiled full passes
+(mode by Newton, control-variate sums) and every test that reads no bound (exact, Austere,
+Barker, FPC-normal, and the confidence test with ``range="full-data"``); its
+:meth:`GLM.loglik_ratio_bound` and the control variates' ``residual_bound`` refuse with a
+TypeError that says so.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+from functools import cache
+from typing import Callable
+
+import numpy as np
+from scipy import special
+
+from design._lib.checks import check_positive
+from design._lib.jit import jit, row_jit
+from design._lib.vecmath import log_sigmoid
+from ..priors import Prior
+from ._base import (SCAN_CHUNK, BaseModel, as_data_array, data_checks_skipped, regression_data,
+                    scan_rows)
+from ._kernels import prefetch_data01, step_range
+
+__all__ = ["GLM", "FAMILIES"]
+
+_HALF_LOG_2PI = 0.5 * math.log(2.0 * math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+#: ``sup_x |d^3/dx^3 log Phi(x)|`` (at x = 1.00237), by 40-digit quadrature-free
+#: differentiation (mpmath); ``tests/samplers/test_glm.py`` checks it on a grid.
+PROBIT_M3 = 0.29571882
+#: ``sup |sigma (1 - sigma)(1 - 2 sigma)|``, the third derivative of ``log sigmoid``.
+LOGIT_M3 = 1.0 / (6.0 * math.sqrt(3.0))
+
+
+@row_jit
+def _at(a, i):
+    """``a[i]``, or ``a[0]`` when one value stands for every row."""
+    return a[0] if a.shape[0] == 1 else a[i]
+
+
+# --- binomial (Bernoulli: n = 1) --------------------------------------------------------------
+
+
+@row_jit
+def _logit_core(y, n, eta, p):
+    return y * log_sigmoid(eta) + (n - y) * log_sigmoid(-eta)
+
+
+@row_jit
+def _binomial_const(y, n, p):
+    if n == 1.0:
+        return 0.0
+    return math.lgamma(n + 1.0) - math.lgamma(y + 1.0) - math.lgamma(n - y + 1.0)
+
+
+@row_jit
+def _logit_derivs(y, n, eta, p):
+    # f' = y sigmoid(-eta) - (n - y) sigmoid(eta), f'' = -n sigmoid(eta) sigmoid(-eta)
+    e = math.exp(-abs(eta))
+    s_pos = 1.0 / (1.0 + e) if eta >= 0.0 else e / (1.0 + e)     # sigmoid(eta)
+    s_neg = e / (1.0 + e) if eta >= 0.0 else 1.0 / (1.0 + e)     # sigmoid(-eta)
+    return y * s_neg - (n - y) * s_pos, -n * e / ((1.0 + e) * (1.0 + e))
+
+
+@row_jit
+def _probit_terms(x):
+    """``(log Phi(x), lambda, lambda (x + lambda))`` with ``lambda = phi(x) / Phi(x)``; the
+    asymptotic series ``Phi(x) ~ phi(x) / (-x) (1 - 1/x^2 + 3/x^4 - 15/x^6 + 105/x^8)`` below
+    x = -30 (relative error under 1e-12 there), where erfc underflows soon after."""
+    if x > -30.0:
+        tail = 0.5 * math.erfc(-x * _SQRT_HALF)                   # Phi(x)
+        log_cdf = math.log1p(-0.5 * math.erfc(x * _SQRT_HALF)) if x > 0.0 else math.log(tail)
+        lam = math.exp(-0.5 * x * x - _HALF_LOG_2PI) / tail
+        return log_cdf, lam, lam * (x + lam)
+    z = 1.0 / (x * x)
+    series_m1 = z * (-1.0 + z * (3.0 + z * (-15.0 + z * 105.0)))  # S - 1
+    lam = -x / (1.0 + series_m1)
+    return (-0.5 * x * x - math.log(-x) - _HALF_LOG_2PI + math.log1p(series_m1), lam,
+            lam * x * series_m1 / (1.0 + series_m1))
+
+
+@row_jit
+def _probit_core(y, n, eta, p):
+    a, _, _ = _probit_terms(eta)
+    if n == y:
+        return y * a
+    b, _, _ = _probit_terms(-eta)
+    return y * a + (n - y) * b
+
+
+@row_jit
+def _probit_derivs(y, n, eta, p):
+    _, lam, curv = _probit_terms(eta)
+    _, lam_m, curv_m = _probit_terms(-eta)
+    return y * lam - (n - y) * lam_m, -y * curv - (n - y) * curv_m
+
+
+@row_jit
+def _cloglog_core(y, n, eta, p):
+    # p = 1 - exp(-mu), mu = e^eta: log p = log(-expm1(-mu)), log(1 - p) = -mu
+    mu = math.exp(eta)
+    value = -(n - y) * mu
+    if y != 0.0:
+        value += y * math.log(-math.expm1(-mu))
+    return value
+
+
+@row_jit
+def _cloglog_derivs(y, n, eta, p):
+    # d/deta log p = g = mu / expm1(mu); d/deta g = g (1 - mu / (-expm1(-mu)))
+    mu = math.exp(eta)
+    if mu < 1e-4:   # series: g = 1 - mu/2 + ..., 1 - mu / (1 - e^-mu) = -mu/2 - mu^2/12 + ...
+        g = 1.0 - mu * (0.5 - mu / 12.0)
+        h = -mu * (0.5 + mu / 12.0)
+    else:
+        g = mu / math.expm1(mu)
+        h = 1.0 - mu / -math.expm1(-mu)
+    return y * g - (n - y) * mu, y * g * h - (n - y) * mu
+
+
+# --- counts ---------------------------------------------------------------------------------
+
+
+@row_jit
+def _poisson_core(y, n, eta, p):
+    return y * eta - math.exp(eta)
+
+
+@row_jit
+def _poisson_const(y, n, p):
+    return -math.lgamma(y + 1.0)
+
+
+@row_jit
+def _poisson_derivs(y, n, eta, p):
+    mu = math.exp(eta)
+    return y - mu, -mu
+
+
+# negative binomial, mean mu = e^eta and dispersion r (variance mu + mu^2 / r); params =
+# (r, log r, lgamma(r)). With t = eta - log r, mu / (r + mu) = sigmoid(t) and
+# log(r + mu) = log r - log sigmoid(-t).
+
+
+@row_jit
+def _negbin_core(y, n, eta, p):
+    return y * eta + (y + p[0]) * log_sigmoid(p[1] - eta)
+
+
+@row_jit
+def _negbin_const(y, n, p):
+    return math.lgamma(y + p[0]) - math.lgamma(y + 1.0) - p[2] - y * p[1]
+
+
+@row_jit
+def _negbin_derivs(y, n, eta, p):
+    t = eta - p[1]
+    e = math.exp(-abs(t))
+    s = 1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e)     # sigmoid(t)
+    c = y + p[0]
+    return y - c * s, -c * e / ((1.0 + e) * (1.0 + e))
+
+
+# gamma, mean mu = e^eta and shape k; params = (k, k log k - lgamma(k))
+
+
+@row_jit
+def _gamma_core(y, n, eta, p):
+    return -p[0] * (eta + y * math.exp(-eta))
+
+
+@row_jit
+def _gamma_const(y, n, p):
+    return p[1] + (p[0] - 1.0) * math.log(y)
+
+
+@row_jit
+def _gamma_derivs(y, n, eta, p):
+    v = p[0] * y * math.exp(-eta)
+    return v - p[0], -v
+
+
+# --- real responses (identity link); params = (scale, ...) -----------------------------------
+
+
+@row_jit
+def _gaussian_core(y, n, eta, p):
+    r = (y - eta) / p[0]
+    return -0.5 * r * r
+
+
+@row_jit
+def _gaussian_const(y, n, p):
+    return -math.log(p[0]) - _HALF_LOG_2PI
+
+
+@row_jit
+def _gaussian_derivs(y, n, eta, p):
+    q = 1.0 / (p[0] * p[0])
+    return (y - eta) * q, -q
+
+
+# Student-t: params = (scale, df, log normaliser)
+
+
+@row_jit
+def _student_core(y, n, eta, p):
+    z = (y - eta) / p[0]
+    return -0.5 * (p[1] + 1.0) * math.log1p(z * z / p[1])
+
+
+@row_jit
+def _student_const(y, n, p):
+    return p[2]
+
+
+@row_jit
+def _student_derivs(y, n, eta, p):
+    r = y - eta
+    v = p[1] * p[0] * p[0]
+    den = v + r * r
+    return (p[1] + 1.0) * r / den, -(p[1] + 1.0) * (v - r * r) / (den * den)
+
+
+# --- row kernels over data = (X, y, trials, offset, weights, params, 1/K) --------------------
+
+
+@cache
+def _row_kernels(core, const, derivs):
+    """``(row_loglik, row_ratio, row_grad, link, derivs)`` of one family and link."""
+
+    @row_jit
+    def row_eta(data, i, theta):
+        X, y, trials, offset, weights, params, inv_temp = data
+        a = 0.0
+        for j in range(X.shape[1]):
+            a += X[i, j] * theta[j]
+        return a
+
+    @row_jit
+    def link(data, i, eta):
+        X, y, trials, offset, weights, params, inv_temp = data
+        n = _at(trials, i)
+        e = eta + _at(offset, i)
+        return _at(weights, i) * (core(y[i], n, e, params) + const(y[i], n, params)) * inv_temp
+
+    @row_jit
+    def row_derivs(data, i, eta):
+        X, y, trials, offset, weights, params, inv_temp = data
+        f1, f2 = derivs(y[i], _at(trials, i), eta + _at(offset, i), params)
+        w = _at(weights, i) * inv_temp
+        return w * f1, w * f2
+
+    @row_jit
+    def row_loglik(data, i, theta):
+        return link(data, i, row_eta(data, i, theta))
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        X, y, trials, offset, weights, params, inv_temp = data
+        a = 0.0
+        a_new = 0.0
+        for j in range(X.shape[1]):
+            x = X[i, j]
+            a += x * theta[j]
+            a_new += x * theta_new[j]
+        n = _at(trials, i)
+        o = _at(offset, i)
+        diff = core(y[i], n, a_new + o, params) - core(y[i], n, a + o, params)
+        return _at(weights, i) * diff * inv_temp
+
+    @row_jit
+    def row_grad(data, i, theta, out):
+        X = data[0]
+        w, _ = row_derivs(data, i, row_eta(data, i, theta))
+        for j in range(X.shape[1]):
+            out[j] = w * X[i, j]
+
+    return row_loglik, row_ratio, row_grad, link, row_derivs
+
+
+# --- the families ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Link:
+    """One family and link: its scalar kernels and its suprema (functions of the model's
+    :class:`_Summary`, before the factor ``max w / K``; None where the supremum is infinite)."""
+
+    core: Callable
+    const: Callable
+    derivs: Callable
+    m1: Callable | None
+    m2: Callable | None
+    m3: Callable | None
+    why: str = ""   # for a link without M2 / M3: which derivative is unbounded
+
+
+def _student_m3(s):
+    # as samplers.models._glm._robust_m3: 2 (df+1) / (4 - 2 sqrt 2)^2 / (scale sqrt df)^3
+    return 2.0 * (s.df + 1.0) / (4.0 - 2.0 * math.sqrt(2.0)) ** 2 / (s.scale * math.sqrt(s.df)) ** 3
+
+
+_BINOMIAL_LINKS = {
+    "logit": _Link(_logit_core, _binomial_const, _logit_derivs,
+                   m1=lambda s: s.max_trials, m2=lambda s: 0.25 * s.max_trials,
+                   m3=lambda s: LOGIT_M3 * s.max_trials),
+    "probit": _Link(_probit_core, _binomial_const, _probit_derivs,
+                    m1=None, m2=lambda s: s.max_trials, m3=lambda s: PROBIT_M3 * s.max_trials),
+    "cloglog": _Link(_cloglog_core, _binomial_const, _cloglog_derivs, None, None, None,
+                     why="f'' = -(n - y) e^eta + ... grows without bound in eta"),
+}
+
+#: ``family -> {link: _Link}``; the first link is the default.
+FAMILIES = {
+    "bernoulli": _BINOMIAL_LINKS,
+    "binomial": _BINOMIAL_LINKS,
+    "poisson": {"log": _Link(_poisson_core, _poisson_const, _poisson_derivs, None, None, None,
+                             why="f'' = -e^eta grows without bound in eta")},
+    "negative_binomial": {"log": _Link(
+        _negbin_core, _negbin_const, _negbin_derivs,
+        m1=lambda s: max(s.dispersion, s.max_y),
+        m2=lambda s: 0.25 * (s.max_y + s.dispersion),
+        m3=lambda s: LOGIT_M3 * (s.max_y + s.dispersion))},
+    "gamma": {"log": _Link(_gamma_core, _gamma_const, _gamma_derivs, None, None, None,
+                           why="f'' = -k y e^-eta grows without bound as eta falls")},
+    "gaussian": {"identity": _Link(_gaussian_core, _gaussian_const, _gaussian_derivs,
+                                   m1=None, m2=lambda s: 1.0 / s.scale**2, m3=lambda s: 0.0)},
+    "student_t": {"identity": _Link(
+        _student_core, _student_const, _student_derivs,
+        m1=lambda s: (s.df + 1.0) / (2.0 * s.scale * math.sqrt(s.df)),
+        m2=lambda s: (s.df + 1.0) / (s.df * s.scale**2), m3=_student_m3)},
+}
+
+#: The family parameters each family takes (keyword arguments of :class:`GLM`).
+_PARAMS = {"bernoulli": (), "binomial": ("trials",), "poisson": (), "negative_binomial":
+           ("dispersion",), "gamma": ("shape",), "gaussian": ("scale",),
+           "student_t": ("df", "scale")}
+_DEFAULTS = {"df": 4.0, "scale": 1.0}
+
+
+@dataclass(frozen=True)
+class _Summary:
+    max_trials: float
+    max_y: float
+    dispersion: float
+    scale: float
+    df: float
+
+
+class GLM(BaseModel):
+    r"""A generalised linear model, compiled: ``y_i ~ family(g^{-1}(x_i . theta + o_i))``.
+
+    Parameters
+    ----------
+    X : array of shape (N, d)
+        Covariates (add a column of ones for an intercept); read in place, memmaps welcome.
+    y : array of shape (N,)
+        Responses: 0/1 (``"bernoulli"``), successes out of ``trials`` (``"binomial"``),
+        counts (``"poisson"``, ``"negative_binomial"``), positive reals (``"gamma"``) or
+        reals (``"gaussian"``, ``"student_t"``).
+    family : str
+        ``"bernoulli"``, ``"binomial"``, ``"poisson"``, ``"negative_binomial"``,
+        ``"gamma"``, ``"gaussian"`` or ``"student_t"``.
+    link : str, optional
+        ``"logit"`` (default), ``"probit"`` or ``"cloglog"`` for the binomial families;
+        ``"log"`` for the count and gamma families; ``"identity"`` for the real ones.
+    offset : float or array of shape (N,), optional
+        Added to every linear predictor (log exposure for a Poisson rate).
+    weights : float or array of shape (N,), optional
+        Frequency weights ``w_i >= 0``: row i counts ``w_i`` times (collapse duplicate rows).
+    trials : int or array of shape (N,)
+        Binomial trials ``n_i >= 1`` (``"binomial"`` only; required).
+    dispersion : float
+        ``r > 0`` of the negative binomial, variance ``mu + mu^2 / r`` (required).
+    shape : float
+        ``k > 0`` of the gamma family, variance ``mu^2 / k`` (required).
+    scale : float
+        Noise sd of ``"gaussian"`` or scale of ``"student_t"`` (default 1).
+    df : float
+        Degrees of freedom of ``"student_t"`` (default 4).
+    prior : Prior, optional
+        Defaults to the flat prior.
+    temperature : float
+        K > 0; the likelihood is raised to 1/K.
+
+    Notes
+    -----
+    ``log p(y_i | theta) = w_i f(y_i, n_i, x_i . theta + o_i) / K``, gradient
+    ``w_i f' x_i / K`` and Hessian ``w_i f'' x_i x_i^T / K``: the scheme of
+    :mod:`samplers.models._glm`, so :class:`~samplers.ControlVariates` finds the mode by
+    Newton's method in compiled passes on every core and the chain loop is compiled
+    (:mod:`samplers._blocks`). The bounds each family has (for the confidence test and the
+    control variates' residual bound) are tabled in the module docstring; the gaussian and
+    Student-t families are :class:`~samplers.LinearRegression` and
+    :class:`~samplers.RobustRegression` with offsets and weights (the same log-likelihoods
+    to rounding).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from scipy import stats
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([np.ones(1000), rng.normal(size=1000)])
+    >>> exposure = rng.uniform(1.0, 3.0, 1000)
+    >>> y = rng.poisson(exposure * np.exp(X @ [0.5, -0.3])).astype(float)
+    >>> model = GLM(X, y, family="poisson", offset=np.log(exposure))
+    >>> theta = np.array([0.5, -0.3])
+    >>> ref = stats.poisson.logpmf(y[:3], exposure[:3] * np.exp(X[:3] @ theta))
+    >>> bool(np.allclose(model.loglik(theta, np.arange(3)), ref))
+    True
+    """
+
+    _row_prefetch = staticmethod(prefetch_data01)
+
+    def __init__(self, X, y, family="bernoulli", link=None, *, offset=None, weights=None,
+                 trials=None, dispersion=None, shape=None, scale=None, df=None,
+                 prior: Prior | None = None, temperature=1.0):
+        if not isinstance(family, str) or family not in FAMILIES:
+            raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
+        links = FAMILIES[family]
+        if link is None:
+            link = next(iter(links))
+        if not isinstance(link, str) or link not in links:
+            raise ValueError(f"link must be one of {list(links)} for family {family!r}, "
+                             f"got {link!r}")
+        given = dict(trials=trials, dispersion=dispersion, shape=shape, scale=scale, df=df)
+        for name, value in given.items():
+            if value is not None and name not in _PARAMS[family]:
+                raise TypeError(f"{name}= does not apply to family {family!r} (it takes "
+                                f"{', '.join(_PARAMS[family]) or 'no family parameter'})")
+        self.family, self.link = family, link
+        self.X, self.y = regression_data(X, y, entry="response")
+        self.N = N = self.X.shape[0]
+        # one entry per row, or one for every row (1, 0 and 1 when not given)
+        self._trials = self._per_row("trials", 1.0 if trials is None else trials, N)
+        self._offset = self._per_row("offset", 0.0 if offset is None else offset, N)
+        self._weights = self._per_row("weights", 1.0 if weights is None else weights, N)
+        #: As given: None, a number, or the array as read (in place).
+        self.trials = self._as_given(trials, self._trials)
+        self.offset = self._as_given(offset, self._offset)
+        self.weights = self._as_given(weights, self._weights)
+        if family == "binomial" and trials is None:
+            raise TypeError("family 'binomial' needs trials= (an int or one per row); "
+                            "use family='bernoulli' for 0/1 responses")
+        self.dispersion = self.shape = self.scale = self.df = None
+        if family == "negative_binomial":
+            if dispersion is None:
+                raise TypeError("family 'negative_binomial' needs dispersion= (r > 0, variance "
+                                "mu + mu^2 / r)")
+            r = self.dispersion = check_positive("dispersion", dispersion)
+            params = (r, math.log(r), math.lgamma(r))
+        elif family == "gamma":
+            if shape is None:
+                raise TypeError("family 'gamma' needs shape= (k > 0, variance mu^2 / k)")
+            k = self.shape = check_positive("shape", shape)
+            params = (k, k * math.log(k) - math.lgamma(k))
+        elif family in ("gaussian", "student_t"):
+            s = self.scale = check_positive("scale", _DEFAULTS["scale"] if scale is None else scale)
+            params = (s,)
+            if family == "student_t":
+                v = self.df = check_positive("df", _DEFAULTS["df"] if df is None else df)
+                params = (s, v, float(special.gammaln(0.5 * (v + 1.0)) - special.gammaln(0.5 * v)
+                                      - 0.5 * math.log(math.pi * v) - math.log(s)))
+        else:
+            params = ()
+        self._params = np.array(params + (0.0,) * (3 - len(params)))
+        super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
+        if links[link].m1 is None:
+            # no range of the l_i: the samplers' view sees none, so ConfidenceTest(range=
+            # "model") refuses the model when the chain starts, naming range="full-data"
+            self._loglik_ratio_range = self._loglik_ratio_bound = None
+        if not data_checks_skipped():
+            self._check_rows()
+
+    @staticmethod
+    def _per_row(name, value, N):
+        if np.ndim(value) == 0:
+            if isinstance(value, (bool, np.bool_)) or not np.isrealobj(value):
+                raise TypeError(f"{name} must be a real number or an array of N = {N}, got "
+                                f"{value!r}")
+            return np.full(1, float(value))
+        arr = as_data_array(name, value, ndim=1)
+        if arr.shape[0] != N:
+            raise ValueError(f"{name} must have one entry per row of X ({N}), got "
+                             f"{arr.shape[0]}")
+        return arr
+
+    @staticmethod
+    def _as_given(value, arr):
+        if value is None:
+            return None
+        return float(arr[0]) if np.ndim(value) == 0 else arr
+
+    def _check_rows(self) -> None:
+        """One chunked pass: y in the family's support, trials, offsets and weights valid."""
+        fam = self.family
+        for name, arr, ok, accepted in (
+                ("trials", self._trials, lambda t: (t >= 1) & (t == np.floor(t)),
+                 "integers >= 1"),
+                ("offset", self._offset, np.isfinite, "finite values"),
+                ("weights", self._weights, lambda w: np.isfinite(w) & (w >= 0),
+                 "finite values >= 0")):
+            self._scan(name, arr, ok, accepted)
+        n = self._trials
+        if fam in ("bernoulli",):
+            self._scan("y", self.y, lambda v: (v == 0) | (v == 1), "0 or 1 (family 'bernoulli')")
+        elif fam == "binomial":
+            for start in range(0, self.N, SCAN_CHUNK):
+                v = np.asarray(self.y[start:start + SCAN_CHUNK])
+                t = n[0] if n.shape[0] == 1 else np.asarray(n[start:start + SCAN_CHUNK])
+                bad = ~((v >= 0) & (v <= t) & (v == np.floor(v)))
+                if bad.any():
+                    k = int(np.flatnonzero(bad)[0])
+                    raise ValueError(f"y must hold integer successes in [0, trials] for family "
+                                     f"'binomial'; row {start + k} has y = {float(v[k])!r} (trials "
+                                     f"{float(np.broadcast_to(t, v.shape)[k])!r})")
+        elif fam in ("poisson", "negative_binomial"):
+            self._scan("y", self.y, lambda v: (v >= 0) & (v == np.floor(v)),
+                       f"non-negative integer counts (family {fam!r})")
+        elif fam == "gamma":
+            self._scan("y", self.y, lambda v: (v > 0) & np.isfinite(v),
+                       "positive values (family 'gamma')")
+        else:
+            self._scan("y", self.y, np.isfinite, "finite values")
+
+    @staticmethod
+    def _scan(name, arr, ok, accepted):
+        offset = 0
+        for block in scan_rows(arr, np.asarray, desc=f"checking {name}"):
+            good = ok(block)
+            if not good.all():
+                k = int(np.flatnonzero(~good)[0])
+                row = f"row {offset + k} has" if arr.shape[0] > 1 else "got"
+                raise ValueError(f"{name} must hold {accepted}; {row} {float(block[k])!r}")
+            offset += block.shape[0]
+
+    # -- kernels ---------------------------------------------------------------------------------
+
+    @property
+    def _spec(self) -> _Link:
+        """The family and link's kernels and suprema (looked up: the instance pickles)."""
+        return FAMILIES[self.family][self.link]
+
+    @property
+    def _kernels(self):
+        s = self._spec
+        return _row_kernels(s.core, s.const, s.derivs)
+
+    @property
+    def _row_loglik(self):
+        return self._kernels[0]
+
+    @property
+    def _row_ratio(self):
+        return self._kernels[1]
+
+    @property
+    def _row_grad(self):
+        return self._kernels[2]
+
+    def _kernel_data(self):
+        return (self.X, self.y, self._trials, self._offset, self._weights, self._params,
+                self._inv_temp)
+
+    # -- bounds ----------------------------------------------------------------------------------
+
+    @functools.cached_property
+    def _summary(self) -> _Summary:
+        def top(arr):
+            return max(scan_rows(arr, lambda b: float(np.max(b)), desc="data summary"))
+        return _Summary(top(self._trials), top(self.y) if self.family in (
+            "negative_binomial",) else 0.0, self.dispersion or 0.0, self.scale or 0.0,
+            self.df or 0.0)
+
+    @functools.cached_property
+    def _factor(self) -> float:
+        top = max(scan_rows(self._weights, lambda b: float(np.max(b)), desc="weights"))
+        return top * self._inv_temp
+
+    def _sup(self, which) -> float:
+        """``M1``, ``M2`` or ``M3`` (tempered, weighted); inf when the family has none."""
+        fn = getattr(self._spec, which)
+        return math.inf if fn is None else float(fn(self._summary)) * self._factor
+
+    def _no_bound(self, what):
+        why = self._spec.why or "f' grows without bound in eta"
+        return TypeError(
+            f"GLM(family={self.family!r}, link={self.link!r}) has no {what}: {why}. Use a "
+            "test that reads no bound (exact, Austere, Barker, FPC-normal) or "
+            "ConfidenceTest(range='full-data')")
+
+    @property
+    def _ratio_range(self):
+        return step_range if self._spec.m1 is not None else None
+
+    def _range_data(self):
+        return (float(self._spec.m1(self._summary)) * self._factor / self._inv_temp,
+                self._max_row_norm, self._inv_temp)
+
+    def loglik_ratio_bound(self, theta, theta_new) -> float:
+        """An upper bound on ``max_i |l_i|`` over all N rows, in O(d): ``M1 |theta' - theta|
+        max_i ||x_i||`` (TypeError for a family without ``M1``: see the module docstring)."""
+        if self._spec.m1 is None:
+            raise self._no_bound("bound on |l_i| (loglik_ratio_bound)")
+        return super().loglik_ratio_bound(theta, theta_new)
+
+    def __repr__(self):
+        return (f"GLM(N={self.N}, dim={self.dim}, family={self.family!r}, link={self.link!r}, "
+                f"temperature={self.temperature:g})")
