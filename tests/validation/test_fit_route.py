@@ -1,4 +1,4 @@
-"""validation.fit's route chooser and steps (issue 23 parts 1, 2, 5; issue 25 part 4; issue 27).
+"""validation.fit's route chooser and steps (issue 23 parts 1, 2, 3, 5; issue 25 part 4; issue 27).
 
 The chooser is tested on hand-made candidates (its logic alone); the importance-weight
 diagnostics against ArviZ's PSIS and against a simulated independence sampler; fit's
@@ -330,3 +330,16 @@ def test_bad_heavy_rows_are_refused_before_any_pass(model, bad, error, words):
     with pytest.raises(error, match="heavy_rows") as info:
         fit(model, heavy_rows=bad)
     assert words in str(info.value)
+
+
+def test_given_heavy_rows_are_read_exactly_in_every_decision(model):
+    rows = np.array([2, 0, 7])
+    idata = fit(model, draws=200, test="austere", heavy_rows=rows, n_trial=10,
+                parallel=False, rng=2)
+    a = idata.posterior.attrs
+    np.testing.assert_array_equal(rows, [2, 0, 7])          # the caller's array untouched
+    assert a["heavy_rows"] == 3 and a["route"] == "austere+exact-rows / independence"
+    assert "3 given (heavy_rows=)" in a["explanation"]
+    used = idata.sample_stats.n_used.values
+    assert a["rows_realised"] == pytest.approx(used.mean() + 3, rel=1e-12)
+    assert a["rows_predicted"] >= 3 + 1
