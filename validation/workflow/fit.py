@@ -47,7 +47,9 @@ AUTO_REDESIGNS = 0
 #: N = 10^5, median K = 52 (its designed chain is accurate), and the rare-covariate data,
 #: N = 2 x 10^5, median K = 5,650 (an Austere design at m = 1000 passed its simulated
 #: verdict on 10 pairs and its chain put the rare coefficient's 5% quantile 0.27 posterior
-#: sds off, mean 0.11). A heuristic, until heavy rows are read exactly (issue 23, part 3).
+#: sds off, mean 0.11). Since the designed test reads the heavy rows exactly (``heavy_rows``,
+#: issue 23 part 3) the gate sees the rest's residuals; it stays as a guard where heavy rows
+#: are not found or not read (``heavy_rows=False``).
 HEAVY_KURTOSIS = 1000.0
 #: Predicted seconds of sampling per chain above which the chains run in parallel processes
 #: by default (starting the pool and the workers costs about a second).
@@ -58,7 +60,8 @@ MIN_DRAWS = 30
 
 def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
         ess=None, max_seconds=600.0, parallel=None, n_trial=40, center=None, order=2,
-        clt_tolerance=0.05, on_clt_failure="redesign", rng=None, progress=None, verbose=False):
+        clt_tolerance=0.05, on_clt_failure="redesign", heavy_rows="auto", rng=None,
+        progress=None, verbose=False):
     r"""Sample a posterior by the cheapest sound route, in one call.
 
     The steps (functions of :mod:`validation.workflow.steps`, each timed in
@@ -68,7 +71,10 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
        ``ControlVariates(model, center, order)``, the Taylor proxy whose residuals make each
        row's ratio small (Bardenet, Doucet & Holmes 2017, section 7), and the Laplace
        approximation N(mode, Sigma) at the posterior mode (searched from ``center`` when one
-       is given: the chains always start at the mode);
+       is given: the chains always start at the mode); then the **heavy rows**
+       (:func:`samplers.heavy_rows`, one pass): rows whose Taylor residuals dwarf the
+       others' (a rare covariate's), which the designed test reads exactly in every decision
+       (:class:`samplers.ExactRows`) while its minibatches come from the rest;
     2. **proposal** (:func:`~validation.workflow.steps.laplace_draws`,
        :func:`~validation.workflow.steps.choose_proposal`): ``n_trial + 1`` draws from the
        Laplace approximation with their exact importance weights (one pass over the data);
@@ -78,7 +84,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
        proposal (for the independence proposal the draws themselves, chained);
     4. **design and route** (:func:`~validation.workflow.steps.design_test`,
        :func:`~validation.workflow.route.choose_route`): the designed minibatch test on the
-       control variates (:func:`design.optimize`, ``test`` "austere" unless forced), SMH and
+       control variates (:func:`design.optimize`, ``test`` "austere" unless forced; with heavy
+       rows, on the split: trial pairs, design and verdict on the rest, the heavy rows added
+       to its rows per step, the route named ``"austere+exact-rows / ..."``), SMH and
        MH-SS of order 2 (rows per step from their Poisson batch at the trial pairs) and exact
        MH are priced in one currency, rows read per effective sample
        ``(rows per step + overhead) / ESS per step``; the cheapest sound one runs, never one
@@ -135,6 +143,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     on_clt_failure : {"redesign", "warn"}
         What a failed verdict does to a designed test that was forced with ``test=``
         ("warn": keep it and say so); unforced, a failed design loses to the next route.
+    heavy_rows : "auto", False or array of int
+        Rows the designed test reads exactly: ``"auto"`` finds them
+        (:func:`samplers.heavy_rows`; none on a user's model without GLM rows, and then
+        nothing changes), False reads none, an array gives them (distinct indices in
+        ``[0, N)``, leaving at least 2 rows). The exact routes read all rows regardless.
     rng : None, int or numpy.random.Generator
         Equal seeds give identical results.
     progress : bool or None
@@ -155,7 +168,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         ``error_predicted``, ``error_predicted_chain``, ``tolerance``, ``clt_passed``
         ("True", "False", "not needed" or "not run"), ``clt_error_simulated``,
         ``clt_error_simulated_se``, ``clt_redesign``, ``clt_max_ks``, ``clt_batch_size``,
-        ``center`` (the mode), ``acceptance_rate``, ``N`` and ``explanation``.
+        ``center`` (the mode), ``acceptance_rate``, ``N``, ``heavy_rows`` (how many rows
+        the designed test reads exactly, 0 for none) and ``explanation``.
 
     Raises
     ------
@@ -196,19 +210,23 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     args = _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, test,
                   proposal, route, ess, max_seconds)
     test, proposal = args
+    heavy = _check_heavy_rows(heavy_rows, model)
     rng = as_generator(rng)
     clock = _Clock()
     proxy = clock("mode_and_proxy", steps.mode_and_proxy, model, center, order)
+    split, split_lines = (clock("heavy_rows", _split, proxy, heavy)
+                          if test is None or test in DESIGNED else (None, ()))
     draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng)
     choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal)
     pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng)
+    dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs)
     mh_acc = (draws_.acceptance if choice.kind == "independence"
               else float(pairs.trial.accept_prob.mean()))
-    plan, cands, tests = clock("design", _candidates, proxy, choice, pairs, tolerance, test,
-                               mh_acc)
-    state = {"verdict": None, "plan": plan}
-    verify = _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state,
-                       clock, forced=test in DESIGNED)
+    plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
+                               tolerance, test, mh_acc)
+    state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines}
+    verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure, rng,
+                       state, clock, forced=test in DESIGNED)
     chosen = clock("route", routes.choose_route, cands, verify)
     ready, on = _ready(proxy, chosen.chosen, state, tests)
     if parallel is None:        # a process pool costs about a second: worth it for long runs
@@ -220,7 +238,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                 chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
                 progress=progress)
     after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng)
-    return _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock,
+    return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance, clock,
                    verbose)
 
 
@@ -254,6 +272,78 @@ def _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, tes
     return test, proposal
 
 
+def _check_heavy_rows(heavy_rows, model):
+    """``heavy_rows`` checked: "auto", False, or the sorted distinct rows (a copy)."""
+    if isinstance(heavy_rows, str):
+        if heavy_rows != "auto":
+            raise ValueError(f"heavy_rows must be 'auto', False or an array of row indices, "
+                             f"got {heavy_rows!r}")
+        return "auto"
+    if heavy_rows is False:
+        return False
+    arr = None if heavy_rows is None or isinstance(heavy_rows, (bool, numbers.Number)) \
+        else np.asarray(heavy_rows)
+    if arr is None or arr.ndim != 1 or not (arr.dtype.kind in "iu" or arr.size == 0):
+        raise TypeError(f"heavy_rows must be 'auto', False or a 1-D array of integer row "
+                        f"indices, got {heavy_rows!r}")
+    rows = np.unique(arr.astype(np.intp))
+    if rows.size != arr.size:
+        raise ValueError(f"heavy_rows must be distinct, got {arr.size - rows.size} repeat(s)")
+    n = getattr(model, "N", None)
+    if isinstance(n, (int, np.integer)) and not isinstance(n, bool) and rows.size and (
+            rows[0] < 0 or rows[-1] >= n or n - rows.size < 2):
+        raise ValueError(f"heavy_rows must lie in [0, {n - 1}] and leave at least 2 of the "
+                         f"{n} rows, got {rows.size} rows in [{rows[0]}, {rows[-1]}]")
+    return rows
+
+
+def _split(proxy, heavy):
+    """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows) and
+    the explanation's lines."""
+    from samplers import ExactRows, heavy_rows
+
+    if heavy is False:
+        return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
+                      "sampled",)
+    if isinstance(heavy, str):
+        try:
+            rows = heavy_rows(proxy.cv)
+        except TypeError:           # a user's model: no per-row residual scales
+            return None, ()
+        how = "found by their residual scale (samplers.heavy_rows)"
+    else:
+        rows, how = heavy, "given (heavy_rows=)"
+    if rows.size == 0:
+        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",))
+    cv = ExactRows(proxy.cv, rows)
+    return replace(proxy, cv=cv), (
+        f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
+        f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
+        f"from the other {cv.N:,} rows; the exact routes read all rows",)
+
+
+def _split_pairs(split, pairs):
+    """The trial pairs summarised on the split (its rows are the rest's): one more pass."""
+    import design
+
+    cv = split.cv
+    dprior = np.array([cv.logprior(b) - cv.logprior(a)
+                       for a, b in zip(pairs.thetas, pairs.news)])
+    trial = design.TrialChain.from_model(cv, pairs.thetas, pairs.news,
+                                         pairs.log_const - dprior, progress=False)
+    kurt = "" if trial.kurtosis is None or pairs.trial.kurtosis is None else (
+        f"; median excess kurtosis {np.median(pairs.trial.kurtosis):,.0f} on all rows, "
+        f"{np.median(trial.kurtosis):,.0f} on the rest")
+    line = (f"   on the rest ({cv.N:,} rows): residual sd per row median "
+            f"{np.median(trial.sigma):.3g}{kurt}")
+    return replace(pairs, trial=trial, lines=(*pairs.lines, line))
+
+
+def _n_exact(px) -> int:
+    """Rows a decision on ``px.cv`` reads beyond its minibatch (the heavy rows of a split)."""
+    return int(getattr(px.cv, "n_exact", 0)) if px is not None else 0
+
+
 class _Clock:
     """Runs a step and keeps its seconds (a step run twice adds up)."""
 
@@ -273,18 +363,21 @@ class _Clock:
         return out
 
 
-def _candidates(proxy, choice, pairs, tolerance, test, mh_acc):
-    """The designed test (its plan) and the exact routes, priced; only ``test`` if forced."""
+def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
+    """The designed test (its plan, on ``split`` when there are heavy rows) and the exact
+    routes (on all rows), priced; only ``test`` if forced."""
     from samplers.models.remainder import has_remainder_bounds
 
     d, kind = proxy.cv.dim, choice.kind
     cands, tests, plan = [], {}, None
     if test is None or test in DESIGNED:
-        plan = steps.design_test(pairs, tolerance, test or "austere")
+        plan = steps.design_test(dpairs, tolerance, test or "austere")
+        k = _n_exact(split)
         cands.append(routes.Candidate(
-            plan.test, kind, float(plan.data_fraction * proxy.cv.N), mh_acc,
+            plan.test, kind, float(plan.data_fraction * (split or proxy).cv.N + k), mh_acc,
             routes.ess_per_step(kind, mh_acc, d, mh_acc), False,
-            True if plan.test == "confidence" else None, note=f"designed: {_settings(plan)}"))
+            True if plan.test == "confidence" else None,
+            note=f"designed: {_settings(plan)}{_heavy_note(k)}", exact_rows=k))
     if test is None or test in ("smh", "mh-ss", "exact"):
         if test in ("smh", "mh-ss") and not has_remainder_bounds(proxy.cv):
             raise ValueError(f"test={test!r} needs per-row remainder bounds (a built-in "
@@ -312,32 +405,39 @@ def _exact(proxy, choice, pairs, mh_acc, test):
                                    pairs.log_const, mh_acc, trial=pairs.trial)
 
 
+def _heavy_note(k) -> str:
+    return f" + {k:,} heavy rows read exactly" if k else ""
+
+
 def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state, clock,
               forced):
-    """The verdict of the designed candidate, as the route chooser asks for it."""
+    """The verdict of the designed candidate (``proxy`` and ``pairs`` the split's when there
+    are heavy rows), as the route chooser asks for it."""
+    k = _n_exact(proxy)
+
     def verify(candidate):
-        heavy = _heavy_rows(pairs.trial, state["plan"])
+        heavy = _heavy_tails(pairs.trial, state["plan"])
         if heavy is not None and not forced:
             state["verdict"] = steps.Verdict(state["plan"], None, False, "failed", (
                 f"5. CLT check: not run; {heavy}: the rows differ too much for a minibatch "
                 "mean to be near-normal, so the designed test is not trusted unforced "
                 "(test='austere' forces it)",))
             return replace(candidate, sound=False, note=f"designed: {_settings(state['plan'])}"
-                           f"; {heavy}")
+                           f"{_heavy_note(k)}; {heavy}")
         v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
                   clt_tolerance=clt_tolerance,
                   on_clt_failure=on_clt_failure if forced else "redesign",
                   max_redesigns=MAX_REDESIGNS if forced else AUTO_REDESIGNS,
                   fallback=forced, rng=rng)
         state["verdict"], state["plan"] = v, v.plan
-        rows = v.plan.data_fraction * proxy.cv.N
+        rows = v.plan.data_fraction * proxy.cv.N + k
         return replace(candidate, test=v.plan.test, rows=float(rows), sound=v.passed,
-                       note=f"designed: {_settings(v.plan)}; verdict "
+                       note=f"designed: {_settings(v.plan)}{_heavy_note(k)}; verdict "
                             f"{'passed' if v.passed else 'FAILED'} ({v.redesign} redesign)")
     return verify
 
 
-def _heavy_rows(trial, plan):
+def _heavy_tails(trial, plan):
     """Why a designed test cannot be trusted on these residuals (``HEAVY_KURTOSIS``), or None."""
     if trial.kurtosis is None or plan is None or plan.test == "confidence":
         return None
@@ -353,7 +453,7 @@ def _ready(proxy, chosen, state, tests):
     from samplers import ExactTest
 
     if chosen.test in DESIGNED:
-        return steps.make_test(state["plan"]), proxy.cv
+        return steps.make_test(state["plan"]), (state["split"] or proxy).cv
     if chosen.test == "exact":
         return ExactTest(), proxy.cv.model
     return tests[chosen.test], proxy.cv
@@ -363,7 +463,10 @@ def _after(proxy, chosen, state, ran, choice, rng):
     """Step 7 for a designed route: (mean |error|, rows per step) at the chain's own pairs."""
     if chosen.test not in DESIGNED or ran.chains.samples.shape[1] == 0:
         return None
-    return steps.after_run_check(proxy, state["plan"], ran.chains[0], choice.proposal, rng)
+    split = state["split"]
+    err, rows = steps.after_run_check(split or proxy, state["plan"], ran.chains[0],
+                                      choice.proposal, rng)
+    return err, rows + _n_exact(split)
 
 
 def _explain(proxy, choice, pairs, chosen, state, ran, after):
@@ -371,12 +474,14 @@ def _explain(proxy, choice, pairs, chosen, state, ran, after):
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     res = ran.chains
     used = res.stats["n_used"] + res.stats.get("n_grad", 0)
+    if c.test in DESIGNED:      # n_used counts the rest's rows: the heavy rows come on top
+        used = used + _n_exact(state["split"])
     rows = float(np.mean(used)) if c.test != "exact" else float(N)
     acc = float(np.mean(res.stats["accepted"]))
     total = res.samples.shape[0] * res.samples.shape[1]
     weight = routes.EXACT_ROW_WEIGHT if c.test == "exact" else 1.0
     realised = (weight * rows + c.overhead) * total / max(ran.ess_bulk, 1e-12)
-    say = [*proxy.lines, *choice.lines, *pairs.lines]
+    say = [*proxy.lines, *state["split_lines"], *choice.lines, *pairs.lines]
     say.append("4. route: candidates in rows read per effective sample, (rows per step + "
                "per-step overhead in rows) / ESS per step (exact MH's rows weighted "
                f"{routes.EXACT_ROW_WEIGHT:g}: one sequential pass):")
@@ -433,6 +538,7 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "clt_max_ks": float(np.max(clt.ks_distance)) if clt is not None else float("nan"),
         "clt_batch_size": int(clt.batch_size) if clt is not None else 0,
         "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
+        "heavy_rows": _n_exact(state["split"]),
     }
     idata = ran.chains.to_arviz()
     _update_attrs(idata, attrs)

@@ -71,6 +71,10 @@ class Candidate:
         Fixed per-step cost in rows (default ``OVERHEAD_ROWS[test]``).
     note : str
         How the rows were predicted.
+    exact_rows : int
+        Heavy rows read exactly in every decision (a designed test on
+        :class:`samplers.ExactRows`), already counted in ``rows``; named in the route
+        (``"austere+exact-rows / independence"``).
     """
 
     test: str
@@ -82,6 +86,7 @@ class Candidate:
     sound: bool | None = None
     overhead: float | None = None
     note: str = ""
+    exact_rows: int = 0
 
     def __post_init__(self):
         if self.overhead is None:
@@ -89,7 +94,7 @@ class Candidate:
 
     @property
     def name(self) -> str:
-        return f"{self.test} / {self.proposal}"
+        return f"{self.test}{'+exact-rows' if self.exact_rows else ''} / {self.proposal}"
 
     @property
     def step_rows(self) -> float:
