@@ -17,7 +17,7 @@ def test_readme_example_runs():
     exec(compile(blocks[0], str(README), "exec"), namespace)  # noqa: S102 - our own README
     idata, theta_true = namespace["idata"], namespace["theta_true"]
     post = idata.posterior["theta"]
-    assert post.shape == (1, 1000, 6)
+    assert post.shape == (2, 1000, 6)
     assert idata.posterior.attrs["explanation"].strip()
     # the data were drawn from theta_true: it lies within the posterior (6 coordinates, 100k
     # rows; 5 posterior sds leaves a false-failure chance below 1e-5 for a correct sampler)
