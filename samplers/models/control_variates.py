@@ -30,6 +30,10 @@ FD_MAX_ROWS = 10**6
 MAX_NEWTON = 60
 #: Newton decrement ``g' (-H)^-1 g`` (twice the predicted gain) at which the mode is found.
 DECREMENT_TOL = 1e-12
+#: Relative resolution of the log posterior's value (a sum of N rounded terms): a predicted
+#: gain below ``VALUE_RESOLUTION * (|value| + 1)`` is lost in the value's rounding, so there a
+#: line search cannot decide and the Newton iteration runs on the decrement alone.
+VALUE_RESOLUTION = 1e-13
 #: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
 #: allows is a likelihood without a maximum (the iterates ran off to infinity).
 SATURATION = 1e-9
@@ -626,11 +630,27 @@ class ControlVariates(BaseModel):
         if not math.isfinite(value):
             raise ValueError(f"start must be a point where the log posterior is finite, got "
                              f"{value} at start={theta}")
+        step = _ascent_direction(grad, hess)
+        decrement = float(grad @ step)
         for _ in range(MAX_NEWTON):
-            step = _ascent_direction(grad, hess)
-            decrement = float(grad @ step)
             if decrement < DECREMENT_TOL:
                 break
+            if 0.5 * decrement <= VALUE_RESOLUTION * (abs(value) + 1.0):
+                # The predicted gain is below the value's rounding (at large N DECREMENT_TOL
+                # is): values cannot rank the points, so full Newton steps are taken while
+                # the decrement falls (quadratically, this close), and the iteration stops at
+                # the rounding floor, where theta is the mode to working precision.
+                cand = theta + step
+                v_c, g_c, h_c = evaluate(cand)
+                if not math.isfinite(v_c):
+                    break
+                step_c = _ascent_direction(g_c, h_c)
+                decrement_c = float(g_c @ step_c)
+                if not decrement_c < decrement:
+                    break
+                theta, value, grad, hess = cand, v_c, g_c, h_c
+                step, decrement = step_c, decrement_c
+                continue
             t = 1.0
             while True:
                 cand = theta + t * step
@@ -642,6 +662,8 @@ class ControlVariates(BaseModel):
                     raise RuntimeError(f"the mode search stalled at {theta}: no Newton step "
                                        "increases the log posterior; pass center= explicitly")
             theta, value, grad, hess = cand, v_c, g_c, h_c
+            step = _ascent_direction(grad, hess)
+            decrement = float(grad @ step)
         else:
             raise RuntimeError(
                 f"the mode search did not converge in {MAX_NEWTON} Newton steps (last point "
