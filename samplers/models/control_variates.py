@@ -414,6 +414,12 @@ class ControlVariates(BaseModel):
     def __init__(self, model, center=None, order=2, *, start=None):
         if isinstance(order, bool) or order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
+        if isinstance(model, type):
+            raise TypeError(f"model must be a model instance, got the class {model.__name__}: "
+                            f"build it from the data first, e.g. {model.__name__}(X, y)")
+        if getattr(model, "N", None) is None:
+            raise TypeError(f"model must have an attribute N, its number of data rows; "
+                            f"{type(model).__name__} has none")
         for attr in ("loglik", "logprior"):
             if not callable(getattr(model, attr, None)):
                 raise TypeError(f"model must have a callable {attr}(...); "
@@ -441,7 +447,7 @@ class ControlVariates(BaseModel):
             self._loglik_ratio_range = self._loglik_ratio_bound = None
         if center is None:
             x0 = np.zeros(self.dim) if start is None else self._point("start", start)
-            self.center = self._find_mode(x0)
+            self.center = self._find_mode(x0, given=start is not None)
         else:
             self.center = self._at(self._point("center", center), "given", 0)
         c = self.center
@@ -608,12 +614,12 @@ class ControlVariates(BaseModel):
         return TaylorCenter(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
                             method, n_passes + 1)
 
-    def _find_mode(self, x0) -> TaylorCenter:
+    def _find_mode(self, x0, given=True) -> TaylorCenter:
         if self._glm is not None:
-            return self._newton(x0)
+            return self._newton(x0, given)
         return self._lbfgs(x0)
 
-    def _newton(self, theta) -> TaylorCenter:
+    def _newton(self, theta, given=True) -> TaylorCenter:
         """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
         passes = 0
 
@@ -622,14 +628,21 @@ class ControlVariates(BaseModel):
             passes += 1
             L, g, H = self._sums(t, desc="mode (Newton)")
             if g is None:
-                return -math.inf, None, None
+                return L, None, None          # -inf, +inf or nan: the first bad chunk's sum
             lp, gp, Hp = self._prior_terms(t)
             return L + lp, g + gp, H + Hp
 
         value, grad, hess = evaluate(theta)
+        if math.isnan(value):
+            raise ValueError(
+                f"the log-likelihood is nan at the mode search's first point {theta}: the data "
+                "hold NaN (a model built under skip_data_checks() is not checked; build it "
+                "without to find the row)")
         if not math.isfinite(value):
+            where = (f"start={theta}" if given else
+                     f"the default start {theta} (no start= given)")
             raise ValueError(f"start must be a point where the log posterior is finite, got "
-                             f"{value} at start={theta}")
+                             f"{value} at {where}")
         step = _ascent_direction(grad, hess)
         decrement = float(grad @ step)
         for _ in range(MAX_NEWTON):
