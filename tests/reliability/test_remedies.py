@@ -90,3 +90,30 @@ def test_gaussian_design_follows_its_own_advice():
     d = design.optimize(trial, tol, epsilon_grid=grid + [err.epsilon],
                         m_grid=sorted({*design._optimize.DEFAULT_M_GRID, err.m}))
     assert d.error <= tol and d.data_fraction <= err.data_fraction
+
+
+# --- every other message in design/ and validation/ that names a remedy -----------------------
+
+
+def test_clt_check_n_sim_advice_works():
+    import re
+
+    l = np.random.default_rng(3).normal(size=(2, 2_000))
+    with pytest.raises(ValueError, match=r"use n_sim >= \d+") as info:
+        validation.clt_check(l, batch_size=50, n_sim=100, tolerance=0.05, search=False, rng=0)
+    need = int(re.search(r"n_sim >= (\d+)", str(info.value)).group(1))
+    result = validation.clt_check(l, batch_size=50, n_sim=need, tolerance=0.05, search=False,
+                                  rng=0)
+    assert result is not None
+
+
+def test_edgeworth_law_advice_works():
+    bare = skewed_trial()
+    bare = TrialChain(mu=bare.mu, sigma=bare.sigma, c0=bare.c0, N=bare.N)
+    with pytest.raises(ValueError, match="pass skewness= and kurtosis= to TrialChain"):
+        design.optimize(bare, 0.01, law="edgeworth")
+    shaped = TrialChain(mu=bare.mu, sigma=bare.sigma, c0=bare.c0, N=bare.N,
+                        skewness=np.full(bare.n_pairs, 0.1), kurtosis=np.full(bare.n_pairs, 0.1))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)
+        assert design.optimize(shaped, 0.01, law="edgeworth").error <= 0.01
