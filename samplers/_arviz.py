@@ -85,7 +85,8 @@ def check_names(var_name, names):
     if not var_name.strip():
         raise ValueError(f"var_name must be a non-empty name, got {var_name!r}")
     if names is not None and (isinstance(names, (str, bytes)) or np.ndim(names) != 1):
-        hint = " (one string: pass [name] for one parameter)" if isinstance(names, (str, bytes)) else ""
+        hint = (" (one string: pass [name] for one parameter)"
+                if isinstance(names, (str, bytes)) else "")
         raise TypeError(f"names must be a sequence of strings, one per parameter, got "
                         f"{names!r}{hint}")
 
