@@ -340,8 +340,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         ``CORRECTED_ERROR_SPAN`` times the tolerance), each evaluated with the corrected
         law, until a feasible cell is found and no cell left has a Gaussian data fraction
         below ``1 / CORRECTED_DATA_SLACK`` of the best corrected one (the correction moves
-        the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). The
-        Design records the Gaussian choice, its corrected error and the cells visited.
+        the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). If
+        none of them meets the tolerance, epsilon is walked down the grid at the m of the
+        smallest corrected error (at most ``CORRECTED_RESCUE_CELLS`` cells more): there the
+        infeasible-design error looks for the setting it suggests, so a suggestion added to
+        the grid is visited. The Design records the Gaussian choice, its corrected error and the cells visited.
         Where a visited cell's m is outside the expansion for some trial pair
         (``|skewness| / sqrt(m)`` or ``max(kurtosis, skewness^2) / m`` above 0.5) the
         corrected error can be several standard errors off, and a ``UserWarning`` names
