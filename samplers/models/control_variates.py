@@ -636,8 +636,8 @@ class ControlVariates(BaseModel):
         if math.isnan(value):
             raise ValueError(
                 f"the log-likelihood is nan at the mode search's first point {theta}: the data "
-                "hold NaN (a model built under skip_data_checks() is not checked; build it "
-                "without to find the row)")
+                "hold NaN (a model built under skip_data_checks() is not checked: built "
+                "outside it, its check names the row)")
         if not math.isfinite(value):
             where = (f"start={theta}" if given else
                      f"the default start {theta} (no start= given)")
