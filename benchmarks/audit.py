@@ -15,6 +15,7 @@ Writes benchmarks/results/audit.json; exits 1 if any case outside the pending on
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import subprocess
 import sys
@@ -26,14 +27,31 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT),                                   # this checkout's packages,
                 str(Path(__file__).resolve().parent)]        # not an installed copy; _common
 from _common import write  # noqa: E402
-from tests.reliability.audit_cases import BY_ID, CASES  # noqa: E402
+
+#: The case table, kept beside the test that runs it in-process (test_audit.py).
+CASES_FILE = ROOT / "tests" / "reliability" / "audit_cases.py"
+
+
+def load_cases():
+    """Import the case table from its file (the test suite is no package to import)."""
+    spec = importlib.util.spec_from_file_location("audit_cases", CASES_FILE)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["audit_cases"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+_cases = load_cases()
+BY_ID, CASES = _cases.BY_ID, _cases.CASES
 
 CLASSES = ("ok", "silent-wrong", "unclear", "hang", "crash")
 _CHILD = """
-import json, sys
+import importlib.util, json, sys
 sys.path.insert(0, {root!r})
-from tests.reliability.audit_cases import BY_ID, classify
-verdict, detail = classify(BY_ID[{case!r}])
+spec = importlib.util.spec_from_file_location("audit_cases", {cases!r})
+cases = sys.modules["audit_cases"] = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(cases)
+verdict, detail = cases.classify(cases.BY_ID[{case!r}])
 print("AUDIT " + json.dumps([verdict, detail]), flush=True)
 """
 
@@ -42,8 +60,9 @@ def run_case(case_id: str, timeout: float) -> tuple[str, str, float]:
     """``(class, detail, seconds)`` of one case run in a fresh interpreter."""
     t0 = time.perf_counter()
     try:
-        proc = subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT), case=case_id)],
-                              capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+        child = _CHILD.format(root=str(ROOT), cases=str(CASES_FILE), case=case_id)
+        proc = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                              timeout=timeout, cwd=ROOT)
     except subprocess.TimeoutExpired:
         return "hang", f"no verdict within {timeout:g} s", time.perf_counter() - t0
     seconds = time.perf_counter() - t0
@@ -52,6 +71,8 @@ def run_case(case_id: str, timeout: float) -> tuple[str, str, float]:
             verdict, detail = json.loads(line[6:])
             return verdict, detail, seconds
     tail = (proc.stderr.strip().splitlines() or ["(no output)"])[-1]
+    if proc.returncode > 0 and "Traceback" in proc.stderr:   # a Python error outside the case
+        return "unclear", f"the case could not be run: {tail}", seconds
     return "crash", f"exit code {proc.returncode}: {tail}", seconds
 
 
