@@ -340,8 +340,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         ``CORRECTED_ERROR_SPAN`` times the tolerance), each evaluated with the corrected
         law, until a feasible cell is found and no cell left has a Gaussian data fraction
         below ``1 / CORRECTED_DATA_SLACK`` of the best corrected one (the correction moves
-        the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). The
-        Design records the Gaussian choice, its corrected error and the cells visited.
+        the data fraction by a few per cent; at most ``CORRECTED_MAX_CELLS`` cells). If
+        none of them meets the tolerance, epsilon is walked down the grid at the m of the
+        smallest corrected error (at most ``CORRECTED_RESCUE_CELLS`` cells more): there the
+        infeasible-design error looks for the setting it suggests, so a suggestion added to
+        the grid is visited. The Design records the Gaussian choice, its corrected error and the cells visited.
         Where a visited cell's m is outside the expansion for some trial pair
         (``|skewness| / sqrt(m)`` or ``max(kurtosis, skewness^2) / m`` above 0.5) the
         corrected error can be several standard errors off, and a ``UserWarning`` names
@@ -477,8 +480,12 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
 CORRECTED_ERROR_SPAN = 2.0
 #: stops once no cell left has a Gaussian data fraction below the best corrected one over this,
 CORRECTED_DATA_SLACK = 1.15
-#: and evaluates at most this many cells.
+#: and evaluates at most this many cells;
 CORRECTED_MAX_CELLS = 12
+#: if none of them meets the tolerance, epsilon is walked down the grid (at most this many
+#: cells more) at the m of the smallest corrected error, where the infeasible-design error
+#: looks for its suggestion: so a setting the error names, once added to the grid, is visited.
+CORRECTED_RESCUE_CELLS = 8
 
 
 def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_grid, common):
@@ -516,6 +523,17 @@ def _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid, data_g
         visited.append((c, err, data))
         if err <= tolerance and (best is None or data < best[2]):
             best = visited[-1]
+    if best is None and visited:
+        i_b, k_b = np.unravel_index(min(visited, key=lambda v: v[1])[0], error_grid.shape)
+        seen = {v[0] for v in visited}
+        below = [k for k in np.argsort(-epsilon_grid) if epsilon_grid[k] < epsilon_grid[k_b]]
+        cand = [int(np.ravel_multi_index((i_b, k), error_grid.shape)) for k in below]
+        for c in [c for c in cand if c not in seen][:CORRECTED_RESCUE_CELLS]:
+            err, data = corrected(*np.unravel_index(c, error_grid.shape))
+            visited.append((c, err, data))
+            if err <= tolerance:
+                best = visited[-1]
+                break
     cells = tuple((int(m_grid[np.unravel_index(c, error_grid.shape)[0]]),
                    float(epsilon_grid[np.unravel_index(c, error_grid.shape)[1]]), e, d)
                   for c, e, d in visited)

@@ -22,6 +22,12 @@ _READS = (1, 2)   # version 1: mu, sigma, c0, N only
 #: Optional per-pair fields: the shape of the l_i population (the Barker design) and the
 #: range of the l_i (the confidence design). None when the source did not record them.
 _SHAPE_FIELDS = ("skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs", "range_bound")
+#: Absolute slack of the check that a model's bound holds, in units of the l_i's scale
+#: ``max(1, |centre|, C)``: an l_i is a difference of per-row log-likelihoods (of order one
+#: and more), each rounded, so a residual whose proxy is exact (control variates on
+#: GaussianMean, LinearRegression: half-width 0) is rounding noise of ~1e-15, not a breach.
+#: 2^12 eps ~ 9e-13 per row cannot move any decision the bound enters.
+_BOUND_ROUNDING = 4096 * np.finfo(float).eps
 
 
 def _readonly(a):
@@ -304,7 +310,8 @@ class TrialChain:
                 else:
                     centre, C, name = 0.0, float(bound(theta, theta_new)), "loglik_ratio_bound"
                 reach = max(hi - centre, centre - lo)
-                if not C >= reach * (1.0 - 1e-9):
+                rounding = _BOUND_ROUNDING * max(1.0, abs(centre), C)
+                if not C + rounding >= reach * (1.0 - 1e-9):
                     raise ValueError(
                         f"model.{name} is not a bound for pair {p}: it gives half-width {C!r} "
                         f"about {centre!r}, but an l_i lies {reach!r} away")

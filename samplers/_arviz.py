@@ -21,7 +21,7 @@ import warnings
 
 import numpy as np
 
-__all__ = ["import_arviz", "arviz_major", "to_inference_data"]
+__all__ = ["import_arviz", "arviz_major", "check_names", "to_inference_data"]
 
 _checked = False
 
@@ -77,6 +77,20 @@ def _numba_mcse_broken(az) -> bool:
     return False
 
 
+def check_names(var_name, names):
+    """Refuse a ``var_name`` that is not a non-empty string and ``names`` that are not a
+    sequence (a string would be split into its characters), before any work."""
+    if not isinstance(var_name, str):
+        raise TypeError(f"var_name must be a string, got {type(var_name).__name__}")
+    if not var_name.strip():
+        raise ValueError(f"var_name must be a non-empty name, got {var_name!r}")
+    if names is not None and (isinstance(names, (str, bytes)) or np.ndim(names) != 1):
+        hint = (" (one string: pass [name] for one parameter)"
+                if isinstance(names, (str, bytes)) else "")
+        raise TypeError(f"names must be a sequence of strings, one per parameter, got "
+                        f"{names!r}{hint}")
+
+
 def to_inference_data(samples, stats: dict, *, var_name: str = "theta", names=None,
                       attrs: dict | None = None):
     """Posterior ``samples`` of shape (chains, draws, d) and ``stats`` (chains, draws) to ArviZ.
@@ -85,6 +99,7 @@ def to_inference_data(samples, stats: dict, *, var_name: str = "theta", names=No
     Returns an InferenceData (ArviZ 0.x) or a DataTree (ArviZ 1.x); ``attrs`` go to the
     root and to each group.
     """
+    check_names(var_name, names)
     az = import_arviz()
     samples = np.asarray(samples)
     d = samples.shape[-1]

@@ -305,8 +305,9 @@ class Chains:
             acceleration off (its ``mcse(method="sd")`` fails there; see
             ``samplers/_arviz.py``).
         """
-        from ._arviz import to_inference_data
+        from ._arviz import check_names, to_inference_data
 
+        check_names(var_name, names)    # before the log posterior's O(N) passes
         first = self.chains[0]
         stats = self.stats
         if model is not None:

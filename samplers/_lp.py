@@ -57,7 +57,14 @@ def log_posterior(model, samples, *, progress=None) -> np.ndarray:
     >>> lp.shape, bool(lp[0] == lp[1]), bool(lp[0] != lp[2])
     ((3,), True, True)
     """
-    draws = np.asarray(samples, dtype=float)
+    if np.iscomplexobj(samples):
+        raise TypeError("samples must be real numbers, got complex values")
+    try:
+        draws = np.asarray(samples, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"samples must be an array of real numbers of shape (..., d), got "
+                        f"{type(samples).__name__} {_short(samples)}") from None
+    _check_signature(model)
     if draws.ndim < 2 or draws.shape[-1] == 0:
         raise ValueError(f"samples must have shape (..., d) with d >= 1, got shape "
                          f"{np.shape(samples)}")
@@ -86,6 +93,32 @@ def log_posterior(model, samples, *, progress=None) -> np.ndarray:
     # forward-fill the repeated draws from the last fresh one
     last = np.maximum.accumulate(np.where(same, 0, np.arange(len(flat))))
     return out[last].reshape(draws.shape[:-1])
+
+
+def _short(value, limit=60) -> str:
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + "..."
+
+
+def _check_signature(model):
+    """Refuse a model whose ``loglik`` / ``logprior`` cannot be called as
+    ``loglik(theta, idx)`` / ``logprior(theta)``, naming the method and its signature."""
+    import inspect
+
+    for name, args in (("loglik", ("theta", "idx")), ("logprior", ("theta",))):
+        method = getattr(model, name, None)
+        if not callable(method):
+            raise TypeError(f"model must have a callable {name}({', '.join(args)}); "
+                            f"{type(model).__name__} has none")
+        try:
+            sig = inspect.signature(method)
+        except (TypeError, ValueError):    # a builtin or compiled callable: cannot tell
+            continue
+        try:
+            sig.bind(*args)
+        except TypeError:
+            raise TypeError(f"model.{name} must accept ({', '.join(args)}), got "
+                            f"{type(model).__name__}.{name}{sig}") from None
 
 
 def _log_posterior_at(view, model, theta) -> float:

@@ -31,6 +31,7 @@ ALLOWED_PRIVATE: dict[str, str] = {}
 #: oracle, not library code; the papers' numbers themselves are in design.reference_tables).
 READS_TEST_ORACLES = {
     "_design_refs.py": "coarse_dp (the authors' 100-bin scheme), logistic_pairs (NumPy pairs)",
+    "audit.py": "the reliability audit's case table, tests/reliability/audit_cases.py",
 }
 
 

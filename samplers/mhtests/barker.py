@@ -207,9 +207,10 @@ class BarkerTest(SequentialTest):
     ----------
     m : int
         Rows added per stage, ``m >= 2`` (``>= 3`` with ``skew=True``) and ``m <= N``.
-    delta : float or None
+    delta : float, None or "auto"
         Largest accepted ``eps``, in (0, 1); ``None`` leaves the bound out of the stopping
-        rule (the authors' code did, see Notes) but still reports it.
+        rule (the authors' code did, see Notes) but still reports it. ``"auto"`` (default):
+        0.5 with the sequential rule, None with the presized one (which has no use for it).
     correction : CorrectionTable or SkewCorrectionTable, optional
         The correction distribution; ``sigma`` is its ``sigma``. Defaults to
         :func:`design.correction.default` (``sigma = 1``), or
@@ -299,7 +300,7 @@ class BarkerTest(SequentialTest):
     """
 
     m: int = 100
-    delta: float | None = 0.5
+    delta: float | None | str = "auto"
     correction: "CorrectionTable | SkewCorrectionTable | None" = None
     fpc: bool = True
     skew: bool = False
@@ -319,6 +320,8 @@ class BarkerTest(SequentialTest):
             if not isinstance(getattr(self, name), (bool, np.bool_)):
                 raise TypeError(f"{name} must be True or False, got {getattr(self, name)!r}")
         set_(self, "m", check_int("m", self.m, low=3 if self.skew else 2))
+        if isinstance(self.delta, str) and self.delta == "auto":
+            set_(self, "delta", None if self.stopping == "presized" else 0.5)
         if self.delta is not None:
             set_(self, "delta", check_interval("delta", self.delta, 0.0, 1.0))
         if self.stopping not in ("sequential", "presized"):

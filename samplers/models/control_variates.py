@@ -31,6 +31,10 @@ FD_MAX_ROWS = 10**6
 MAX_NEWTON = 60
 #: Newton decrement ``g' (-H)^-1 g`` (twice the predicted gain) at which the mode is found.
 DECREMENT_TOL = 1e-12
+#: Relative resolution of the log posterior's value (a sum of N rounded terms): a predicted
+#: gain below ``VALUE_RESOLUTION * (|value| + 1)`` is lost in the value's rounding, so there a
+#: line search cannot decide and the Newton iteration runs on the decrement alone.
+VALUE_RESOLUTION = 1e-13
 #: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
 #: allows is a likelihood without a maximum (the iterates ran off to infinity).
 SATURATION = 1e-9
@@ -411,6 +415,12 @@ class ControlVariates(BaseModel):
     def __init__(self, model, center=None, order=2, *, start=None):
         if isinstance(order, bool) or order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
+        if isinstance(model, type):
+            raise TypeError(f"model must be a model instance, got the class {model.__name__}: "
+                            f"build it from the data first, e.g. {model.__name__}(X, y)")
+        if getattr(model, "N", None) is None:
+            raise TypeError(f"model must have an attribute N, its number of data rows; "
+                            f"{type(model).__name__} has none")
         for attr in ("loglik", "logprior"):
             if not callable(getattr(model, attr, None)):
                 raise TypeError(f"model must have a callable {attr}(...); "
@@ -442,7 +452,7 @@ class ControlVariates(BaseModel):
             self._loglik_ratio_range = self._loglik_ratio_bound = None
         if center is None:
             x0 = np.zeros(self.dim) if start is None else self._point("start", start)
-            self.center = self._find_mode(x0)
+            self.center = self._find_mode(x0, given=start is not None)
         else:
             self.center = self._at(self._point("center", center), "given", 0)
         c = self.center
@@ -610,12 +620,12 @@ class ControlVariates(BaseModel):
         return TaylorCenter(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
                             method, n_passes + 1)
 
-    def _find_mode(self, x0) -> TaylorCenter:
+    def _find_mode(self, x0, given=True) -> TaylorCenter:
         if self._glm is not None:
-            return self._newton(x0)
+            return self._newton(x0, given)
         return self._lbfgs(x0)
 
-    def _newton(self, theta) -> TaylorCenter:
+    def _newton(self, theta, given=True) -> TaylorCenter:
         """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
         passes = 0
 
@@ -624,19 +634,42 @@ class ControlVariates(BaseModel):
             passes += 1
             L, g, H = self._sums(t, desc="mode (Newton)")
             if g is None:
-                return -math.inf, None, None
+                return L, None, None          # -inf, +inf or nan: the first bad chunk's sum
             lp, gp, Hp = self._prior_terms(t)
             return L + lp, g + gp, H + Hp
 
         value, grad, hess = evaluate(theta)
+        if math.isnan(value):
+            raise ValueError(
+                f"the log-likelihood is nan at the mode search's first point {theta}: the data "
+                "hold NaN (a model built under skip_data_checks() is not checked: built "
+                "outside it, its check names the row)")
         if not math.isfinite(value):
+            where = (f"start={theta}" if given else
+                     f"the default start {theta} (no start= given)")
             raise ValueError(f"start must be a point where the log posterior is finite, got "
-                             f"{value} at start={theta}")
+                             f"{value} at {where}")
+        step = _ascent_direction(grad, hess)
+        decrement = float(grad @ step)
         for _ in range(MAX_NEWTON):
-            step = _ascent_direction(grad, hess)
-            decrement = float(grad @ step)
             if decrement < DECREMENT_TOL:
                 break
+            if 0.5 * decrement <= VALUE_RESOLUTION * (abs(value) + 1.0):
+                # The predicted gain is below the value's rounding (at large N DECREMENT_TOL
+                # is): values cannot rank the points, so full Newton steps are taken while
+                # the decrement falls (quadratically, this close), and the iteration stops at
+                # the rounding floor, where theta is the mode to working precision.
+                cand = theta + step
+                v_c, g_c, h_c = evaluate(cand)
+                if not math.isfinite(v_c):
+                    break
+                step_c = _ascent_direction(g_c, h_c)
+                decrement_c = float(g_c @ step_c)
+                if not decrement_c < decrement:
+                    break
+                theta, value, grad, hess = cand, v_c, g_c, h_c
+                step, decrement = step_c, decrement_c
+                continue
             t = 1.0
             while True:
                 cand = theta + t * step
@@ -648,6 +681,8 @@ class ControlVariates(BaseModel):
                     raise RuntimeError(f"the mode search stalled at {theta}: no Newton step "
                                        "increases the log posterior; pass center= explicitly")
             theta, value, grad, hess = cand, v_c, g_c, h_c
+            step = _ascent_direction(grad, hess)
+            decrement = float(grad @ step)
         else:
             raise RuntimeError(
                 f"the mode search did not converge in {MAX_NEWTON} Newton steps (last point "

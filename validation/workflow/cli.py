@@ -11,6 +11,9 @@ from pathlib import Path
 #: Fewest rows the demo runs on: the design's minibatches and the CLT check's batch must stay
 #: well below N.
 MIN_ROWS = 1_000
+#: Fewest trial pairs: the design's CLT check reads 10 of them, as ``validation.fit``
+#: (``n_trial >= 10``) does.
+MIN_TRIAL = 10
 
 
 def _add_demo(sub):
@@ -24,7 +27,8 @@ def _add_demo(sub):
                    help="steps of the two chains on the plain model: exact MH and the plain "
                         "designed test, both reading most rows (default 800: ESS >= 400 for "
                         "both at 10^6 rows)")
-    p.add_argument("--trial", type=int, default=100, help="trial pairs for the design")
+    p.add_argument("--trial", type=int, default=100,
+                   help=f"trial pairs for the design (default 100, at least {MIN_TRIAL})")
     p.add_argument("--tolerance", type=float, default=0.01,
                    help="design tolerance on the mean error in acceptance probability")
     p.add_argument("--seed", type=int, default=2014)
@@ -38,7 +42,7 @@ def _run_demo(args) -> int:
     from .demo import DemoSettings, run_demo
 
     for name, low in (("rows", MIN_ROWS), ("features", 1), ("samples", 1), ("exact_samples", 1),
-                      ("trial", 2)):
+                      ("trial", MIN_TRIAL)):
         if getattr(args, name) < low:
             raise SystemExit(f"austerity demo: --{name.replace('_', '-')} must be >= {low}, "
                              f"got {getattr(args, name)}")
