@@ -239,19 +239,13 @@ CASES = (
          check=lambda chain: chain.samples.shape == (20, 1) and chain.test.delta is None),
     Case("demo-trial-3", "10", _demo_trial_3,
          SystemExit, r"^austerity demo: --trial must be >= 10, got 3$"),
-    # fixed on other branches: pass once merged
-    Case("austere-epsilon-above-half", "27 (arch)", _austere_large_epsilon,
-         check=lambda chain: chain.samples.shape == (50, 1),
-         pending="arch: the engine's NEED_MORE sentinel must not collide with a negative "
-                 "critical value (AustereTest(epsilon > 0.5) loops forever)"),
-    Case("tunamh-nan-row", "27 (arch)", _tunamh_nan_row, ValueError, r"(?i)nan|not finite",
-         pending="arch: TunaMH on a NaN row accepts every step on the compiled loop"),
-    Case("fit-far-center", "27 (route)", _fit_far_center,
-         check=lambda offset: bool(np.all(np.abs(offset) < 0.15)),
-         pending="route: fit(center=...) must start the chains at the mode, not the center"),
-    Case("truncated-memmap", "6 (rel1)", _truncated_memmap, ValueError, r"x\.npy",
-         pending="rel1: a memmap truncated after the model was built must be refused by name, "
-                 "not kill the process with SIGBUS"),
+    # the cases whose fixes came from the other parts of issue 27
+    Case("austere-epsilon-above-half", "2", _austere_large_epsilon,
+         check=lambda chain: chain.samples.shape == (50, 1)),
+    Case("tunamh-nan-row", "3", _tunamh_nan_row, ValueError, r"(?i)nan|not finite"),
+    Case("fit-far-center", "4", _fit_far_center,
+         check=lambda offset: bool(np.all(np.abs(offset) < 0.15))),
+    Case("truncated-memmap", "6", _truncated_memmap, ValueError, r"x\.npy"),
 )
 
 BY_ID = {case.id: case for case in CASES}
