@@ -18,6 +18,9 @@ from .robust import RobustRegression
 # Control variates (issue 12).
 from .control_variates import ControlVariates, TaylorCenter
 
+# Your own model by autodiff, and the NumPyro bridge (issue 24; JAX imported on first use).
+from .jax import JaxModel
+
 __all__ = [
     "Model",
     "BaseModel",
@@ -42,4 +45,6 @@ __all__ = [
     # control variates
     "ControlVariates",
     "TaylorCenter",
+    # your own model by autodiff
+    "JaxModel",
 ]

@@ -541,6 +541,13 @@ class ControlVariates(BaseModel):
         d = self.dim
         if self._glm is not None:   # one compiled pass on every core
             return self._glm_sums(theta, hessian, desc)
+        fused = getattr(self.model, "loglik_sums", None)   # a model's own pass (JaxModel)
+        if callable(fused) and self._rowwise_hess:
+            L, g, H = fused(theta, hessian=hessian)
+            if not math.isfinite(L):
+                return L, None, None
+            return L, np.asarray(g, float), (np.zeros((d, d)) if H is None
+                                             else 0.5 * (np.asarray(H, float) + np.asarray(H, float).T))
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
         try:
@@ -605,7 +612,7 @@ class ControlVariates(BaseModel):
                             method, n_passes + 1)
 
     def _find_mode(self, x0) -> TaylorCenter:
-        if self._glm is not None:
+        if self._glm is not None or callable(getattr(self.model, "loglik_sums", None)):
             return self._newton(x0)
         return self._lbfgs(x0)
 
@@ -651,8 +658,9 @@ class ControlVariates(BaseModel):
         # iterates run off until its curvature underflows; a mode's curvature is a fair share
         # of the largest possible, N M2 max||x_i||^2.
         glm = self._glm
-        most = self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2
-        if not float(np.trace(-hess)) > SATURATION * most:
+        most = (math.nan if glm is None        # a user's model: no curvature scale to compare
+                else self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2)
+        if glm is not None and not float(np.trace(-hess)) > SATURATION * most:
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
                 f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "
@@ -790,6 +798,10 @@ class ControlVariates(BaseModel):
     def _loglik_ratio(self, theta, theta_new, idx):
         shift = self.proxy_total(theta, theta_new) / self.N
         if self._glm is None:
+            fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
+            if callable(fused):
+                return np.asarray(fused(theta, theta_new, idx, self._theta_c, self.order),
+                                  dtype=float) + shift
             return (loglik_ratio(self.model, theta, theta_new, idx)
                     - (self._user_proxy(theta_new, idx) - self._user_proxy(theta, idx)) + shift)
         out = np.empty(idx.shape[0])
