@@ -20,6 +20,7 @@ from .control_variates import ControlVariates, TaylorCenter
 
 # Your own model by autodiff, and the NumPyro bridge (issue 24; JAX imported on first use).
 from .jax import JaxModel
+from .numpyro_bridge import NumPyroModel, from_numpyro
 
 __all__ = [
     "Model",
@@ -47,4 +48,6 @@ __all__ = [
     "TaylorCenter",
     # your own model by autodiff
     "JaxModel",
+    "from_numpyro",
+    "NumPyroModel",
 ]

@@ -422,8 +422,9 @@ class ControlVariates(BaseModel):
         if dim is None:
             ref = center if center is not None else start
             if ref is None:
-                raise TypeError(f"{type(model).__name__} has no dim: pass center= or start= so "
-                                "that ControlVariates knows the dimension of theta")
+                raise TypeError(f"{type(model).__name__} has no dim: give the model an integer "
+                                "attribute dim (the length of theta), or pass center= or start= "
+                                "so that ControlVariates knows the dimension of theta")
             dim = int(np.size(ref))
         self.dim = int(dim)
         self.temperature = 1.0  # the wrapped model carries its own temperature
