@@ -639,11 +639,15 @@ class ControlVariates(BaseModel):
             decrement = float(grad @ step)
             if decrement < DECREMENT_TOL:
                 break
+            # a predicted gain below the rounding of the log posterior cannot be checked by
+            # its values (a backtracking search would take ever smaller steps and stall off
+            # the mode): there, near the mode, the full Newton step is taken
+            unresolved = decrement < 1e3 * np.finfo(float).eps * max(abs(value), 1.0)
             t = 1.0
             while True:
                 cand = theta + t * step
                 v_c, g_c, h_c = evaluate(cand)
-                if math.isfinite(v_c) and v_c >= value + 1e-4 * t * decrement:
+                if math.isfinite(v_c) and (unresolved or v_c >= value + 1e-4 * t * decrement):
                     break
                 t *= 0.5
                 if t < 1e-12:
