@@ -383,6 +383,11 @@ class ControlVariates(BaseModel):
     ``hess_loglik`` it comes from central differences of the summed gradient, 2 d passes.) The per-row proxy then reads the row's
     gradient and Hessian at theta* every step (O(d^2) per row, Python path); a user's model
     has no residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
+    Two optional methods replace the generic passes (:class:`~samplers.models.JaxModel` has
+    both): ``loglik_sums(theta, hessian=True) -> (sum l_i, sum grad l_i, sum hess l_i or
+    None)``, the model's own full pass (the mode is then found by Newton's method on it), and
+    ``residual_ratio(theta, theta_new, idx, center, order)``, the rows' residuals
+    ``l_i - (hat l_i(theta') - hat l_i(theta))`` in one call.
 
     References
     ----------

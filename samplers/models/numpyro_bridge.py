@@ -234,14 +234,18 @@ def from_numpyro(model_fn, *args, **kwargs) -> NumPyroModel:
     def loglik_row(u, row):
         params = constrain(u)
         a, kw = with_rows(tuple(r[None] for r in row))
-        tr = handlers.trace(handlers.substitute(handlers.seed(model_fn, 0), data=params)
+        # the plate runs over this one row (its indices substituted), and the scale a plate
+        # of a fixed size N puts on one row (N / 1) is undone
+        data = {**params, plate: jnp.arange(1)}
+        tr = handlers.trace(handlers.substitute(handlers.seed(model_fn, 0), data=data)
                             ).get_trace(*a, **kw)
+        size = tr[plate]["args"][0]
         total = 0.0
         for site in obs_names:
             s = tr[site]
             lp = s["fn"].log_prob(s["value"])
             if s.get("scale") is not None:
-                lp = lp * s["scale"]
+                lp = lp * (s["scale"] / size)
             total = total + jnp.sum(lp)
         return total
 

@@ -60,6 +60,21 @@ def test_logistic_equals_the_builtin(data):
     np.testing.assert_allclose(model.constrain(theta)["beta"], theta)
 
 
+def test_a_plate_of_fixed_size_counts_each_row_once(data):
+    X, y = data
+
+    def fixed(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 5.0).expand([3]))
+        with numpyro.plate("data", N):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ beta), obs=y)
+
+    model = from_numpyro(fixed, X, y)
+    ref = LogisticRegression(X, y)
+    theta, idx = np.array([0.1, 0.9, -0.4]), np.arange(0, N, 13)
+    np.testing.assert_allclose(model.loglik(theta, idx), ref.loglik(theta, idx),
+                               rtol=0, atol=1e-12)
+
+
 def test_positive_site_is_sampled_on_the_log_scale_with_its_jacobian():
     rng = np.random.default_rng(2)
     x = rng.normal(size=300)
