@@ -94,7 +94,13 @@ class JaxModel:
 
     **Per step.** A chain runs on the Python loop (a compiled numba loop cannot call JAX);
     each decision stage is one jitted call (:meth:`loglik_ratio`, or the control-variate
-    residuals of :meth:`residual_ratio`), about 40-60 us of dispatch.
+    residuals of :meth:`residual_ratio`); a ``logprior`` written in JAX is one more call per
+    step (a :class:`~samplers.priors.Prior` is not). JAX's asynchronous CPU dispatch hands
+    each call to another thread; for chains, ``jax.config.update(
+    "jax_cpu_enable_async_dispatch", False)`` before JAX's first computation runs them on
+    the calling thread, about half the time per call (75 against 150 us at a load of 13 on
+    two cores, one measurement). It is a process-wide setting, so the model leaves it to
+    the user (full passes then run one chunk at a time).
 
     **Control variates.** :meth:`residual_ratio` gives the rows' Taylor residuals in one call
     (the proxy's derivatives at the center by forward-over-reverse differentiation, O(d) per
