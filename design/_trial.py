@@ -35,6 +35,25 @@ def _readonly(a):
     return a
 
 
+def _range_methods(model, theta, theta_new):
+    """``(loglik_ratio_range, loglik_ratio_bound)`` of ``model``, each None when it has none.
+
+    Only the confidence design reads the range, so a model without one still gets a trial
+    chain (``range_bound`` None; the confidence design then says what it lacks). A model
+    that has the methods but no bound for its rows (a control-variate wrapper of a user's
+    model) says so by a TypeError on a first call, at ``(theta, theta_new)``.
+    """
+    ranged = getattr(model, "loglik_ratio_range", None)
+    bound = getattr(model, "loglik_ratio_bound", None)
+    probe = ranged if ranged is not None else bound
+    if probe is not None:
+        try:
+            probe(theta, theta_new)
+        except TypeError:
+            return None, None
+    return ranged, bound
+
+
 @dataclass(frozen=True, eq=False)
 class TrialChain:
     """Pairs (theta, theta') of a short trial run, summarised for the test design.
@@ -283,8 +302,7 @@ class TrialChain:
         mu, sigma, shape = pair_statistics(model, thetas, theta_news, N=N, chunk=chunk,
                                            workers=workers, progress=progress,
                                            two_pass=bool(two_pass))
-        bound = getattr(model, "loglik_ratio_bound", None)
-        ranged = getattr(model, "loglik_ratio_range", None)
+        ranged, bound = _range_methods(model, thetas[0], theta_news[0])
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):
             theta, theta_new = thetas[p], theta_news[p]

@@ -19,8 +19,11 @@ from .robust import RobustRegression
 # Control variates.
 from .control_variates import ControlVariates, TaylorCenter
 
-# Heavy rows read exactly (issue 23).
+# Heavy rows read exactly.
 from .exact_rows import ExactRows, heavy_rows, row_scales
+# Your own model by autodiff, and the NumPyro bridge (JAX imported on first use).
+from .jax import JaxModel
+from .numpyro_bridge import NumPyroModel, from_numpyro
 
 __all__ = [
     "Model",
@@ -51,4 +54,8 @@ __all__ = [
     "ExactRows",
     "heavy_rows",
     "row_scales",
+    # your own model by autodiff
+    "JaxModel",
+    "from_numpyro",
+    "NumPyroModel",
 ]

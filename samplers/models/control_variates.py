@@ -388,6 +388,11 @@ class ControlVariates(BaseModel):
     ``hess_loglik`` it comes from central differences of the summed gradient, 2 d passes.) The per-row proxy then reads the row's
     gradient and Hessian at theta* every step (O(d^2) per row, Python path); a user's model
     has no residual bound, so :class:`~samplers.ConfidenceTest` needs ``range="full-data"``.
+    Two optional methods replace the generic passes (:class:`~samplers.models.JaxModel` has
+    both): ``loglik_sums(theta, hessian=True) -> (sum l_i, sum grad l_i, sum hess l_i or
+    None)``, the model's own full pass (the mode is then found by Newton's method on it), and
+    ``residual_ratio(theta, theta_new, idx, center, order)``, the rows' residuals
+    ``l_i - (hat l_i(theta') - hat l_i(theta))`` in one call.
 
     References
     ----------
@@ -433,8 +438,9 @@ class ControlVariates(BaseModel):
         if dim is None:
             ref = center if center is not None else start
             if ref is None:
-                raise TypeError(f"{type(model).__name__} has no dim: pass center= or start= so "
-                                "that ControlVariates knows the dimension of theta")
+                raise TypeError(f"{type(model).__name__} has no dim: give the model an integer "
+                                "attribute dim (the length of theta), or pass center= or start= "
+                                "so that ControlVariates knows the dimension of theta")
             dim = int(np.size(ref))
         self.dim = int(dim)
         self.temperature = 1.0  # the wrapped model carries its own temperature
@@ -557,6 +563,13 @@ class ControlVariates(BaseModel):
         check_data_files(self.model)   # a truncated memmap: an error, not a SIGBUS
         if self._glm is not None:   # one compiled pass on every core
             return self._glm_sums(theta, hessian, desc)
+        fused = getattr(self.model, "loglik_sums", None)   # a model's own pass (JaxModel)
+        if callable(fused) and self._rowwise_hess:
+            L, g, H = fused(theta, hessian=hessian)
+            if not math.isfinite(L):
+                return L, None, None
+            return L, np.asarray(g, float), (np.zeros((d, d)) if H is None
+                                             else 0.5 * (np.asarray(H, float) + np.asarray(H, float).T))
         L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
         bar = _progress(self.N, desc)
         try:
@@ -621,7 +634,7 @@ class ControlVariates(BaseModel):
                             method, n_passes + 1)
 
     def _find_mode(self, x0, given=True) -> TaylorCenter:
-        if self._glm is not None:
+        if self._glm is not None or callable(getattr(self.model, "loglik_sums", None)):
             return self._newton(x0, given)
         return self._lbfgs(x0)
 
@@ -692,7 +705,8 @@ class ControlVariates(BaseModel):
         # iterates run off until its curvature underflows; a mode's curvature is a fair share
         # of the largest possible, N M2 max||x_i||^2.
         glm = self._glm
-        most = self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2
+        most = (math.nan if glm is None        # a user's model: no curvature scale to compare
+                else self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2)
         if math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most:
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
@@ -860,6 +874,10 @@ class ControlVariates(BaseModel):
     def _loglik_ratio(self, theta, theta_new, idx):
         shift = self.proxy_total(theta, theta_new) / self.N
         if self._glm is None:
+            fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
+            if callable(fused):
+                return np.asarray(fused(theta, theta_new, idx, self._theta_c, self.order),
+                                  dtype=float) + shift
             return (loglik_ratio(self.model, theta, theta_new, idx)
                     - (self._user_proxy(theta_new, idx) - self._user_proxy(theta, idx)) + shift)
         out = np.empty(idx.shape[0])
