@@ -89,6 +89,12 @@ def _fit(model, **kw):
     return validation.fit(model, draws=200, n_trial=10, rng=0, **kw)
 
 
+def _draws_ok(idata, draws):
+    """Every chain of ``fit``'s posterior holds ``draws`` finite draws."""
+    theta = idata.posterior["theta"].values
+    return theta.shape[1] == draws and bool(np.isfinite(theta).all())
+
+
 def _fit_gaussian_mean():
     from samplers import GaussianMean
 
@@ -211,9 +217,9 @@ def _truncated_memmap():
 
 CASES = (
     Case("fit-gaussian-mean", "5", _fit_gaussian_mean,
-         check=lambda idata: idata.posterior["theta"].shape[:2] == (1, 200)),
+         check=lambda idata: _draws_ok(idata, 200)),
     Case("fit-linear-regression", "5", _fit_linear,
-         check=lambda idata: idata.posterior["theta"].shape[:2] == (1, 200)),
+         check=lambda idata: _draws_ok(idata, 200)),
     Case("mode-search-d100", "8", _mode_d100,
          check=lambda center: center.method == "newton" and center.offset < 1.5e-6),
     Case("edgeworth-remedy-followed", "9", _edgeworth_remedy,
