@@ -33,18 +33,18 @@ The control variates' residual bound needs ``M2 = sup |f''|`` (order 1) or ``M3 
 (order 2) over eta and rows, and the confidence test on the raw model a Lipschitz constant
 ``M1 = sup |f'|``. They exist for some families only (all times ``max w_i / K``):
 
-=====================  =====================  ======================  ===================
-family, link           M1                     M2                      M3
-=====================  =====================  ======================  ===================
-binomial, logit        max n                  max n / 4               max n / (6 sqrt 3)
-binomial, probit       none (f' ~ -eta)       max n                   0.29572 max n
-binomial, cloglog      none                   none (f'' ~ -e^eta)     none
-poisson, log           none                   none (f'' = -e^eta)     none
-negative binomial      max(r, max y)          (max y + r) / 4         (max y + r) / (6 sqrt 3)
-gamma, log             none                   none (f'' = -k y e^-eta) none
-gaussian, identity     none (f' ~ eta)        1 / s^2                 0
-Student-t, identity    (df+1)/(2 s sqrt df)   (df+1)/(df s^2)         as RobustRegression
-=====================  =====================  ======================  ===================
+===================  ====================  ========================  ========================
+family, link         M1                    M2                        M3
+===================  ====================  ========================  ========================
+binomial, logit      max n                 max n / 4                 max n / (6 sqrt 3)
+binomial, probit     none (f' ~ -eta)      max n                     0.29572 max n
+binomial, cloglog    none                  none (f'' ~ -e^eta)       none
+poisson, log         none                  none (f'' = -e^eta)       none
+negative binomial    max(r, max y)         (max y + r) / 4           (max y + r) / (6 sqrt 3)
+gamma, log           none                  none (f'' = -k y e^-eta)  none
+gaussian, identity   none (f' ~ eta)       1 / s^2                   0
+Student-t, identity  (df+1)/(2 s sqrt df)  (df+1)/(df s^2)           as RobustRegression
+===================  ====================  ========================  ========================
 
 A family without ``M2`` / ``M3`` still gets the compiled chain loop, the compiled full passes
 (mode by Newton, control-variate sums) and every test that reads no bound (exact, Austere,

@@ -540,7 +540,7 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
         "heavy_rows": _n_exact(state["split"]),
     }
-    names = getattr(model, "names", None)   # a JaxModel's or a NumPyro model's site names
+    names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
     idata = ran.chains.to_arviz(names=None if names is None else list(names))
     _update_attrs(idata, attrs)
     return idata
