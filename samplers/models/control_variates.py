@@ -656,7 +656,8 @@ class ControlVariates(BaseModel):
             raise ValueError(
                 f"the log-likelihood is nan at the mode search's first point {theta}: the data "
                 "hold NaN (a model built under skip_data_checks() is not checked: built "
-                "outside it, its check names the row)")
+                "outside it, its check names the row), or the model's log-likelihood returns "
+                "NaN there")
         if not math.isfinite(value):
             where = (f"start={theta}" if given else
                      f"the default start {theta} (no start= given)")

@@ -130,8 +130,8 @@ class JaxModel:
     >>> model.loglik(np.zeros(3), np.arange(3)).shape
     (3,)
     >>> idata = fit(model, tolerance=0.05, draws=300, n_trial=10, rng=1)
-    >>> idata.posterior.theta.shape
-    (1, 300, 3)
+    >>> idata.posterior.theta.shape      # two chains by default
+    (2, 300, 3)
     >>> bool(np.allclose(idata.posterior.theta.mean(("chain", "draw")), [0.5, 0.3, -0.2],
     ...                  atol=0.05))
     True

@@ -79,7 +79,7 @@ class WrongShape(NoGradients):
         (lambda: BarkerTest(skew="yes"), TypeError, "skew must be True or False, got 'yes'"),
         (lambda: BarkerTest(stopping="pilot"), ValueError,
          "stopping must be 'sequential' or 'presized', got 'pilot'"),
-        (lambda: BarkerTest(stopping="presized"), ValueError,
+        (lambda: BarkerTest(stopping="presized", delta=0.5), ValueError,
          "delta=0.5 bounds the sequential rule.*pass delta=None"),
         (lambda: BarkerTest(delta=None, stopping="presized", margin=0.5), ValueError,
          "margin must be a finite number >= 1, got 0.5"),
