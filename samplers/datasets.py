@@ -251,7 +251,7 @@ def missing_covariates_regression(N, beta=(1.0, -0.5, 0.25), mu=(0.5, -0.3, 0.0)
     return MissingData(X, X_complete, y, beta, mu, cov)
 
 
-# --- issue 23: rows that differ -------------------------------------------------------------
+# --- rows that differ ----------------------------------------------------------------------
 
 
 def rare_covariate_logistic(N=200_000, rng=None, *, d=5, rare_rows=40, base_rate=0.06,
@@ -264,7 +264,7 @@ def rare_covariate_logistic(N=200_000, rng=None, *, d=5, rare_rows=40, base_rate
     of ones last (coefficient ``logit(base_rate)``). The rare coefficient is identified by
     those rows alone, so its posterior variance is O(1 / rare_rows) while the others' are
     O(1 / N): the Taylor residuals of control variates centred at the mode are dominated by
-    the rare rows (a rare category, the situation of issue 23). Returns ``(X, y, theta)``
+    the rare rows (a rare category). Returns ``(X, y, theta)``
     with y in {0, 1} and ``theta`` the coefficients used.
 
     Examples

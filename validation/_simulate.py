@@ -1,4 +1,4 @@
-"""The real accept/reject test run many times on one pair's l_i (issue 17, part 3)."""
+"""The real accept/reject test run many times on one pair's l_i."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The NumPyro bridge: a NumPyro model whose likelihood sits in a plate over the rows, as a
-:class:`~samplers.models.JaxModel` (issue 24, part 5).
+:class:`~samplers.models.JaxModel`.
 
 See :func:`from_numpyro`. NumPyro and JAX are optional (``pip install "austerity[jax]"``),
 imported when a model is bridged.

@@ -47,8 +47,8 @@ AUTO_REDESIGNS = 0
 #: N = 10^5, median K = 52 (its designed chain is accurate), and the rare-covariate data,
 #: N = 2 x 10^5, median K = 5,650 (an Austere design at m = 1000 passed its simulated
 #: verdict on 10 pairs and its chain put the rare coefficient's 5% quantile 0.27 posterior
-#: sds off, mean 0.11). Since the designed test reads the heavy rows exactly (``heavy_rows``,
-#: issue 23 part 3) the gate sees the rest's residuals; it stays as a guard where heavy rows
+#: sds off, mean 0.11). Since the designed test reads the heavy rows exactly (``heavy_rows``)
+#: the gate sees the rest's residuals; it stays as a guard where heavy rows
 #: are not found or not read (``heavy_rows=False``).
 HEAVY_KURTOSIS = 1000.0
 #: Predicted seconds of sampling per chain above which the chains run in parallel processes
