@@ -433,7 +433,8 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
         rows = v.plan.data_fraction * proxy.cv.N + k
         return replace(candidate, test=v.plan.test, rows=float(rows), sound=v.passed,
                        note=f"designed: {_settings(v.plan)}{_heavy_note(k)}; verdict "
-                            f"{'passed' if v.passed else 'FAILED'} ({v.redesign} redesign)")
+                            f"{'passed' if v.passed else 'FAILED'}"
+                            + ("" if v.redesign == "none" else f" after a {v.redesign} redesign"))
     return verify
 
 
