@@ -70,7 +70,7 @@ from design._lib.vecmath import log_sigmoid
 from ..priors import Prior
 from ._base import (SCAN_CHUNK, BaseModel, as_data_array, data_checks_skipped, regression_data,
                     scan_rows)
-from ._kernels import prefetch_data01, step_range
+from ._kernels import dots, prefetch_data01, step_range
 
 __all__ = ["GLM", "FAMILIES"]
 
@@ -309,12 +309,7 @@ def _row_kernels(core, const, derivs):
     @row_jit
     def row_ratio(data, i, theta, theta_new):
         X, y, trials, offset, weights, params, inv_temp = data
-        a = 0.0
-        a_new = 0.0
-        for j in range(X.shape[1]):
-            x = X[i, j]
-            a += x * theta[j]
-            a_new += x * theta_new[j]
+        a, a_new = dots(X, i, theta, theta_new)
         n = _at(trials, i)
         o = _at(offset, i)
         diff = core(y[i], n, a_new + o, params) - core(y[i], n, a + o, params)
