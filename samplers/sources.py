@@ -383,6 +383,45 @@ class _ShardReader:
                 self._open.popitem(last=False)
         return hit
 
+    def read_range(self, start, stop, out):
+        """Fill ``out`` with rows ``start .. stop - 1``: per shard, one copy of its bytes when
+        its inner chunks follow each other in the file (as :func:`to_zarr` writes them),
+        else one copy per inner chunk (memory O(chunks), not O(rows))."""
+        rb, inner = self.row_bytes, self.inner_rows
+        flat = out.reshape(out.shape[0], -1).view(np.uint8).reshape(out.shape[0], rb)
+        row = start
+        while row < stop:
+            s = row // self.shard_rows
+            base = s * self.shard_rows
+            hi = min(stop, base + self.shard_rows)
+            raw, index = self._shard(s)
+            dst = flat[row - start:hi - start]
+            if raw is None:
+                out[row - start:hi - start] = self.fill
+                row = hi
+                continue
+            c0, c1 = (row - base) // inner, (hi - 1 - base) // inner
+            offsets = index[c0:c1 + 1, 0]
+            first = int(offsets[0]) + ((row - base) % inner) * rb
+            span = (c1 - c0 + 1) * inner * rb
+            if (not np.any(offsets == self._EMPTY)
+                    and bool(np.all(np.diff(offsets) == inner * rb))
+                    and int(offsets[0]) + span <= raw.size):
+                dst[:] = raw[first:first + (hi - row) * rb].reshape(hi - row, rb)
+            else:
+                for c in range(c0, c1 + 1):
+                    lo_r = max(row, base + c * inner)
+                    hi_r = min(hi, base + (c + 1) * inner)
+                    part = out[lo_r - start:hi_r - start]
+                    off = index[c, 0]
+                    if off == self._EMPTY:
+                        part[...] = self.fill
+                        continue
+                    p = int(off) + (lo_r - base - c * inner) * rb
+                    flat[lo_r - start:hi_r - start] = raw[p:p + (hi_r - lo_r) * rb].reshape(
+                        hi_r - lo_r, rb)
+            row = hi
+
     def read(self, rows, out):
         """Fill ``out[k]`` with row ``rows[k]`` (``rows`` sorted increasing)."""
         rb = self.row_bytes
@@ -523,19 +562,21 @@ class ZarrSource(_SourceBase):
         if self._reader is not None:
             out = np.empty((stop - start,) + self.shape[1:], dtype=self.dtype)
             if stop > start:
-                self._reader.read(np.arange(start, stop, dtype=np.int64), out)
+                self._reader.read_range(start, stop, out)
             return out
         return np.ascontiguousarray(self._arr[start:stop])
 
     def read_rows(self, idx) -> np.ndarray:
         idx = _check_idx(self, idx)
         rows, inverse = _sorted_unique(idx)
-        if self._reader is not None:
+        if _contiguous(rows):
+            out = self.read_range(int(rows[0]), int(rows[-1]) + 1)
+        elif self._reader is not None:
             out = np.empty((rows.size,) + self.shape[1:], dtype=self.dtype)
             if rows.size:
                 self._reader.read(rows.astype(np.int64), out)
         elif _contiguous(rows):
-            out = np.ascontiguousarray(self._arr[int(rows[0]):int(rows[-1]) + 1])
+            out = self.read_range(int(rows[0]), int(rows[-1]) + 1)
         else:
             sel = (rows,) + (slice(None),) * (len(self.shape) - 1)
             out = np.ascontiguousarray(self._arr.oindex[sel])
