@@ -148,6 +148,13 @@ class TaylorRemainder:
             cv, model = model, model.model
         else:
             cv = None
+        if getattr(model, "_store_backed", False):
+            raise TypeError(f"TaylorRemainder needs a model whose rows are read in place "
+                            f"(numpy arrays or memmaps): the exact minibatch tests' compiled "
+                            f"steps read rows directly, and {type(model).__name__} reads "
+                            f"{', '.join(model.data_sources())} from a store; write the data "
+                            "to a .npy file and build the model from np.load(path, "
+                            "mmap_mode='r')")
         if glm_kernels(model) is None:
             raise TypeError(
                 f"{type(model).__name__} has no per-row Taylor remainder bounds; built-in: "

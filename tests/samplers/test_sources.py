@@ -442,3 +442,27 @@ def test_a_store_changed_after_it_was_written_is_refused(tmp_path):
     arr.attrs[sources.CHECKSUM_ATTR] = dict(src.attrs, shape=[99, 2])
     with pytest.raises(ValueError, match="changed after it was written"):
         sources.ZarrSource(tmp_path / "a.zarr")
+
+
+def test_firefly_bounds_and_taylor_remainders_refuse_a_store(tmp_path):
+    from samplers import JaakkolaJordanBound
+    from samplers.models.remainder import TaylorRemainder
+
+    build, arrays, dim = MODELS["logistic"]
+    on_store = build(store("zarr", arrays, tmp_path))
+    with pytest.raises(TypeError, match="JaakkolaJordanBound needs a model whose rows are read "
+                                        "in place.*X, y from a store"):
+        JaakkolaJordanBound(on_store, 1.0)
+    with pytest.raises(TypeError, match="JaakkolaJordanBound needs"):
+        JaakkolaJordanBound.map_tuned(on_store, np.zeros(dim))
+    with pytest.raises(TypeError, match="TaylorRemainder needs a model whose rows are read"):
+        TaylorRemainder(ControlVariates(on_store))
+
+
+def test_row_scales_of_a_store_model_equal_the_in_memory_ones(tmp_path):
+    from samplers.models.exact_rows import row_scales
+
+    build, arrays, dim = MODELS["logistic"]
+    cv_mem = ControlVariates(build(arrays))
+    cv_store = ControlVariates(build(store("h5", arrays, tmp_path)))
+    np.testing.assert_array_equal(row_scales(cv_store), row_scales(cv_mem))
