@@ -14,7 +14,7 @@ from design._lib.progress import progress_bar
 from design._lib.rows import new_order
 
 from ._kernels import minibatch_statistics
-from ._ratios import CHUNK, Population, loglik_ratios
+from ._ratios import CHUNK, Population, loglik_ratios, loglik_ratios_many
 from ._verdict import design_settings, run_acceptance_check
 
 __all__ = ["CLTCheck", "clt_check"]
@@ -58,6 +58,7 @@ class _Source:
             self.model = None
             self.N = self.rows.shape[1]
             self.n_pairs = self.rows.shape[0]
+            self._pops = {}
             return
         if not callable(getattr(source, "loglik", None)):
             raise TypeError("with pairs, the first argument must be a model with "
@@ -80,12 +81,30 @@ class _Source:
         self.model, self.thetas, self.theta_news, self.chunk = source, thetas, theta_news, chunk
         self.N = check_int("model.N", getattr(source, "N", None), low=4)
         self.n_pairs = thetas.shape[0]
-        self._kept, self._room = {}, max(1, _KEEP_VALUES // self.N)
+        self._kept, self._room, self._pops = {}, max(1, _KEEP_VALUES // self.N), {}
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether every pair's l_i are (or, once computed, will be) kept."""
+        return self.model is None or self.n_pairs <= self._room
+
+    def population(self, p) -> Population:
+        """The :class:`Population` of pair p, computed once."""
+        if p not in self._pops:
+            self._pops[p] = Population.of(self(p))
+        return self._pops[p]
 
     def __call__(self, p) -> np.ndarray:
         if self.model is None:
             return self.rows[p]
         if p in self._kept:
+            return self._kept[p]
+        if not self._kept and self.n_pairs > 1 and self.n_pairs <= self._room and callable(
+                getattr(self.model, "loglik_many", None)):
+            # every pair in one pass (the pairs share the reading of each row); kept
+            all_l = loglik_ratios_many(self.model, self.thetas, self.theta_news,
+                                       chunk=self.chunk)
+            self._kept = dict(enumerate(all_l))
             return self._kept[p]
         l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
         if len(self._kept) < self._room:
@@ -317,7 +336,8 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
 
 def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,
               search=True, chunk=CHUNK, rng=None, progress=None, design=None,
-              log_const=None, n_paths=4000, false_alarm=0.01) -> CLTCheck:
+              log_const=None, n_paths=4000, false_alarm=0.01, sequential=False,
+              edgeworth=True) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
 
     Given the ``design`` the data are for, the verdict is whether that design keeps its
@@ -364,7 +384,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         (:func:`acceptance_check`: the real test simulated on the real l_i, beside the
         Gaussian and the Edgeworth-corrected predictions); the KS distance and the
         normality tests stay as supporting detail (``ks_passed``).
-    log_const, n_paths, false_alarm
+    log_const, n_paths, false_alarm, sequential, edgeworth
         With a design: see :func:`acceptance_check`.
 
     Returns
@@ -431,7 +451,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     for p in range(src.n_pairs):
         l = src(p)
         try:
-            pop = Population.of(l)
+            pop = src.population(p)
         except ValueError as exc:
             where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
             raise ValueError(f"{where}: {exc}") from None
@@ -464,7 +484,8 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         acceptance = run_acceptance_check(
             src, m=m, epsilon=epsilon, tolerance=design_tol, threshold=threshold,
             log_const=log_const, n_paths=n_paths, false_alarm=false_alarm,
-            rng=rng.spawn(1)[0], progress=progress)
+            rng=rng.spawn(1)[0], progress=progress, sequential=sequential,
+            edgeworth=edgeworth)
     return CLTCheck(passed=passed if acceptance is None else acceptance.passed, batch_size=b,
                     tolerance=tolerance, n_sim=n_sim, N=N,
                     n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,
