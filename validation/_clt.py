@@ -385,7 +385,11 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         Gaussian and the Edgeworth-corrected predictions); the KS distance and the
         normality tests stay as supporting detail (``ks_passed``).
     log_const, n_paths, false_alarm, sequential, edgeworth
-        With a design: see :func:`acceptance_check`.
+        With a design: see :func:`acceptance_check`. With ``sequential`` the KS distance
+        (then supporting detail) is also simulated in rounds: 1,000 minibatches per pair
+        first, the rest of ``n_sim`` only if no pair clearly fails it (its distance above
+        the tolerance by more than the Kolmogorov quantile at level 1e-3, the search's
+        rule); ``n_sim`` then records the minibatches simulated.
 
     Returns
     -------
@@ -427,7 +431,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         batch_size = 500 if design is None else min(design.m, N - 1)
     b = check_int("batch_size", batch_size, low=2, high=N - 1)
     tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
-    n_sim = check_int("n_sim", n_sim, low=100)
+    n_sim = n_requested = check_int("n_sim", n_sim, low=100)
     noise = _ks_noise(n_sim)
     if noise > tolerance / 2:
         need = next(n for n in (2**k * 100 for k in range(40)) if _ks_noise(n) <= tolerance / 2)
@@ -443,19 +447,38 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance", "ks_pvalue",
         "jarque_bera_pvalue", "omnibus_pvalue", "lilliefors_pvalue")}
     fields["novak_batch_size"] = np.empty(src.n_pairs, dtype=np.int64)
-    t_all = np.empty((src.n_pairs, n_sim))
-    hist = np.empty((src.n_pairs, HIST_BINS))
-    edges = np.empty((src.n_pairs, HIST_BINS + 1))
-    law = stats.t(b - 1).cdf
-    bar = progress_bar(src.n_pairs, desc="CLT check", unit="pair", progress=progress)
-    for p in range(src.n_pairs):
-        l = src(p)
+    P = src.n_pairs
+    # with a design the KS distance is supporting detail: simulated in rounds (sequential),
+    # it stops at the first round where some pair clearly fails it (as the search does)
+    first = (min(_SEARCH_FIRST, n_sim) if sequential and design is not None
+             and src.in_memory else n_sim)
+    t_all, means_all = np.empty((P, n_sim)), np.empty((P, n_sim))
+    orders = [new_order(N) for _ in range(P)]
+    for p in range(P):
         try:
             pop = src.population(p)
         except ValueError as exc:
             where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
             raise ValueError(f"{where}: {exc}") from None
-        means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], new_order(N))
+        means_all[p, :first], t_all[p, :first] = _simulate(src(p), pop.mean, b, first,
+                                                           pair_rngs[p], orders[p])
+    n_done = first
+    if first < n_sim and not any(
+            ks_distance(t_all[p, :first], b - 1) - _ks_noise(first, EARLY_STOP_LEVEL)
+            > tolerance for p in range(P)):
+        for p in range(P):
+            means_all[p, first:], t_all[p, first:] = _simulate(
+                src(p), src.population(p).mean, b, n_sim - first, pair_rngs[p], orders[p])
+        n_done = n_sim
+    if n_done < n_sim:
+        t_all, means_all, n_sim = t_all[:, :n_done].copy(), means_all[:, :n_done], n_done
+        noise = _ks_noise(n_sim)
+    hist = np.empty((P, HIST_BINS))
+    edges = np.empty((P, HIST_BINS + 1))
+    law = stats.t(b - 1).cdf
+    bar = progress_bar(P, desc="CLT check", unit="pair", progress=progress)
+    for p in range(P):
+        l, pop, means = src(p), src.population(p), means_all[p]
         ks = stats.kstest(t_all[p], law)
         hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)
         novak_constant = pop.novak(1)
@@ -475,7 +498,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     smallest = None
     if search:
         order = list(np.argsort(-fields["ks_distance"]))
-        smallest = _search(src, order, b, passed, tolerance, n_sim, pair_rngs[-1])
+        smallest = _search(src, order, b, passed, tolerance, n_requested, pair_rngs[-1])
     for a in (*fields.values(), t_all, hist, edges):
         a.setflags(write=False)
     acceptance = None

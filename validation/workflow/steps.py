@@ -33,8 +33,15 @@ __all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k
            "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
            "make_test", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
 
-#: Pairs on which the CLT verdict runs (each one O(N) pass) and fresh pairs from the chain
-#: on which the design is evaluated after the run.
+#: Pairs on which the CLT verdict runs and fresh pairs from the chain on which the design is
+#: evaluated after the run. How many pairs each step needs, and what they cost: the
+#: Laplace draws (``n_trial + 1``, at least ``MIN_DRAWS + 1``) serve three jobs from one pass
+#: over the rows, whose cost with ``loglik_many`` grows with the distinct parameter vectors:
+#: Pareto-k fits the largest ceil(min(n / 5, 3 sqrt n)) weights (9 at 41 draws; more than 4
+#: are needed), the design averages its error over the ``n_trial`` chained pairs, and the
+#: verdict simulates the real test on the first ``N_CHECK`` of them (its l_i kept in memory:
+#: 10 x N values), whose mean |error| then has a standard error of about
+#: 0.5 / sqrt(N_CHECK x N_PATHS) = 0.0035 at most.
 N_CHECK = 10
 #: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
 #: standard error of the mean |Delta| over N_CHECK pairs is at most about
