@@ -14,7 +14,7 @@ from design._lib.progress import progress_bar
 from design._lib.rows import new_order
 
 from ._kernels import minibatch_statistics
-from ._ratios import CHUNK, Population, loglik_ratios
+from ._ratios import CHUNK, Population, loglik_ratios, loglik_ratios_many
 from ._verdict import design_settings, run_acceptance_check
 
 __all__ = ["CLTCheck", "clt_check"]
@@ -58,6 +58,7 @@ class _Source:
             self.model = None
             self.N = self.rows.shape[1]
             self.n_pairs = self.rows.shape[0]
+            self._pops = {}
             return
         if not callable(getattr(source, "loglik", None)):
             raise TypeError("with pairs, the first argument must be a model with "
@@ -80,12 +81,30 @@ class _Source:
         self.model, self.thetas, self.theta_news, self.chunk = source, thetas, theta_news, chunk
         self.N = check_int("model.N", getattr(source, "N", None), low=4)
         self.n_pairs = thetas.shape[0]
-        self._kept, self._room = {}, max(1, _KEEP_VALUES // self.N)
+        self._kept, self._room, self._pops = {}, max(1, _KEEP_VALUES // self.N), {}
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether every pair's l_i are (or, once computed, will be) kept."""
+        return self.model is None or self.n_pairs <= self._room
+
+    def population(self, p) -> Population:
+        """The :class:`Population` of pair p, computed once."""
+        if p not in self._pops:
+            self._pops[p] = Population.of(self(p))
+        return self._pops[p]
 
     def __call__(self, p) -> np.ndarray:
         if self.model is None:
             return self.rows[p]
         if p in self._kept:
+            return self._kept[p]
+        if not self._kept and self.n_pairs > 1 and self.n_pairs <= self._room and callable(
+                getattr(self.model, "loglik_many", None)):
+            # every pair in one pass (the pairs share the reading of each row); kept
+            all_l = loglik_ratios_many(self.model, self.thetas, self.theta_news,
+                                       chunk=self.chunk)
+            self._kept = dict(enumerate(all_l))
             return self._kept[p]
         l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
         if len(self._kept) < self._room:
@@ -317,7 +336,8 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
 
 def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,
               search=True, chunk=CHUNK, rng=None, progress=None, design=None,
-              log_const=None, n_paths=4000, false_alarm=0.01) -> CLTCheck:
+              log_const=None, n_paths=4000, false_alarm=0.01, sequential=False,
+              edgeworth=True) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
 
     Given the ``design`` the data are for, the verdict is whether that design keeps its
@@ -364,8 +384,12 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         (:func:`acceptance_check`: the real test simulated on the real l_i, beside the
         Gaussian and the Edgeworth-corrected predictions); the KS distance and the
         normality tests stay as supporting detail (``ks_passed``).
-    log_const, n_paths, false_alarm
-        With a design: see :func:`acceptance_check`.
+    log_const, n_paths, false_alarm, sequential, edgeworth
+        With a design: see :func:`acceptance_check`. With ``sequential`` the KS distance
+        (then supporting detail) is also simulated in rounds: 1,000 minibatches per pair
+        first, the rest of ``n_sim`` only if no pair clearly fails it (its distance above
+        the tolerance by more than the Kolmogorov quantile at level 1e-3, the search's
+        rule); ``n_sim`` then records the minibatches simulated.
 
     Returns
     -------
@@ -407,7 +431,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         batch_size = 500 if design is None else min(design.m, N - 1)
     b = check_int("batch_size", batch_size, low=2, high=N - 1)
     tolerance = check_interval("tolerance", tolerance, 0.0, 1.0)
-    n_sim = check_int("n_sim", n_sim, low=100)
+    n_sim = n_requested = check_int("n_sim", n_sim, low=100)
     noise = _ks_noise(n_sim)
     if noise > tolerance / 2:
         need = next(n for n in (2**k * 100 for k in range(40)) if _ks_noise(n) <= tolerance / 2)
@@ -423,19 +447,38 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance", "ks_pvalue",
         "jarque_bera_pvalue", "omnibus_pvalue", "lilliefors_pvalue")}
     fields["novak_batch_size"] = np.empty(src.n_pairs, dtype=np.int64)
-    t_all = np.empty((src.n_pairs, n_sim))
-    hist = np.empty((src.n_pairs, HIST_BINS))
-    edges = np.empty((src.n_pairs, HIST_BINS + 1))
-    law = stats.t(b - 1).cdf
-    bar = progress_bar(src.n_pairs, desc="CLT check", unit="pair", progress=progress)
-    for p in range(src.n_pairs):
-        l = src(p)
+    P = src.n_pairs
+    # with a design the KS distance is supporting detail: simulated in rounds (sequential),
+    # it stops at the first round where some pair clearly fails it (as the search does)
+    first = (min(_SEARCH_FIRST, n_sim) if sequential and design is not None
+             and src.in_memory else n_sim)
+    t_all, means_all = np.empty((P, n_sim)), np.empty((P, n_sim))
+    orders = [new_order(N) for _ in range(P)]
+    for p in range(P):
         try:
-            pop = Population.of(l)
+            pop = src.population(p)
         except ValueError as exc:
             where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
             raise ValueError(f"{where}: {exc}") from None
-        means, t_all[p] = _simulate(l, pop.mean, b, n_sim, pair_rngs[p], new_order(N))
+        means_all[p, :first], t_all[p, :first] = _simulate(src(p), pop.mean, b, first,
+                                                           pair_rngs[p], orders[p])
+    n_done = first
+    if first < n_sim and not any(
+            ks_distance(t_all[p, :first], b - 1) - _ks_noise(first, EARLY_STOP_LEVEL)
+            > tolerance for p in range(P)):
+        for p in range(P):
+            means_all[p, first:], t_all[p, first:] = _simulate(
+                src(p), src.population(p).mean, b, n_sim - first, pair_rngs[p], orders[p])
+        n_done = n_sim
+    if n_done < n_sim:
+        t_all, means_all, n_sim = t_all[:, :n_done].copy(), means_all[:, :n_done], n_done
+        noise = _ks_noise(n_sim)
+    hist = np.empty((P, HIST_BINS))
+    edges = np.empty((P, HIST_BINS + 1))
+    law = stats.t(b - 1).cdf
+    bar = progress_bar(P, desc="CLT check", unit="pair", progress=progress)
+    for p in range(P):
+        l, pop, means = src(p), src.population(p), means_all[p]
         ks = stats.kstest(t_all[p], law)
         hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)
         novak_constant = pop.novak(1)
@@ -455,7 +498,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     smallest = None
     if search:
         order = list(np.argsort(-fields["ks_distance"]))
-        smallest = _search(src, order, b, passed, tolerance, n_sim, pair_rngs[-1])
+        smallest = _search(src, order, b, passed, tolerance, n_requested, pair_rngs[-1])
     for a in (*fields.values(), t_all, hist, edges):
         a.setflags(write=False)
     acceptance = None
@@ -464,7 +507,8 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         acceptance = run_acceptance_check(
             src, m=m, epsilon=epsilon, tolerance=design_tol, threshold=threshold,
             log_const=log_const, n_paths=n_paths, false_alarm=false_alarm,
-            rng=rng.spawn(1)[0], progress=progress)
+            rng=rng.spawn(1)[0], progress=progress, sequential=sequential,
+            edgeworth=edgeworth)
     return CLTCheck(passed=passed if acceptance is None else acceptance.passed, batch_size=b,
                     tolerance=tolerance, n_sim=n_sim, N=N,
                     n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,

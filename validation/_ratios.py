@@ -14,7 +14,7 @@ from samplers.models import loglik_ratio
 
 from ._kernels import central_moments
 
-__all__ = ["loglik_ratios", "proposal_pairs", "Population"]
+__all__ = ["loglik_ratios", "loglik_ratios_many", "proposal_pairs", "Population"]
 
 #: Rows per model call in full-data passes.
 CHUNK = 1 << 16
@@ -75,6 +75,49 @@ def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None) -> np.ndarr
             raise ValueError(f"log-likelihood ratio of row {row} is {values[row - start]} "
                              f"between theta={theta} and theta_new={theta_new}")
         out[start:start + idx.size] = values
+    return out
+
+
+def loglik_ratios_many(model, thetas, theta_news, *, chunk=CHUNK, workers=2):
+    """The N ratios of several pairs at once, shape (n_pairs, N), from one pass over the data.
+
+    For a model with ``loglik_many(thetas, idx)`` (the built-in logistic regression, the
+    control-variate wrapper of a built-in GLM): each chunk of rows is read once for the
+    distinct parameter vectors of all pairs (chained pairs share them), and the l_i of pair
+    p are the difference of two columns: the same values as :func:`loglik_ratios` to
+    rounding (a difference of log-likelihoods instead of the fused ratio). Chunks run on
+    ``workers`` threads (the compiled loops release the GIL), each writing its own columns.
+    Unchecked: ``thetas`` and ``theta_news`` are float arrays of shape (n_pairs, d).
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    P, N = thetas.shape[0], model.N
+    both = np.concatenate([thetas, theta_news])
+    vectors, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    old, new = inverse[:P], inverse[P:]
+    out = np.empty((P, N))
+
+    def fill(start):
+        idx = np.arange(start, min(start + chunk, N), dtype=np.intp)
+        ll = np.asarray(model.loglik_many(vectors, idx), dtype=np.float64)
+        if ll.shape != (idx.size, vectors.shape[0]):
+            raise ValueError(f"model.loglik_many must return shape {(idx.size, len(vectors))}"
+                             f", got {ll.shape}")
+        values = ll[:, new].T - ll[:, old].T
+        if not np.all(np.isfinite(values)):
+            p, r = np.argwhere(~np.isfinite(values))[0]
+            raise ValueError(f"log-likelihood ratio of row {start + r} is {values[p, r]} "
+                             f"between theta={thetas[p]} and theta_new={theta_news[p]}")
+        out[:, idx[0]:idx[-1] + 1] = values
+
+    starts = range(0, N, chunk)
+    if workers <= 1:
+        for s in starts:
+            fill(s)
+    else:
+        with ThreadPoolExecutor(max_workers=workers) as pool:
+            list(pool.map(fill, starts))
     return out
 
 

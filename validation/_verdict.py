@@ -41,6 +41,15 @@ PASS_MARGIN_Z = 2.0
 #: Width of the window of thresholds, in units of 1 / N of log u (exp(-40) ~ 4e-18).
 _WINDOW = 40.0
 
+#: The sequential verdict (``sequential=True``) simulates the paths in rounds, from
+#: ``FIRST_LOOK`` paths per pair, doubling up to ``n_paths``, and stops at a look where the
+#: full run's verdict is already clear: both the mean |Delta| and the noise the full run will
+#: add are bounded at ``SEQUENTIAL_Z`` standard errors (see ``_clear_verdict``). Each look
+#: decides wrongly with probability at most 2 Phi(-3.5) ~ 5e-4, so at most three early looks
+#: disagree with the full run's verdict with probability below 0.15%.
+FIRST_LOOK = 250
+SEQUENTIAL_Z = 3.5
+
 
 @cache
 def windowed_path_acceptance(radius, grow):
@@ -70,6 +79,10 @@ def windowed_path_acceptance(radius, grow):
             out[p] = math.exp(min(N * tau + log_const, 0.0))
 
     return run
+
+
+def _agrees(flag) -> str:
+    return "not computed" if flag is None else "agrees" if flag else "DISAGREES"
 
 
 def holm(pvalues) -> np.ndarray:
@@ -124,7 +137,8 @@ class AcceptanceCheck:
         Per pair: (prediction - simulation) / standard error.
     gaussian_agrees, edgeworth_agrees : bool
         No pair's z score is significant at family-wise level ``false_alarm`` after Holm's
-        correction over the pairs.
+        correction over the pairs (``edgeworth_agrees`` None when the corrected prediction
+        was not computed, ``edgeworth=False``).
     edgeworth_reliable : numpy.ndarray of bool
         Per pair: |gamma| / sqrt(m) <= 0.5 and max(kappa, gamma^2) / m <= 0.5, where the
         one-term expansion is trusted.
@@ -147,7 +161,7 @@ class AcceptanceCheck:
     z_gaussian: np.ndarray
     z_edgeworth: np.ndarray
     gaussian_agrees: bool
-    edgeworth_agrees: bool
+    edgeworth_agrees: bool | None
     edgeworth_reliable: np.ndarray
     accept_prob: np.ndarray
     skewness: np.ndarray
@@ -178,7 +192,7 @@ class AcceptanceCheck:
             f"Edgeworth {self.mean_abs_edgeworth:.4f}",
             f"  predictions vs the real test (Holm, family-wise {self.false_alarm:g}): Gaussian "
             f"{'agrees' if self.gaussian_agrees else 'DISAGREES'}, Edgeworth "
-            f"{'agrees' if self.edgeworth_agrees else 'DISAGREES'}"
+            f"{_agrees(self.edgeworth_agrees)}"
             + ("" if self.edgeworth_reliable.all() else
                f" ({int((~self.edgeworth_reliable).sum())} pair(s) beyond the expansion)"),
             "",
@@ -232,7 +246,7 @@ def design_settings(design, m, epsilon, tolerance, threshold):
 
 
 def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_paths,
-                         false_alarm, rng, progress):
+                         false_alarm, rng, progress, sequential=False, edgeworth=True):
     """The work of :func:`acceptance_check` on a ``_clt._Source``."""
     from design import TrialChain, acceptance_error
     from samplers import AustereTest
@@ -249,36 +263,45 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
     rngs = as_generator(rng).spawn(P)
     spec = AustereTest(m=m, epsilon=epsilon, threshold=threshold).path_spec(N)
     run = windowed_path_acceptance(spec.radius, spec.grow)
-    pops, sim, se = [], np.empty(P), np.empty(P)
-    out = np.empty(n_paths)
-    bar = progress_bar(P, desc="acceptance check", unit="pair", progress=progress)
-    for p in range(P):
-        l = src(p)
-        try:
-            pops.append(Population.of(l))
-        except ValueError as exc:
-            raise ValueError(f"pair {p}: {exc}") from None
-        run(l, new_order(N), spec.settings, float(c[p]), rngs[p], out)
-        pa = math.exp(min(N * pops[-1].mean + c[p], 0.0))
-        sim[p] = out.mean() - pa
-        # floor 1 / n_paths: paths that all agree (P(accept | path) = 0 or 1 throughout)
-        # do not make the estimate exact
-        se[p] = max(out.std(ddof=1) / math.sqrt(n_paths), 1.0 / n_paths)
-        bar.update()
+    # rounds re-read each pair's l_i: only when they are kept in memory
+    looks = _looks(n_paths) if sequential and getattr(src, "in_memory", True) else [n_paths]
+    paths = np.empty((P, n_paths))
+    pops = [None] * P
+    bar = progress_bar(P * len(looks), desc="acceptance check", unit="pair", progress=progress)
+    done = 0
+    for n in looks:
+        for p in range(P):
+            l = src(p)
+            if pops[p] is None:
+                pops[p] = _population(src, p, l)
+            run(l, new_order(N), spec.settings, float(c[p]), rngs[p], paths[p, done:n])
+            bar.update()
+        done = n
+        pa = np.array([math.exp(min(N * q.mean + c[p], 0.0)) for p, q in enumerate(pops)])
+        sim, se = _delta_estimates(paths[:, :n], pa)
+        if n < n_paths and _clear_verdict(sim, se, n, n_paths, tolerance) is not None:
+            break
     bar.close()
+    n_paths = done
     trial = TrialChain(mu=[q.mean for q in pops], sigma=[q.sd for q in pops], c0=-c / N, N=N,
                        skewness=[q.skewness for q in pops],
                        kurtosis=[max(q.excess_kurtosis, -2.0) for q in pops])
     gauss = np.array(acceptance_error(trial, m=m, epsilon=epsilon).delta)
-    corrected = acceptance_error(trial, m=m, epsilon=epsilon, law="edgeworth")
-    edge = np.array(corrected.delta)
+    if edgeworth:
+        corrected = acceptance_error(trial, m=m, epsilon=epsilon, law="edgeworth")
+        edge, reliable = np.array(corrected.delta), np.array(corrected.reliable)
+    else:
+        from design import edgeworth_reliable
+
+        edge = np.full(P, np.nan)
+        reliable = np.asarray(edgeworth_reliable(trial.skewness, trial.kurtosis, m), dtype=bool)
     z_g, z_e = (gauss - sim) / se, (edge - sim) / se
     abs_sim = np.abs(sim)
     mean_abs = float(abs_sim.mean())
     mean_abs_se = float(math.sqrt(np.sum(se ** 2)) / P)
     arrays = dict(delta_simulated=sim, delta_simulated_se=se, delta_gaussian=gauss,
                   delta_edgeworth=edge, z_gaussian=z_g, z_edgeworth=z_e,
-                  edgeworth_reliable=np.array(corrected.reliable),
+                  edgeworth_reliable=reliable,
                   accept_prob=trial.accept_prob.copy(), skewness=np.array(trial.skewness),
                   excess_kurtosis=np.array([q.excess_kurtosis for q in pops]))
     for a in arrays.values():
@@ -289,15 +312,72 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
         mean_abs_gaussian=float(np.mean(np.abs(gauss))),
         mean_abs_edgeworth=float(np.mean(np.abs(edge))),
         gaussian_agrees=bool(np.all(holm(two_sided_p(z_g)) > false_alarm)),
-        edgeworth_agrees=bool(np.all(holm(two_sided_p(z_e)) > false_alarm)),
+        edgeworth_agrees=(bool(np.all(holm(two_sided_p(z_e)) > false_alarm)) if edgeworth
+                          else None),
         m=m, epsilon=epsilon, threshold=threshold, tolerance=tolerance, N=N, n_pairs=P,
         n_paths=n_paths, false_alarm=false_alarm, **arrays)
 
 
+def _population(src, p, l):
+    """The :class:`Population` of pair p, whose l_i are ``l`` (kept by a ``_clt._Source``
+    that has one)."""
+    of = getattr(src, "population", None)
+    try:
+        return of(p) if of is not None else Population.of(l)
+    except ValueError as exc:
+        raise ValueError(f"pair {p}: {exc}") from None
+
+
+def _looks(n_paths):
+    """Paths per pair at each look of the sequential verdict: doubling up to ``n_paths``."""
+    looks, n = [], min(FIRST_LOOK, n_paths)
+    while n < n_paths:
+        looks.append(n)
+        n *= 2
+    return looks + [n_paths]
+
+
+def _delta_estimates(paths, pa):
+    """Per pair: Delta (mean over the paths minus Pa) and its standard error, floored at
+    1 / paths: paths that all agree (P(accept | path) = 0 or 1 throughout) do not make the
+    estimate exact."""
+    n = paths.shape[1]
+    sim = paths.mean(axis=1) - pa
+    se = np.maximum(paths.std(axis=1, ddof=1) / math.sqrt(n), 1.0 / n)
+    return sim, se
+
+
+def _clear_verdict(sim, se, n, n_paths, tolerance, z=SEQUENTIAL_Z):
+    """The verdict the run to ``n_paths`` paths will give, if it is already clear at ``n``
+    paths per pair; else None.
+
+    With A = mean_p |Delta_p| (the truth) and T the full run's statistic mean_p |sim_p|, the
+    triangle inequality gives |T - A| <= mean_p |noise_p|, whose mean is at most
+    sqrt(2 / pi) mean_p se_p and whose sd at most sqrt(sum se_p^2) / P; so, except with
+    probability Phi(-z) each, A lies within ``mean_abs -+ (b + z s)`` now and T within
+    ``A -+ (b_f + z s_f)`` at the end (se_p projected to n_paths paths, floor included).
+    The full run passes iff T <= tolerance + 2 s_f: clear when the upper bound is below that
+    (True) or the lower bound above it (False).
+    """
+    P = sim.size
+    mean_abs = float(np.mean(np.abs(sim)))
+    b, s = math.sqrt(2.0 / math.pi) * float(np.mean(se)), math.sqrt(float(np.sum(se ** 2))) / P
+    se_f = np.maximum(se * math.sqrt(n / n_paths), 1.0 / n_paths)
+    b_f, s_f = (math.sqrt(2.0 / math.pi) * float(np.mean(se_f)),
+                math.sqrt(float(np.sum(se_f ** 2))) / P)
+    reach = b + z * s + b_f + z * s_f
+    limit = tolerance + PASS_MARGIN_Z * s_f
+    if mean_abs + reach <= limit:
+        return True
+    if mean_abs - reach > limit:
+        return False
+    return None
+
+
 def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
                      tolerance=None, threshold="t", log_const=None, n_paths=4000,
-                     false_alarm=0.01, chunk=CHUNK, rng=None,
-                     progress=None) -> AcceptanceCheck:
+                     false_alarm=0.01, chunk=CHUNK, rng=None, progress=None,
+                     sequential=False, edgeworth=True) -> AcceptanceCheck:
     """The error in the acceptance probability of the sequential t-test, pair by pair.
 
     A design of the sequential t-test (:func:`design.optimize`) promises that the mean over
@@ -333,6 +413,17 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
     rng : None, int, SeedSequence or Generator
     progress : bool or None
         A progress bar over the pairs; None: only if stderr is a terminal.
+    sequential : bool
+        Simulate the paths in rounds (``FIRST_LOOK`` per pair, doubling) and stop at the
+        first round where the verdict of the full ``n_paths`` is already clear (see
+        ``_clear_verdict``: it differs from the full run's with probability below 0.15%);
+        ``n_paths`` then records the paths simulated. Rounds run only when every pair's
+        l_i are kept in memory. Default False: all ``n_paths`` paths, as before.
+    edgeworth : bool
+        Also predict Delta by the Edgeworth-corrected programme (the costliest part at
+        large N; supporting detail that never decides the verdict). With False,
+        ``delta_edgeworth`` and ``z_edgeworth`` are NaN and ``edgeworth_agrees`` None
+        (``edgeworth_reliable`` is still given).
 
     Returns
     -------
@@ -364,4 +455,5 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
                                                        threshold)
     return run_acceptance_check(src, m=m, epsilon=epsilon, tolerance=tolerance,
                                 threshold=threshold, log_const=log_const, n_paths=n_paths,
-                                false_alarm=false_alarm, rng=rng, progress=progress)
+                                false_alarm=false_alarm, rng=rng, progress=progress,
+                                sequential=sequential, edgeworth=edgeworth)

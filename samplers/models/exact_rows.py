@@ -488,6 +488,30 @@ class ExactRows(BaseModel):
     def _loglik_ratio(self, theta, theta_new, idx):
         return self._inner_ratio(theta, theta_new, self._map(idx)) + self._shift(theta, theta_new)
 
+    @property
+    def loglik_many(self):
+        """``loglik_many(thetas, idx)``: per-datum log-likelihoods of the rest's rows ``idx``
+        at k parameter vectors, shape (len(idx), k), each column equal to :meth:`loglik` bit
+        for bit, from the wrapped model's ``loglik_many`` (None when it has none): the trial
+        pairs of the split are then summarised in one compiled call per chunk
+        (``design.TrialChain.from_model``), as those of the wrapped model are."""
+        inner = getattr(self.model, "loglik_many", None)
+        if not callable(inner):
+            return None
+
+        def loglik_many(thetas, idx):
+            thetas = np.atleast_2d(np.asarray(thetas, dtype=np.float64))
+            if thetas.ndim != 2 or thetas.shape[1] != self.dim:
+                raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
+            out = np.asarray(inner(thetas, self._map(self._check_idx(idx))), dtype=float)
+            if self.rows.size:
+                heavy = np.asarray(inner(thetas, self.rows), dtype=float)
+                out = out + np.array([ordered_sum(np.ascontiguousarray(heavy[:, k]))
+                                      for k in range(thetas.shape[0])]) / self.N
+            return out
+
+        return loglik_many
+
     def _loglik(self, theta, idx):
         out = self._inner_loglik(theta, self._map(idx))
         if self.rows.size:

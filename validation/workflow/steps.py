@@ -33,8 +33,15 @@ __all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k
            "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
            "make_test", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
 
-#: Pairs on which the CLT verdict runs (each one O(N) pass) and fresh pairs from the chain
-#: on which the design is evaluated after the run.
+#: Pairs on which the CLT verdict runs and fresh pairs from the chain on which the design is
+#: evaluated after the run. How many pairs each step needs, and what they cost: the
+#: Laplace draws (``n_trial + 1``, at least ``MIN_DRAWS + 1``) serve three jobs from one pass
+#: over the rows, whose cost with ``loglik_many`` grows with the distinct parameter vectors:
+#: Pareto-k fits the largest ceil(min(n / 5, 3 sqrt n)) weights (9 at 41 draws; more than 4
+#: are needed), the design averages its error over the ``n_trial`` chained pairs, and the
+#: verdict simulates the real test on the first ``N_CHECK`` of them (its l_i kept in memory:
+#: 10 x N values), whose mean |error| then has a standard error of about
+#: 0.5 / sqrt(N_CHECK x N_PATHS) = 0.0035 at most.
 N_CHECK = 10
 #: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
 #: standard error of the mean |Delta| over N_CHECK pairs is at most about
@@ -43,6 +50,12 @@ N_PATHS = 2000
 #: Minibatches per check pair for the KS distance of the t statistic (supporting detail for
 #: Austere; noise 1.36 / sqrt(N_SIM) = 0.01, below half the default ``clt_tolerance``).
 N_SIM = 20_000
+#: How the Austere verdict simulates (``validation.clt_check``): in rounds of row orders,
+#: stopped as soon as the verdict of all ``N_PATHS`` is clear (``sequential``: it differs
+#: from the full run's with probability below 0.15%), and without the Edgeworth-corrected
+#: prediction, which is reported beside the verdict but never decides it (at N = 10^6 it
+#: cost more than the simulation itself).
+VERDICT_OPTIONS = dict(sequential=True, edgeworth=False)
 #: Redesigns an Austere verdict may try (each one simulation of the real test on the
 #: check pairs) before the confidence test is designed instead.
 MAX_REDESIGNS = 4
@@ -417,7 +430,7 @@ def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, 
     check, const = _check_pairs(pairs)
     clt = validation.clt_check(cv, check, design=plan, tolerance=clt_tolerance, n_sim=N_SIM,
                                search=False, n_paths=N_PATHS, log_const=const,
-                               rng=rng.spawn(1)[0], progress=False)
+                               rng=rng.spawn(1)[0], progress=False, **VERDICT_OPTIONS)
     line = "5. CLT check in the currency of the design: " + _austere_sentence(clt)
     if clt.passed or on_clt_failure == "warn":
         extra = "" if clt.passed else "; the design is kept (on_clt_failure='warn')"
@@ -462,10 +475,12 @@ def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, r
 def _austere_sentence(clt) -> str:
     """One sentence: the simulated verdict of an Austere design, KS beside it."""
     a = clt.acceptance
+    corrected = ("" if not math.isfinite(a.mean_abs_edgeworth) else
+                 f", Edgeworth-corrected {a.mean_abs_edgeworth:.3g}")
     return (f"m = {a.m}, epsilon = {a.epsilon:g}: the real test simulated on the real l_i of "
-            f"{a.n_pairs} trial pairs has mean |error| {a.mean_abs_simulated:.3g} ± "
-            f"{a.mean_abs_simulated_se:.2g} (predicted {a.mean_abs_gaussian:.3g}, "
-            f"Edgeworth-corrected {a.mean_abs_edgeworth:.3g}) against the tolerance "
+            f"{a.n_pairs} trial pairs ({a.n_paths:,} row orders each) has mean |error| "
+            f"{a.mean_abs_simulated:.3g} ± {a.mean_abs_simulated_se:.2g} (predicted "
+            f"{a.mean_abs_gaussian:.3g}{corrected}) against the tolerance "
             f"{a.tolerance:g}: {'passed' if clt.passed else 'FAILED'} (supporting detail: "
             f"largest KS distance {np.max(clt.ks_distance):.3f} at b = {clt.batch_size})")
 
@@ -487,7 +502,8 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
     def check(candidate):
         return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
                                     n_sim=N_SIM, search=False, n_paths=N_PATHS,
-                                    log_const=log_const, rng=rng.spawn(1)[0], progress=False)
+                                    log_const=log_const, rng=rng.spawn(1)[0], progress=False,
+                                    **VERDICT_OPTIONS)
 
     reliable = trial.skewness is not None and all(
         design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
