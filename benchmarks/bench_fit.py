@@ -52,6 +52,8 @@ from samplers import (ControlVariates, GaussianPrior, LogisticRegression,  # noq
 from validation import fit  # noqa: E402
 
 PRIOR_SD = 10.0
+#: Rows from which a workload's data are written to disk and read as memmaps.
+MEMMAP_ROWS = 5_000_000
 #: name: (d or "rare", N, seed). Seed 2 at N = 10^6 is avoided: ControlVariates' Newton mode
 #: search did not converge in 60 steps on it (samplers.models.control_variates; not looked into).
 WORKLOADS = {
@@ -62,12 +64,13 @@ WORKLOADS = {
 
 
 def data(kind, N, seed, tmpdir):
-    """The workload's (X, y): in memory below 5 x 10^6 rows, else memmaps written in chunks."""
+    """The workload's (X, y): in memory below ``MEMMAP_ROWS`` rows, else memmaps written in
+    chunks (one chunk in memory at a time)."""
     rng = np.random.default_rng(seed)
     if kind == "rare":
         X, y, _ = datasets.rare_covariate_logistic(N, rng=rng, rare_rows=40)
         return X, y
-    if N < 5_000_000:
+    if N < MEMMAP_ROWS:
         return cv_logistic_dataset(N, rng, kind)
     theta = rng.normal(0.0, 1.0 / np.sqrt(kind), kind + 1)
 
