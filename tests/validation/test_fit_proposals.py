@@ -91,23 +91,27 @@ def test_a_forced_heavy_tailed_proposal_runs_and_is_exact(skewed, kind):
 
 
 def test_the_ladder_and_its_thresholds(skewed):
-    """Gaussian k <= 0.5: the Gaussian; k in (0.5, 0.7]: the t, measured on its own draws;
-    k > 0.7: the mixture; neither fits: the walk (forced choices skip the ladder)."""
+    """Gaussian k <= 0.5: the Gaussian; k in (0.5, 0.7]: the t, measured on its own draws,
+    if it fits and costs at most 1/T_PRICE in ESS per step, else the Gaussian; k > 0.7: the
+    mixture if it fits, else the walk (forced choices skip the ladder)."""
     px = steps.mode_and_proxy(skewed)
     draws = steps.laplace_draws(px, 40, rng=0)
 
-    def at(k, spread=1.0):
+    def at(k, spread=1.0, ess=draws.ess_per_step):
         lw = draws.log_weights * spread / np.std(draws.log_weights)
         return steps.LaplaceDraws(draws.thetas, lw, draws.trial, k, draws.acceptance,
-                                  draws.seconds, draws.ess_per_step)
+                                  draws.seconds, ess)
 
     assert steps.choose_proposal(px, at(0.45), rng=1).kind == "independence"
     assert steps.choose_proposal(px, at(0.9, spread=0.2), rng=1).kind == "independence"
-    ok = steps.choose_proposal(px, at(0.6), rng=1)
-    assert ok.tried[0][0] == "independence" and ok.tried[1][0] == "t"
-    assert ok.kind == ("t" if ok.tried[1][1] <= steps.K_OK else "walk")
+    ok = steps.choose_proposal(px, at(0.6, ess=1e-3), rng=1)     # the t is cheap enough
+    assert [t[0] for t in ok.tried] == ["independence", "t"]
+    assert ok.kind == ("t" if ok.tried[1][1] <= steps.K_OK else "independence")
+    dear = steps.choose_proposal(px, at(0.6, ess=1.0), rng=1)    # the t costs over 2x
+    assert dear.kind == "independence" and "the Gaussian kept" in dear.lines[0]
+    assert dear.draws.kind == "independence"
     bad = steps.choose_proposal(px, at(0.9), rng=1)
-    assert bad.tried[1][0] == "mixture"
+    assert [t[0] for t in bad.tried] == ["independence", "mixture"]
     assert bad.kind == ("mixture" if bad.tried[1][1] <= steps.K_OK else "walk")
     assert bad.kind == "walk" or bad.draws.kind == "mixture"
     for kind in steps.PROPOSAL_KINDS:

@@ -31,7 +31,8 @@ import numpy as np
 from design._lib.checks import as_generator
 
 __all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
-           "proposal_draws", "independence_proposal", "imh_ess_per_step", "K_GOOD", "K_OK", "LOGW_SD_OK", "T_DF",
+           "proposal_draws", "independence_proposal", "imh_ess_per_step", "K_GOOD", "K_OK",
+           "LOGW_SD_OK", "T_DF", "T_PRICE",
            "MIXTURE_WEIGHT", "MIXTURE_INFLATION",
            "ProposalChoice", "choose_proposal", "TrialPairs", "trial_pairs", "design_test",
            "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
@@ -69,6 +70,9 @@ T_DF = 5.0
 #: its wide component (the weights are at most 1 / MIXTURE_WEIGHT those of a Gaussian
 #: MIXTURE_INFLATION times wider than the Laplace fit; Hesterberg 1995).
 MIXTURE_WEIGHT, MIXTURE_INFLATION = 0.15, 2.5
+#: The least ESS per step of the t, relative to the Gaussian's, at which it replaces a Gaussian
+#: whose k-hat is "ok": safety is worth at most a factor 2 in sampling time.
+T_PRICE = 0.5
 
 
 # -- 1. mode and proxy -----------------------------------------------------------------------
@@ -375,16 +379,20 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
       already weighed;
     * ``K_GOOD`` < k <= ``K_OK`` (0.7: PSIS's "ok", the Gaussian's tails a little too light):
       the multivariate t with ``T_DF`` degrees of freedom, whose weights stay bounded where a
-      log-concave posterior's tails exceed the Gaussian's;
+      log-concave posterior's tails exceed the Gaussian's, if its own k <= ``K_OK`` and its
+      predicted ESS per step is at least ``T_PRICE`` times the Gaussian's (a t with few
+      degrees of freedom is a poor independence proposal in high dimension: its radius
+      varies by about sqrt(2 / df) relative, the posterior's by sqrt(2 / d); measured at
+      d = 101, acceptance 0.2-0.3 against the Gaussian's 0.95); else the Gaussian, which
+      PSIS still calls usable;
     * k > ``K_OK`` (PSIS's "bad": skewness or a direction the Gaussian under-covers): the
       defensive mixture (wide component ``MIXTURE_INFLATION`` times wider, weight
-      ``MIXTURE_WEIGHT``).
+      ``MIXTURE_WEIGHT``) if its own k <= ``K_OK`` or its log weights' sd <= ``LOGW_SD_OK``;
+      else the preconditioned random walk ``RandomWalk.from_laplace`` (2.38 / sqrt(d) in
+      posterior units), which needs no fit.
 
     The t or the mixture is drawn and weighed in its own pass (:func:`proposal_draws`; these
-    draws are its trial pairs) and kept if its own k <= ``K_OK`` or its log weights' sd <=
-    ``LOGW_SD_OK``; else the preconditioned random walk ``RandomWalk.from_laplace``
-    (2.38 / sqrt(d) in posterior units), which needs no fit. ``proposal`` forces one of
-    ``PROPOSAL_KINDS``.
+    draws are its trial pairs). ``proposal`` forces one of ``PROPOSAL_KINDS``.
     """
     from samplers import RandomWalk
 
@@ -392,21 +400,11 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
     d, tried = proxy.cv.dim, []
     kind, got = proposal, draws
     if proposal is None:
-        kind = "independence"
-        while kind != "walk":
-            tried.append((kind, got.pareto_k, float(np.std(got.log_weights))))
-            k, spread = tried[-1][1:]
-            if spread <= LOGW_SD_OK or k <= (K_GOOD if kind == "independence" else K_OK):
-                break
-            if kind != "independence":
-                kind = "walk"
-                break
-            kind = "t" if k <= K_OK else "mixture"
-            got = proposal_draws(proxy, kind, draws.trial.n_pairs, rng)
+        kind, got = _ladder(proxy, draws, rng, tried)
     elif proposal in ("t", "mixture"):
         got = proposal_draws(proxy, proposal, draws.trial.n_pairs, rng)
     lines = [f"2. proposal: {_proposal_name(kind, d)} "
-             f"({'forced' if proposal else _why(tried)})"]
+             f"({'forced' if proposal else _why(tried, kind)})"]
     if kind == "walk":
         return ProposalChoice(RandomWalk.from_laplace(proxy.covariance), kind, float("nan"),
                               tuple(lines), tried=tuple(tried))
@@ -415,6 +413,25 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
                  "draws)")
     return ProposalChoice(independence_proposal(proxy, kind), kind, got.acceptance,
                           tuple(lines), got, got.ess_per_step, tuple(tried))
+
+
+def _ladder(proxy, draws, rng, tried):
+    """The unforced choice: (kind, its draws); appends to ``tried`` what it looked at."""
+    def fits(kind, got, limit):
+        tried.append((kind, got.pareto_k, float(np.std(got.log_weights))))
+        return got.pareto_k <= limit or tried[-1][2] <= LOGW_SD_OK
+
+    if fits("independence", draws, K_GOOD):
+        return "independence", draws
+    if draws.pareto_k <= K_OK:           # "ok": the t if it fits at a bounded price
+        t = proposal_draws(proxy, "t", draws.trial.n_pairs, rng)
+        if fits("t", t, K_OK) and t.ess_per_step >= T_PRICE * draws.ess_per_step:
+            return "t", t
+        return "independence", draws
+    mixture = proposal_draws(proxy, "mixture", draws.trial.n_pairs, rng)
+    if fits("mixture", mixture, K_OK):
+        return "mixture", mixture
+    return "walk", None
 
 
 def _proposal_name(kind, d) -> str:
@@ -426,20 +443,23 @@ def _proposal_name(kind, d) -> str:
                     "covariance"}[kind]
 
 
-def _why(tried) -> str:
+def _why(tried, kind) -> str:
     """The thresholds each proposal looked at met or missed."""
     out = []
-    for kind, k, spread in tried:
-        limit = K_GOOD if kind == "independence" else K_OK
+    for looked, k, spread in tried:
+        limit = K_GOOD if looked == "independence" else K_OK
         ok = spread <= LOGW_SD_OK or k <= limit
-        name = {"independence": "Gaussian", "t": "t", "mixture": "mixture"}[kind]
+        name = {"independence": "Gaussian", "t": "t", "mixture": "mixture"}[looked]
         out.append(f"{name}: Pareto-k {k:.2f}, sd of the log weights {spread:.2g}: "
                    + (f"k <= {limit:g} or sd <= {LOGW_SD_OK:g}" if ok else
                       f"k > {limit:g} and sd > {LOGW_SD_OK:g}"))
-    tail = ("" if len(tried) < 2 or tried[-1][1] <= K_OK or tried[-1][2] <= LOGW_SD_OK
-            else "; no independence proposal fits")
-    return ("; ".join(out) + tail + f"; PSIS: k <= {K_GOOD:g} good, <= {K_OK:g} ok, above "
-            "bad")
+    if len(tried) > 1 and kind == "independence":
+        out.append(f"the Gaussian kept (PSIS: k <= {K_OK:g} is usable): the t "
+                   + ("does not fit" if tried[1][1] > K_OK and tried[1][2] > LOGW_SD_OK else
+                      f"would cost more than 1/{T_PRICE:g} in ESS per step"))
+    elif kind == "walk":
+        out.append("no independence proposal fits")
+    return "; ".join(out) + f"; PSIS: k <= {K_GOOD:g} good, <= {K_OK:g} ok, above bad"
 
 
 # -- 3. trial pairs --------------------------------------------------------------------------
