@@ -79,10 +79,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
        :func:`~validation.workflow.steps.choose_proposal`): ``n_trial + 1`` draws from the
        Laplace approximation with their exact importance weights (one pass over the data);
        their Pareto-k (PSIS) and spread pick the proposal: the Gaussian independence
-       proposal N(mode, Sigma) (k <= 0.5, or nearly equal weights), else the multivariate t
-       (k <= 0.7) or the defensive mixture (k > 0.7), each kept if its own draws' k is at
-       most 0.7 (one more pass), else the preconditioned random walk; the weights also
-       predict the independence sampler's acceptance and ESS per step;
+       proposal N(mode, Sigma) (k <= 0.5, or nearly equal weights); for k <= 0.7 the
+       multivariate t if its own draws (one more pass) fit and it costs at most 2x in ESS
+       per step, else the Gaussian; for k > 0.7 the defensive mixture if its own draws fit,
+       else the preconditioned random walk (:func:`~validation.workflow.steps.choose_proposal`);
+       the weights also predict the independence sampler's acceptance and ESS per step;
     3. **trial pairs** (:func:`~validation.workflow.steps.trial_pairs`): pairs of that
        proposal (for an independence-type proposal its draws themselves, chained);
     4. **design and route** (:func:`~validation.workflow.steps.design_test`,
