@@ -301,7 +301,7 @@ def main():
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--numpyro-draws", type=int, default=1000)
     p.add_argument("--hmcecs-m", type=int, default=1000)
-    p.add_argument("--skip", default="", help="comma list of: nuts, hmcecs, exact")
+    p.add_argument("--skip", default="", help="comma list of: fit, nuts, hmcecs, exact")
     p.add_argument("--nuts-max-n", type=int, default=1_000_000,
                    help="largest N at which NUTS (full-data gradients) runs")
     p.add_argument("--ref-gaussian-above-d", type=int, default=20,
@@ -325,8 +325,9 @@ def main():
             print(f"  reference: importance sampling from the Laplace "
                   f"{'Gaussian' if gauss else 't (df 5, scale x 1.2)'}, weights' ESS "
                   f"{ref['ess']:,.0f} of {args.ref_draws:,}", flush=True)
-            rows = [fit_row(model, ref, args, seed)]
-            show(name, rows[-1])
+            rows = [] if "fit" in skip else [fit_row(model, ref, args, seed)]
+            if rows:
+                show(name, rows[-1])
             if kind == "rare" and "exact" not in skip:
                 rows.append(exact_row(model, ref, args, seed))
                 show(name, rows[-1])
