@@ -3,7 +3,8 @@
 Workloads (``--workloads``, default all; each its own seed):
 
 * ``d10-N1e5``, ``d10-N1e6``, ``d10-N1e7``: logistic regression, 10 standard-normal
-  covariates and an intercept (``_common.cv_logistic_dataset``); 10^7 rows as a memmap;
+  covariates and an intercept (``_common.cv_logistic_dataset``); 10^7 rows written chunk by
+  chunk to ``.npy`` files and read as memmaps (:func:`samplers.datasets.write_memmap`);
 * ``d100-N2e5``, ``d100-N1e6``: the same with 100 covariates, where the random walk needs about
   d times more steps per effective draw and HMCECS's gradients pay off;
 * ``rare-N2e5``: :func:`samplers.datasets.rare_covariate_logistic` (a binary covariate active in
@@ -13,12 +14,17 @@ For each: ``fit(model, tolerance=0.01, ess=--ess)`` timed whole (mode, proxy, tr
 design, route, verdict, chains) and its chains alone (``attrs["timings"]["chains"]``), the
 route chosen, its predicted and realised rows per effective sample; NumPyro HMCECS (Taylor
 proxy at the mode, ``num_blocks=100``, subsample ``--hmcecs-m``) and NUTS (full data) all-in
-(mode by BFGS in JAX, compilation, warm-up, sampling) and sampling only; min bulk ESS per
-second of each; accuracy against an importance-sampling reference (a multivariate t with 5
-degrees of freedom at the mode, Laplace scale x 1.2, exact full-data weights, ``--ref-draws``
-draws; its weights' ESS is printed): max |mean error| and |sd error| in posterior sds and
-the largest 5% / 95% quantile error in posterior sds. On the rare-covariate workload, exact MH
+(mode by BFGS in JAX, compilation, warm-up, sampling) and sampling only (NUTS up to
+``--nuts-max-n`` rows); min bulk ESS per second of each; accuracy against an
+importance-sampling reference (exact full-data weights, ``--ref-draws`` draws, its weights'
+ESS printed; from a multivariate t with 5 degrees of freedom at the mode, Laplace scale x 1.2,
+for d <= 20, and from the Laplace Gaussian itself above, where a t's radial law no longer
+matches): max |mean error| and |sd error| in posterior sds and the largest 5% / 95% quantile
+error in posterior sds. fit's predicted and realised cost (rows per effective sample) and
+ESS per step are printed beside its figures. On the rare-covariate workload, exact MH
 (random walk, all rows, ``--exact-draws`` steps per chain) gives the baseline ESS per second.
+Every row records the 1-minute load average when it finished; a markdown table of all rows
+goes beside the JSON (``results/<out>.md``).
 
 Run ``python benchmarks/bench_fit.py --workloads d10-N1e5,rare-N2e5`` for the small sizes;
 results go to ``benchmarks/results/bench_fit.json``. Timings are whole-process figures on the
@@ -39,13 +45,15 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
-from _common import cv_logistic_dataset, write  # noqa: E402
+from _common import RESULTS, cv_logistic_dataset, write  # noqa: E402
 
 from samplers import (ControlVariates, GaussianPrior, LogisticRegression,  # noqa: E402
                       datasets, import_arviz)
 from validation import fit  # noqa: E402
 
 PRIOR_SD = 10.0
+#: Rows from which a workload's data are written to disk and read as memmaps.
+MEMMAP_ROWS = 5_000_000
 #: name: (d or "rare", N, seed). Seed 2 at N = 10^6 is avoided: ControlVariates' Newton mode
 #: search did not converge in 60 steps on it (samplers.models.control_variates; not looked into).
 WORKLOADS = {
@@ -56,18 +64,31 @@ WORKLOADS = {
 
 
 def data(kind, N, seed, tmpdir):
+    """The workload's (X, y): in memory below ``MEMMAP_ROWS`` rows, else memmaps written in
+    chunks (one chunk in memory at a time)."""
     rng = np.random.default_rng(seed)
     if kind == "rare":
         X, y, _ = datasets.rare_covariate_logistic(N, rng=rng, rare_rows=40)
-    else:
-        X, y = cv_logistic_dataset(N, rng, kind)
-    if N < 5_000_000:
         return X, y
-    xp, yp = Path(tmpdir) / "X.npy", Path(tmpdir) / "y.npy"
-    np.save(xp, X)
-    np.save(yp, y)
-    del X
-    return np.load(xp, mmap_mode="r"), np.load(yp, mmap_mode="r")
+    if N < MEMMAP_ROWS:
+        return cv_logistic_dataset(N, rng, kind)
+    theta = rng.normal(0.0, 1.0 / np.sqrt(kind), kind + 1)
+
+    def rows(n, r):
+        X = r.normal(size=(n, kind + 1))
+        X[:, -1] = 1.0
+        return X
+
+    X = datasets.write_memmap(Path(tmpdir) / "X.npy", N, rows, rng=rng)
+    done = [0]
+
+    def labels(n, r):
+        eta = np.asarray(X[done[0]:done[0] + n]) @ theta
+        done[0] += n
+        return (r.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(float)
+
+    y = datasets.write_memmap(Path(tmpdir) / "y.npy", N, labels, rng=rng)
+    return X, y
 
 
 def ess_bulk(x):
@@ -99,11 +120,13 @@ def loglik_jax(X, y, thetas, block_rows=1 << 17):
 
 
 def reference(X, y, mode, cov, n_draws, rng, df=5.0, widen=1.2):
-    """Importance sampling from a multivariate t at the mode: weighted means, sds, quantiles."""
+    """Importance sampling from a multivariate t at the mode (``df`` None: the Gaussian
+    N(mode, widen^2 cov)): weighted means, sds, quantiles, and the weights' ESS."""
     from scipy import stats
 
     d = mode.size
-    q = stats.multivariate_t(loc=mode, shape=widen ** 2 * cov, df=df, seed=rng)
+    q = (stats.multivariate_normal(mean=mode, cov=widen ** 2 * cov, seed=rng) if df is None
+         else stats.multivariate_t(loc=mode, shape=widen ** 2 * cov, df=df, seed=rng))
     thetas = q.rvs(n_draws).reshape(n_draws, d)
     ll = np.concatenate([loglik_jax(X, y, thetas[a:a + 500]) for a in range(0, n_draws, 500)])
     logw = ll - 0.5 * np.sum(thetas ** 2, axis=1) / PRIOR_SD ** 2 - q.logpdf(thetas)
@@ -143,12 +166,17 @@ def fit_row(model, ref, args, seed):
     x = idata.posterior.theta.values
     e = ess_bulk(x)
     chain_s = a["timings"]["chains"]
-    return dict(sampler="fit", route=a["route"], pareto_k=a["pareto_k"], all_in_s=wall,
+    return dict(sampler="fit", route=a["route"], pareto_k=a["pareto_k"],
+                proposals_tried=a["proposals_tried"], all_in_s=wall,
                 sampling_s=chain_s, setup_s=wall - chain_s, timings=a["timings"],
                 draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
                 ess_per_s_all_in=float(e.min() / wall), ess_per_s_sampling=float(e.min() / chain_s),
                 rows_per_step=a["rows_realised"], cost_predicted=a["cost_predicted"],
                 cost_realised=a["cost_realised"], rhat=a["rhat"], candidates=a["candidates"],
+                ess_per_step_predicted=a["ess_per_step_predicted"],
+                ess_per_step_realised=a["ess_per_step_realised"],
+                acceptance_predicted=a["acceptance_predicted"],
+                acceptance_realised=a["acceptance_rate"], load=os.getloadavg()[0],
                 **accuracy(x, ref))
 
 
@@ -162,7 +190,8 @@ def exact_row(model, ref, args, seed):
     return dict(sampler="exact MH (walk)", all_in_s=wall, sampling_s=chain_s,
                 draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
                 ess_per_s_all_in=float(e.min() / wall),
-                ess_per_s_sampling=float(e.min() / chain_s), **accuracy(x, ref))
+                ess_per_s_sampling=float(e.min() / chain_s), load=os.getloadavg()[0],
+                **accuracy(x, ref))
 
 
 def numpyro_row(X, y, ref, args, seed, hmcecs):
@@ -219,7 +248,8 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
                 sampling_s=2 * t_sample, mode_s=t_mode, warmup_s=t_warm,
                 compile_s=max(t_first - t_sample, 0.0), draws=int(x.shape[1]),
                 min_ess=float(e.min()), ess_per_s_all_in=float(e.min() / all_in),
-                ess_per_s_sampling=float(e.min() / (2 * t_sample)), **accuracy(x, ref))
+                ess_per_s_sampling=float(e.min() / (2 * t_sample)), load=os.getloadavg()[0],
+                **accuracy(x, ref))
 
 
 def show(name, r):
@@ -227,10 +257,37 @@ def show(name, r):
           f"sampling {r['sampling_s']:8.2f} s  min ESS {r['min_ess']:7.0f}  ESS/s all-in "
           f"{r['ess_per_s_all_in']:9.1f}  sampling {r['ess_per_s_sampling']:9.1f}  "
           f"mean err {r['mean_error']:.3f}  sd err {r['sd_error']:.3f}  q05 {r['q05_error']:.3f}"
-          f"  q95 {r['q95_error']:.3f}", flush=True)
+          f"  q95 {r['q95_error']:.3f}  load {r['load']:.1f}", flush=True)
     if "cost_predicted" in r:
         print(f"    predicted {r['cost_predicted']:,.0f} vs realised {r['cost_realised']:,.0f} "
-              f"rows per effective sample; timings {r['timings']}", flush=True)
+              f"rows per effective sample; ESS per step predicted "
+              f"{r['ess_per_step_predicted']:.3f} vs realised {r['ess_per_step_realised']:.3f};"
+              f" proposals tried: {r['proposals_tried']}; timings {r['timings']}", flush=True)
+
+
+def table(out) -> str:
+    """All rows as one markdown table, fit's ratio to HMCECS sampling-only beside each."""
+    head = ("| workload | sampler | route | all-in s | sampling s | min ESS | ESS/s all-in | "
+            "ESS/s sampling | fit all-in / HMCECS sampling | mean err | sd err | q05 err | "
+            "q95 err | cost pred / real | ESS/step pred / real | load |")
+    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    for name, w in out.items():
+        hmcecs = next((r for r in w["rows"] if r["sampler"] == "NumPyro HMCECS"), None)
+        for r in w["rows"]:
+            ratio = ("" if hmcecs is None or r["sampler"] != "fit" else
+                     f"{r['ess_per_s_all_in'] / hmcecs['ess_per_s_sampling']:.2f}x")
+            cost = (f"{r['cost_predicted']:,.0f} / {r['cost_realised']:,.0f}"
+                    if "cost_predicted" in r else "")
+            eps = (f"{r['ess_per_step_predicted']:.3f} / {r['ess_per_step_realised']:.3f}"
+                   if "ess_per_step_predicted" in r else "")
+            lines.append(
+                f"| {name} (N = {w['N']:,}, d = {w['d']}) | {r['sampler']} | "
+                f"{r.get('route', '')} | {r['all_in_s']:.1f} | {r['sampling_s']:.1f} | "
+                f"{r['min_ess']:.0f} | {r['ess_per_s_all_in']:.1f} | "
+                f"{r['ess_per_s_sampling']:.1f} | {ratio} | {r['mean_error']:.3f} | "
+                f"{r['sd_error']:.3f} | {r['q05_error']:.3f} | {r['q95_error']:.3f} | {cost} | "
+                f"{eps} | {r['load']:.1f} |")
+    return "\n".join(lines)
 
 
 def main():
@@ -244,7 +301,11 @@ def main():
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--numpyro-draws", type=int, default=1000)
     p.add_argument("--hmcecs-m", type=int, default=1000)
-    p.add_argument("--skip", default="", help="comma list of: nuts, hmcecs, exact")
+    p.add_argument("--skip", default="", help="comma list of: fit, nuts, hmcecs, exact")
+    p.add_argument("--nuts-max-n", type=int, default=1_000_000,
+                   help="largest N at which NUTS (full-data gradients) runs")
+    p.add_argument("--ref-gaussian-above-d", type=int, default=20,
+                   help="the reference draws from the Laplace Gaussian above this d")
     p.add_argument("--out", default="bench_fit", help="results/<out>.json")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -257,23 +318,31 @@ def main():
             print(f"{name}: N = {N:,}, d = {X.shape[1]}, load {os.getloadavg()[0]:.1f}",
                   flush=True)
             cv = ControlVariates(model)
+            gauss = X.shape[1] > args.ref_gaussian_above_d
             ref = reference(X, y, cv.center.theta, cv.laplace_covariance(), args.ref_draws,
-                            np.random.default_rng(seed + 100))
-            print(f"  reference: importance sampling, weights' ESS {ref['ess']:,.0f} of "
-                  f"{args.ref_draws:,}", flush=True)
-            rows = [fit_row(model, ref, args, seed)]
-            show(name, rows[-1])
+                            np.random.default_rng(seed + 100), df=None if gauss else 5.0,
+                            widen=1.0 if gauss else 1.2)
+            print(f"  reference: importance sampling from the Laplace "
+                  f"{'Gaussian' if gauss else 't (df 5, scale x 1.2)'}, weights' ESS "
+                  f"{ref['ess']:,.0f} of {args.ref_draws:,}", flush=True)
+            rows = [] if "fit" in skip else [fit_row(model, ref, args, seed)]
+            if rows:
+                show(name, rows[-1])
             if kind == "rare" and "exact" not in skip:
                 rows.append(exact_row(model, ref, args, seed))
                 show(name, rows[-1])
             for which in ("hmcecs", "nuts"):
-                if which not in skip:
+                if which not in skip and not (which == "nuts" and N > args.nuts_max_n):
                     rows.append(numpyro_row(X, y, ref, args, seed, which == "hmcecs"))
                     show(name, rows[-1])
-            out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"], rows=rows,
+            out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
+                             reference="laplace-gaussian" if gauss else "t5", rows=rows,
                              load_after=os.getloadavg()[0])
             del X, y, model, cv
     write(args.out, {"args": vars(args), "workloads": out})
+    text = table(out)
+    (RESULTS / f"{args.out}.md").write_text(text + "\n")
+    print(text)
 
 
 if __name__ == "__main__":

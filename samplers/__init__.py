@@ -11,8 +11,9 @@ The pieces:
   :class:`FPCNormalTest`, and the exact minibatch tests :class:`SMHTest`,
   :class:`TunaMHTest`, :class:`ScalableSubsamplingTest`;
 * proposals: :class:`RandomWalk`, :class:`Langevin` (both preconditioned by a Laplace
-  covariance through ``from_laplace``) and :class:`Independence` (draws from the Laplace
-  approximation itself);
+  covariance through ``from_laplace``), :class:`Independence` (draws from the Laplace
+  approximation itself) and its heavier-tailed forms :class:`StudentTIndependence` and
+  :class:`MixtureIndependence`;
 * control variates: :class:`ControlVariates`, a model wrapper whose rows are Taylor
   residuals at the mode plus the proxy's mean, so every test above reads about one minibatch
   per step (Bardenet et al. 2017, section 7);
@@ -53,7 +54,7 @@ from .models import (GLM, Bound, ControlVariates, ExactRows, Gaussian, GaussianM
                      LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
                      TaylorCenter, heavy_rows, laplace_approximation, map_estimate)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
-from .proposals import Independence, Langevin, RandomWalk
+from .proposals import Independence, Langevin, MixtureIndependence, RandomWalk, StudentTIndependence
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
 
 # The extension API, documented in the subpackage that owns it and importable from here too
@@ -81,7 +82,8 @@ __all__ = [
     "ExactInfo", "AustereInfo", "FPCNormalInfo", "ConfidenceInfo", "BarkerInfo",
     "ExactMinibatchInfo", "AcceptAllInfo", "BoundViolation",
     # proposals and step sizes
-    "RandomWalk", "Langevin", "Independence", "SGLD", "StepSchedule", "ConstantStep",
+    "RandomWalk", "Langevin", "Independence", "StudentTIndependence", "MixtureIndependence",
+    "SGLD", "StepSchedule", "ConstantStep",
     "PolynomialDecay",
     # models, priors, control variates, the Laplace approximation
     "Model", "GLM", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",

@@ -32,7 +32,17 @@ def test_demo_runs_end_to_end_and_writes_its_report(tmp_path, capsys):
     assert with_cv["control_variates"] and with_cv["mean_rows_per_step"] < 0.01 * 20_000
     assert abs(with_cv["mean_rows_per_step"] / with_cv["predicted_rows_per_step"] - 1) < 0.2
     assert summary["clt_check_cv"]["batch_size"] == summary["design_cv"]["m"]
-    assert "design" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "design" in printed
+    # the demo leads with validation.fit: its route table and timings, printed and reported
+    report = (out / "report.txt").read_text()
+    assert printed.index("validation.fit") < printed.index("control variates: ControlVariates")
+    assert "4. route: candidates" in printed and "timings (s): mode_and_proxy" in printed
+    assert report.index("validation.fit chose") < report.index("the parts by hand")
+    fitted = summary["fit"]
+    assert fitted["route"] in report and "rows per effective sample" in report
+    assert fitted["timings"]["total"] >= fitted["timings"]["chains"] > 0
+    assert fitted["chains"] == 2 and fitted["draws"] == 150 and fitted["ess_bulk"] > 0
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,28 +1,33 @@
-"""``austerity demo``: the main job end to end on a built-in synthetic dataset, with and
-without control variates.
+"""``austerity demo``: the main job end to end on a built-in synthetic dataset: first the
+one call a user makes, :func:`validation.fit`, with its explanation and timings; then the
+parts it assembles, by hand, with and without control variates.
 
 1. data: logistic regression on synthetic rows (in memory);
-2. ``samplers.ControlVariates(model)``: the posterior mode (chunked Newton passes) and the
+2. ``validation.fit(model, tolerance)``: the route it chose among the candidate tests and
+   proposals (the route table, each candidate's predicted rows per effective sample), its
+   chains' ESS and R-hat, the predicted and realised cost, and the seconds of each of its
+   steps (``attrs["timings"]``);
+3. ``samplers.ControlVariates(model)``: the posterior mode (chunked Newton passes) and the
    second-order Taylor proxy's sums over all rows, so that each row's log-likelihood ratio
    becomes a small residual plus a known mean (Bardenet, Doucet & Holmes 2017, section 7);
    its Laplace covariance gives the proposal;
-3. the proposal: ``Independence.from_laplace(cv)``, draws from the Laplace approximation
+4. the proposal: ``Independence.from_laplace(cv)``, draws from the Laplace approximation
    N(mode, Sigma) itself, for every chain. At this N the posterior is nearly that Gaussian,
    so nearly every move is accepted and successive draws are nearly independent: a few
    hundred steps give every chain an ESS of a few hundred (the random walk needs about
    d / 0.3 times as many);
-4. trial pairs (theta, theta'), both drawn from the Laplace approximation (the pairs the
+5. trial pairs (theta, theta'), both drawn from the Laplace approximation (the pairs the
    chain proposes), summarised over the data by :class:`design.TrialChain` twice: the plain
    model's l_i and the wrapper's residuals;
-5. designs for the tolerance: ``design.optimize(trial)`` (the sequential test, plain and with
+6. designs for the tolerance: ``design.optimize(trial)`` (the sequential test, plain and with
    control variates) and ``design.optimize(trial_cv, test="barker")``; the CLT check
    (``validation.clt_check(design=...)``: the real test's error in the acceptance probability
    against the design's tolerance, the KS distance as supporting detail) for each Austere design;
-6. chains: exact MH and the designed Austere test on the plain model, the designed Austere and
+7. chains: exact MH and the designed Austere test on the plain model, the designed Austere and
    Barker tests on the control variates; rows read per step against each design's
    prediction, wall time, min bulk ESS and ESS per second (ArviZ), posterior means against
    exact MH;
-7. a report (``report.txt``, ``summary.json``) and a figure in the output folder.
+8. a report (``report.txt``, ``summary.json``) and a figure in the output folder.
 """
 
 from __future__ import annotations
@@ -69,18 +74,24 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)
 
-    log(f"[1/7] data: logistic regression, {settings.n_rows:,} rows x "
+    log(f"[1/8] data: logistic regression, {settings.n_rows:,} rows x "
         f"{settings.n_features} features + intercept")
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
 
-    log("[2/7] control variates: ControlVariates(model) (the mode and the Taylor proxy's sums)")
+    log(f"[2/8] validation.fit(model, tolerance={settings.tolerance}): the cheapest sound "
+        "route, in one call")
+    fitted = _fit(model, settings, rng.spawn(1)[0], progress)
+    log("      " + fitted["explanation"].replace("\n", "\n      "))
+    log("      timings (s): " + _timings(fitted["timings"]))
+
+    log("[3/8] control variates: ControlVariates(model) (the mode and the Taylor proxy's sums)")
     cv = ControlVariates(model)
     start = cv.center.theta
     proposal = Independence.from_laplace(cv)
-    log("[3/7] proposal: Independence.from_laplace(cv), N(mode, Sigma), for every chain")
+    log("[4/8] proposal: Independence.from_laplace(cv), N(mode, Sigma), for every chain")
 
-    log(f"[4/7] trial pairs: {settings.n_trial} from the Laplace approximation, summarised "
+    log(f"[5/8] trial pairs: {settings.n_trial} from the Laplace approximation, summarised "
         "for the plain model and for the control variates")
     thetas = np.array([proposal.propose(rng, None, None, start, None)[0]
                        for _ in range(settings.n_trial)])
@@ -91,7 +102,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     trial_cv = design.TrialChain.from_model(cv, thetas, theta_news, log_q)
     trial.save(out / "trial.npz")
 
-    log(f"[5/7] designs: design.optimize(trial, tolerance={settings.tolerance}), plain and "
+    log(f"[6/8] designs: design.optimize(trial, tolerance={settings.tolerance}), plain and "
         "with control variates (Austere; Barker on the control variates)")
     plans = {"plain": plain_design(trial, settings.tolerance),
              "cv": design.optimize(trial_cv, tolerance=settings.tolerance),
@@ -126,7 +137,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             (cv, BarkerTest.from_design(plans["cv_barker"]), settings.n_samples,
              plans["cv_barker"]),
     }
-    log(f"[6/7] sampling: {', '.join(runs)}")
+    log(f"[7/8] sampling: {', '.join(runs)}")
     chains, rows = {}, {}
     for name, (target, test, n, the_plan) in runs.items():
         log(f"  {name}")
@@ -151,8 +162,8 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             "min_ess_per_s": float(ess.min() / chain.wall_time),
         }
 
-    log(f"[7/7] report -> {out}/")
-    report = _report(settings, model, plans, clts, rows)
+    log(f"[8/8] report -> {out}/")
+    report = _fit_report(fitted) + "\n\n" + _report(settings, model, plans, clts, rows)
     (out / "report.txt").write_text(report + "\n")
     summary = {
         "settings": {k: str(v) for k, v in asdict(settings).items()},
@@ -165,6 +176,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
         "design_cv_barker": {"m": plans["cv_barker"].m, "delta": plans["cv_barker"].delta,
                              "predicted_data_fraction": plans["cv_barker"].data_fraction,
                              "predicted_mean_abs_error": plans["cv_barker"].error},
+        "fit": fitted,
         "clt_check": _verdict_summary(clts["plain"]),
         "clt_check_cv": _verdict_summary(clts["cv"]),
         "runs": rows,
@@ -175,6 +187,47 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     log("")
     log(report)
     return summary
+
+
+def _fit(model, settings, rng, progress) -> dict:
+    """``validation.fit`` on the demo's model: what its attributes say, as plain values."""
+    import validation
+
+    idata = validation.fit(model, tolerance=settings.tolerance, draws=settings.n_samples,
+                           n_trial=settings.n_trial, rng=rng, progress=progress)
+    a = idata.posterior.attrs
+    x = idata.posterior.theta.values
+    keys = ("route", "proposal", "pareto_k", "proposals_tried", "candidates",
+            "cost_predicted", "cost_realised", "acceptance_predicted", "acceptance_rate",
+            "ess_per_step_predicted", "ess_per_step_realised", "rows_predicted",
+            "rows_realised", "ess_bulk", "rhat", "seconds_per_ess", "explanation")
+    out = {k: a[k] for k in keys}
+    out.update(timings=dict(a["timings"]), chains=int(x.shape[0]), draws=int(x.shape[1]),
+               posterior_mean=x.reshape(-1, x.shape[2]).mean(axis=0).tolist(),
+               ess_per_second_all_in=float(a["ess_bulk"] / a["timings"]["total"]))
+    return out
+
+
+def _timings(timings) -> str:
+    return ", ".join(f"{k} {t:.3g}" for k, t in timings.items())
+
+
+def _fit_report(f) -> str:
+    """The report's first section: fit's route table, cost and timings."""
+    t = f["timings"]
+    return "\n".join([
+        "austerity demo: validation.fit first, then its parts by hand",
+        f"validation.fit chose {f['route']}: {f['chains']} chains x {f['draws']} draws, min "
+        f"bulk ESS {f['ess_bulk']:.0f}, max R-hat {f['rhat']:.3f}; "
+        f"{t['total']:.2f} s all-in ({t.get('chains', float('nan')):.2f} s of chains): "
+        f"{f['ess_per_second_all_in']:.1f} ESS per second all-in",
+        f"  cost, rows read per effective sample: predicted {f['cost_predicted']:,.0f}, "
+        f"realised {f['cost_realised']:,.0f}; ESS per step predicted "
+        f"{f['ess_per_step_predicted']:.3f}, realised {f['ess_per_step_realised']:.3f}",
+        "  its explanation:",
+        "    " + f["explanation"].replace("\n", "\n    "),
+        "  timings (s): " + _timings(t),
+    ])
 
 
 def _verdict_summary(clt):
@@ -210,7 +263,7 @@ def _report(settings, model, plans, clts, rows) -> str:
     exact_sd = np.array(rows[names[0]]["posterior_sd"])
     plan, pcv, pb = plans["plain"], plans["cv"], plans["cv_barker"]
     lines = [
-        "austerity demo: logistic regression, with and without control variates",
+        "the parts by hand: logistic regression, with and without control variates",
         f"  N = {model.N:,} rows, d = {model.dim} parameters, seed {settings.seed}; proposal: "
         "Independence.from_laplace (draws from N(mode, Sigma))",
         f"  designs (tolerance {settings.tolerance} on mean |error in acceptance probability|):",

@@ -29,7 +29,7 @@ __all__ = ["fit"]
 
 DESIGNED = ("austere", "barker", "confidence")
 TESTS = DESIGNED + ("smh", "mh-ss", "exact")
-PROPOSALS = ("independence", "walk")
+PROPOSALS = steps.PROPOSAL_KINDS
 #: Simulation redesigns an unforced Austere design may try before the route chooser moves on
 #: to the next candidate: none. Where the Edgeworth expansion fails at the designed m, a
 #: design that a simulation on 10 trial pairs passes can still err where the chain goes
@@ -78,10 +78,14 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     2. **proposal** (:func:`~validation.workflow.steps.laplace_draws`,
        :func:`~validation.workflow.steps.choose_proposal`): ``n_trial + 1`` draws from the
        Laplace approximation with their exact importance weights (one pass over the data);
-       their Pareto-k (PSIS) and spread pick the independence proposal N(mode, Sigma)
-       (k <= 0.7, or nearly equal weights) or the preconditioned random walk;
+       their Pareto-k (PSIS) and spread pick the proposal: the Gaussian independence
+       proposal N(mode, Sigma) (k <= 0.5, or nearly equal weights); for k <= 0.7 the
+       multivariate t if its own draws (one more pass) fit and it costs at most 2x in ESS
+       per step, else the Gaussian; for k > 0.7 the defensive mixture if its own draws fit,
+       else the preconditioned random walk (:func:`~validation.workflow.steps.choose_proposal`);
+       the weights also predict the independence sampler's acceptance and ESS per step;
     3. **trial pairs** (:func:`~validation.workflow.steps.trial_pairs`): pairs of that
-       proposal (for the independence proposal the draws themselves, chained);
+       proposal (for an independence-type proposal its draws themselves, chained);
     4. **design and route** (:func:`~validation.workflow.steps.design_test`,
        :func:`~validation.workflow.route.choose_route`): the designed minibatch test on the
        control variates (:func:`design.optimize`, ``test`` "austere" unless forced; with heavy
@@ -119,8 +123,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     test : {None, "austere", "barker", "confidence", "smh", "mh-ss", "exact"}
         Force the test; None compares Austere, SMH, MH-SS and exact MH. SMH and MH-SS need
         a built-in model (per-row remainder bounds).
-    proposal : {None, "independence", "walk"}
-        Force the proposal; None lets Pareto-k decide.
+    proposal : {None, "independence", "t", "mixture", "walk"}
+        Force the proposal ("independence" is the Gaussian); None lets Pareto-k decide.
     route : str, optional
         ``"test/proposal"``, e.g. ``"smh/independence"``: both at once.
     chains : int
@@ -160,8 +164,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
         ``posterior.theta`` of shape (chains, draws, d) and ``sample_stats``; attributes
         (root and groups): ``route`` ("test / proposal"), ``test``, ``proposal``,
-        ``pareto_k``, ``candidates`` (one line per candidate), ``cost_predicted`` and
-        ``cost_realised`` (rows per effective sample), ``ess_bulk``, ``rhat``, ``timings``
+        ``pareto_k`` (of the Gaussian's weights), ``proposals_tried`` (each independence-type
+        proposal looked at, with its k-hat), ``candidates`` (one line per candidate),
+        ``cost_predicted`` and ``cost_realised`` (rows per effective sample),
+        ``acceptance_predicted``, ``ess_per_step_predicted`` and ``ess_per_step_realised``
+        (min bulk ESS over all draws of all chains), ``ess_bulk``, ``rhat``, ``timings``
         (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
         effective sample), ``interrupted``; and as before ``design``,
         ``settings``, ``rows_predicted``, ``rows_realised``, ``rows_predicted_chain``,
@@ -217,10 +224,10 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     split, split_lines = (clock("heavy_rows", _split, proxy, heavy)
                           if test is None or test in DESIGNED else (None, ()))
     draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng)
-    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal)
+    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng)
     pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng)
     dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs)
-    mh_acc = (draws_.acceptance if choice.kind == "independence"
+    mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
                                tolerance, test, mh_acc)
@@ -375,7 +382,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
         k = _n_exact(split)
         cands.append(routes.Candidate(
             plan.test, kind, float(plan.data_fraction * (split or proxy).cv.N + k), mh_acc,
-            routes.ess_per_step(kind, mh_acc, d, mh_acc), False,
+            routes.ess_per_step(kind, mh_acc, d, mh_acc, choice.ess_per_step), False,
             True if plan.test == "confidence" else None,
             note=f"designed: {_settings(plan)}{_heavy_note(k)}", exact_rows=k))
     if test is None or test in ("smh", "mh-ss", "exact"):
@@ -386,7 +393,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
         if has_remainder_bounds(proxy.cv) or test == "exact":
             exact, tests = _exact(proxy, choice, pairs, mh_acc, test)
             cands += [c for c in exact if test is None or c.test == test]
-        if test is None and kind == "independence":     # the walk's exact MH, for reference
+        if test is None and kind != "walk":     # the walk's exact MH, for reference
             cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
                                           routes.WALK_EFFICIENCY / d, True, True,
                                           note="all N rows"))
@@ -398,11 +405,13 @@ def _exact(proxy, choice, pairs, mh_acc, test):
 
     if test == "exact" or not has_remainder_bounds(proxy.cv):       # exact MH only
         c = routes.Candidate("exact", choice.kind, float(proxy.cv.N), mh_acc,
-                             routes.ess_per_step(choice.kind, mh_acc, proxy.cv.dim, mh_acc),
+                             routes.ess_per_step(choice.kind, mh_acc, proxy.cv.dim, mh_acc,
+                                                 choice.ess_per_step),
                              True, True, note="all N rows")
         return [c], {}
     return routes.exact_candidates(proxy.cv, choice.kind, pairs.thetas, pairs.news,
-                                   pairs.log_const, mh_acc, trial=pairs.trial)
+                                   pairs.log_const, mh_acc, trial=pairs.trial,
+                                   mh_ess=choice.ess_per_step)
 
 
 def _heavy_note(k) -> str:
@@ -519,6 +528,12 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     attrs = {
         "route": c.name, "test": c.test, "proposal": choice.kind,
         "pareto_k": float(draws_.pareto_k),
+        "proposals_tried": "; ".join(f"{kind} k {k:.3g} sd {sd:.3g}"
+                                     for kind, k, sd in choice.tried),
+        "acceptance_predicted": float(c.acceptance),
+        "ess_per_step_predicted": float(c.ess_per_step),
+        "ess_per_step_realised": float(ran.ess_bulk / max(ran.chains.samples.shape[0]
+                                                          * ran.chains.samples.shape[1], 1)),
         "candidates": "\n".join(x.line() for x in chosen.candidates),
         "cost_predicted": float(c.cost), "cost_realised": float(realised),
         "ess_bulk": float(ran.ess_bulk), "rhat": float(ran.rhat), "timings": timings,

@@ -55,7 +55,7 @@ class Candidate:
         ``"austere"``, ``"barker"``, ``"confidence"`` (designed on the control variates),
         ``"smh"`` (SMH, order 2), ``"mh-ss"`` (MH-SS, order 2) or ``"exact"`` (exact MH).
     proposal : str
-        ``"independence"`` or ``"walk"``.
+        ``"independence"`` (Gaussian), ``"t"``, ``"mixture"`` or ``"walk"``.
     rows : float
         Predicted rows read per step.
     acceptance : float
@@ -115,29 +115,40 @@ class Candidate:
                 f"{'; ' if self.note else ''}{self.note})")
 
 
-def ess_per_step(proposal: str, acceptance: float, d: int, mh_acceptance: float) -> float:
+def ess_per_step(proposal: str, acceptance: float, d: int, mh_acceptance: float,
+                 mh_ess: float | None = None) -> float:
     """Predicted effective samples per step.
 
-    Independence proposal with acceptance a: a rejection repeats the state, a move is a fresh
-    draw, so the lag-k autocorrelation is about ``(1 - a)^k`` and ESS per step
-    ``a / (2 - a)``. Random walk: ``WALK_EFFICIENCY / d`` at exact MH's acceptance, scaled
-    by the route's acceptance relative to exact MH's.
+    Independence-type proposal (``"independence"``, ``"t"``, ``"mixture"``) with acceptance
+    a: a rejection repeats the state, a move is a fresh draw, so with a the same everywhere
+    the lag-k autocorrelation is ``(1 - a)^k`` and ESS per step ``a / (2 - a)``. Where the
+    acceptance varies with the state (long sojourns in a tail the proposal under-covers)
+    exact MH's ESS per step is less; ``mh_ess``, when given, is that prediction from the
+    trial draws' weights (:func:`validation.workflow.steps.imh_ess_per_step`), and a route
+    accepting ``a`` instead of exact MH's ``mh_acceptance`` gets it scaled by
+    ``[a / (2 - a)] / [m / (2 - m)]``. Random walk: ``WALK_EFFICIENCY / d`` at exact MH's
+    acceptance, scaled by the route's acceptance relative to exact MH's.
 
     Examples
     --------
     >>> round(ess_per_step("independence", 0.9, 10, 0.9), 3)
     0.818
+    >>> round(ess_per_step("t", 0.9, 10, 0.9, mh_ess=0.6), 3)
+    0.6
     >>> round(ess_per_step("walk", 0.25, 10, 0.25), 3)
     0.03
     """
     a = float(np.clip(acceptance, 0.0, 1.0))
-    if proposal == "independence":
+    if proposal == "walk":
+        return WALK_EFFICIENCY / d * (a / mh_acceptance if mh_acceptance > 0 else 0.0)
+    if mh_ess is None or not np.isfinite(mh_ess) or mh_acceptance <= 0:
         return a / (2.0 - a)
-    return WALK_EFFICIENCY / d * (a / mh_acceptance if mh_acceptance > 0 else 0.0)
+    m = float(np.clip(mh_acceptance, 0.0, 1.0))
+    return float(mh_ess) * (a / (2.0 - a)) / (m / (2.0 - m))
 
 
 def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, *,
-                     trial=None, smh=None, mhss=None):
+                     trial=None, smh=None, mhss=None, mh_ess=None):
     """SMH-2, MH-SS-2 and exact MH priced at the trial pairs of the chosen proposal.
 
     Rows per step of a Poisson-factor test: its batch ``E[B] = C phi(theta, theta')`` at
@@ -147,7 +158,8 @@ def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, 
     ``S_- = sum_i max(0, -delta_i) = (sum_i |delta_i| - sum_i delta_i) / 2``, estimated from
     the trial pairs' statistics (``trial``: ``sum_i |delta_i|`` about ``N sigma E|z|``, and
     ``sum_i delta_i = N mu - P``) within its bounds ``[max(0, -sum delta), E[B]]``; without
-    them the bound ``exp(-E[B])``. Exact MH reads N rows.
+    them the bound ``exp(-E[B])``. Exact MH reads N rows. ``mh_ess``: exact MH's predicted
+    ESS per step from the weights (:func:`ess_per_step`).
     """
     from samplers import ScalableSubsamplingTest, SMHTest
 
@@ -169,10 +181,10 @@ def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, 
     for test, factor in (("smh", smh_factor), ("mh-ss", 1.0)):
         acc = mh_acceptance * factor
         out.append(Candidate(test, proposal_name, float(np.mean(rows)), acc,
-                             ess_per_step(proposal_name, acc, d, mh_acceptance), True, True,
+                             ess_per_step(proposal_name, acc, d, mh_acceptance, mh_ess), True, True,
                              note=note))
     out.append(Candidate("exact", proposal_name, float(N), mh_acceptance,
-                         ess_per_step(proposal_name, mh_acceptance, d, mh_acceptance), True,
+                         ess_per_step(proposal_name, mh_acceptance, d, mh_acceptance, mh_ess), True,
                          True, note="all N rows"))
     return out, {"smh": smh, "mh-ss": mhss}
 

@@ -5,7 +5,9 @@
                            (:class:`samplers.ControlVariates`) at the center
 :func:`laplace_draws`      draws from the Laplace approximation, their exact log importance
                            weights and Pareto-k (one pass over the data for all of them)
-:func:`choose_proposal`    the independence proposal where Laplace fits, else the walk
+:func:`choose_proposal`    the Gaussian independence proposal where Laplace fits, the
+                           multivariate t or a defensive mixture where it fits less well,
+                           else the walk
 :func:`trial_pairs`        pairs of the chosen proposal (the Laplace draws themselves for the
                            independence proposal: no second pass)
 :func:`design_test`        :func:`design.optimize` on the trial pairs
@@ -29,6 +31,9 @@ import numpy as np
 from design._lib.checks import as_generator
 
 __all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
+           "proposal_draws", "independence_proposal", "imh_ess_per_step", "K_GOOD", "K_OK",
+           "LOGW_SD_OK", "T_DF", "T_PRICE",
+           "MIXTURE_WEIGHT", "MIXTURE_INFLATION",
            "ProposalChoice", "choose_proposal", "TrialPairs", "trial_pairs", "design_test",
            "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
            "make_test", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
@@ -59,14 +64,28 @@ VERDICT_OPTIONS = dict(sequential=True, edgeworth=False)
 #: Redesigns an Austere verdict may try (each one simulation of the real test on the
 #: check pairs) before the confidence test is designed instead.
 MAX_REDESIGNS = 4
-#: Pareto-k of the Laplace approximation's importance weights up to which the independence
-#: proposal N(mode, Sigma) is used (PSIS: below 0.7 importance sampling is reliable; Vehtari
-#: et al. 2024, section 3), and the sd of the log weights below which it is used whatever
-#: k-hat says: k-hat measures the shape of the weights' tail, not its size, and a Taylor
-#: expansion's cubic term gives every near-Gaussian posterior a heavy-shaped but negligible
-#: tail (sd 0.04 of the log weights and k-hat above 1 on a 2-parameter logistic regression at
-#: N = 3000, where the independence sampler accepts 98% of its proposals).
-K_OK, LOGW_SD_OK = 0.7, 0.25
+#: Pareto-k thresholds of importance weights (PSIS, Vehtari et al. 2024, section 3): below
+#: K_GOOD the weights have a finite variance (k < 1/2) and the Gaussian independence
+#: proposal N(mode, Sigma) is used; up to K_OK their mean is still reliably estimated
+#: (PSIS's "ok" range: the variance is infinite, the Gaussian's tails are slightly too
+#: light); above it importance sampling, and an independence sampler with that proposal,
+#: is unreliable. LOGW_SD_OK: the sd of the log weights below which a proposal is used
+#: whatever k-hat says: k-hat measures the shape of the weights' tail, not its size, and a
+#: Taylor expansion's cubic term gives every near-Gaussian posterior a heavy-shaped but
+#: negligible tail (sd 0.04 of the log weights and k-hat above 1 on a 2-parameter logistic
+#: regression at N = 3000, where the independence sampler accepts 98% of its proposals).
+K_GOOD, K_OK, LOGW_SD_OK = 0.5, 0.7, 0.25
+#: Degrees of freedom of the multivariate t tried when the Gaussian's k-hat is "ok": heavy
+#: enough tails (|x|^-(5 + d)) to bound pi / t for any log-concave tail, light enough to
+#: keep most of the Gaussian's acceptance (its scale is sqrt(5/3) the Laplace sd).
+T_DF = 5.0
+#: The defensive mixture tried when the Gaussian's k-hat is "bad": weight and sd inflation of
+#: its wide component (the weights are at most 1 / MIXTURE_WEIGHT those of a Gaussian
+#: MIXTURE_INFLATION times wider than the Laplace fit; Hesterberg 1995).
+MIXTURE_WEIGHT, MIXTURE_INFLATION = 0.15, 2.5
+#: The least ESS per step of the t, relative to the Gaussian's, at which it replaces a Gaussian
+#: whose k-hat is "ok": safety is worth at most a factor 2 in sampling time.
+T_PRICE = 0.5
 
 
 # -- 1. mode and proxy -----------------------------------------------------------------------
@@ -160,6 +179,12 @@ class LaplaceDraws:
         The independence sampler's acceptance rate the weights predict.
     seconds : float
         Time of the pass.
+    ess_per_step : float
+        The independence sampler's effective samples per step the weights predict
+        (:func:`imh_ess_per_step`).
+    kind : str
+        The proposal that drew them: ``"independence"`` (the Gaussian N(mode, Sigma)),
+        ``"t"`` or ``"mixture"``.
     """
 
     thetas: np.ndarray
@@ -168,6 +193,8 @@ class LaplaceDraws:
     pareto_k: float
     acceptance: float
     seconds: float
+    ess_per_step: float = float("nan")
+    kind: str = "independence"
 
 
 def laplace_draws(proxy: Proxy, n=40, rng=None) -> LaplaceDraws:
@@ -178,31 +205,103 @@ def laplace_draws(proxy: Proxy, n=40, rng=None) -> LaplaceDraws:
     ratio of pair k is ``log w(theta_{k+1}) - log w(theta_k)``, so the cumulative sums are the
     log importance weights.
     """
-    import design
     from samplers import Independence
 
     rng = as_generator(rng)
-    cv, d = proxy.cv, proxy.cv.dim
-    q = Independence(proxy.mode, proxy.covariance)
     factor = np.linalg.cholesky(proxy.covariance)
-    thetas = proxy.mode + rng.standard_normal((n + 1, d)) @ factor.T
+    thetas = proxy.mode + rng.standard_normal((n + 1, proxy.cv.dim)) @ factor.T
+    return _weighed(proxy, Independence(proxy.mode, proxy.covariance), thetas, "independence")
+
+
+def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None) -> LaplaceDraws:
+    """``n + 1`` draws from the independence proposal ``kind`` ("t": the multivariate t with
+    ``T_DF`` degrees of freedom, "mixture": the defensive mixture) around the Laplace
+    approximation, with their exact importance weights, k-hat, predicted acceptance and ESS
+    per step, as :func:`laplace_draws` (one pass over the data)."""
+    rng = as_generator(rng)
+    q = independence_proposal(proxy, kind)
+    thetas = np.array([q.propose(rng, None, None, proxy.mode, None)[0] for _ in range(n + 1)])
+    return _weighed(proxy, q, thetas, kind)
+
+
+def independence_proposal(proxy: Proxy, kind: str):
+    """The independence proposal ``kind`` around the Laplace approximation."""
+    from samplers import Independence, MixtureIndependence, StudentTIndependence
+
+    if kind == "t":
+        return StudentTIndependence(proxy.mode, proxy.covariance, df=T_DF)
+    if kind == "mixture":
+        return MixtureIndependence(proxy.mode, proxy.covariance, weight=MIXTURE_WEIGHT,
+                                   inflation=MIXTURE_INFLATION)
+    return Independence(proxy.mode, proxy.covariance)
+
+
+def _weighed(proxy, q, thetas, kind) -> LaplaceDraws:
+    """The draws ``thetas`` of the independence proposal ``q`` chained and summarised."""
+    import design
+
     logq = np.array([q.log_density(t) for t in thetas])
     t0 = time.perf_counter()
-    trial = design.TrialChain.from_model(cv, thetas[:-1], thetas[1:], logq[:-1] - logq[1:],
-                                         progress=False)
+    trial = design.TrialChain.from_model(proxy.cv, thetas[:-1], thetas[1:],
+                                         logq[:-1] - logq[1:], progress=False)
     seconds = time.perf_counter() - t0
     logw = np.concatenate([[0.0], np.cumsum(trial.log_accept_ratio)])
-    return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds)
+    return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds,
+                        imh_ess_per_step(thetas, logw), kind)
 
 
 def _imh_acceptance(logw) -> float:
     """E[min(1, w(theta') / w(theta))], theta ~ pi (the draws reweighted), theta' ~ q."""
+    W, a = _imh_local(logw)
+    return float(W @ a)
+
+
+def _imh_local(logw):
+    """Self-normalised weights W_i and the acceptance a(theta_i) = E_q[min(1, w' / w_i)] of an
+    independence sampler at each draw (the other draws as the proposal's)."""
     lw = np.asarray(logw) - np.max(logw)
     W = np.exp(lw)
     W /= W.sum()
     ratio = np.exp(np.minimum(lw[None, :] - lw[:, None], 0.0))
     np.fill_diagonal(ratio, 0.0)
-    return float(W @ ratio.sum(axis=1) / (lw.size - 1))
+    return W, ratio.sum(axis=1) / (lw.size - 1)
+
+
+def imh_ess_per_step(thetas, log_weights) -> float:
+    r"""Effective samples per step of an independence sampler, predicted from draws of its
+    proposal and their importance weights: the least over the coordinates.
+
+    An independence chain at theta stays there for a geometric number of steps of mean
+    ``1 / a(theta)``, ``a(theta) = E_q[min(1, w(theta') / w(theta))]``, and then moves to a
+    draw nearly independent of theta. Counting the chain in such sojourns (renewal-reward), the
+    asymptotic variance of the mean of f per step is
+
+    .. math::
+
+        \sigma_f^2 = E_\pi\Bigl[rac{2 - a(	heta)}{a(	heta)} (f(	heta) - \mu_f)^2\Bigr],
+
+    so ESS per step is ``Var_pi(f) / sigma_f^2``: ``a / (2 - a)`` when a is constant, less when
+    the sojourns are long exactly where f is far from its mean (a tail the proposal
+    under-covers: a large weight, a small a). The expectations under pi are the draws
+    reweighted by their self-normalised weights; ``a(theta_i)`` averages over the other draws.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(400, 2))
+    >>> round(imh_ess_per_step(x, np.zeros(400)), 3)    # exact proposal: every move accepted
+    1.0
+    >>> lw = -0.5 * (x ** 2).sum(axis=1) * 0.5           # proposal 1/sqrt(0.5) too wide ...
+    >>> bool(imh_ess_per_step(x, lw) < 0.8)
+    True
+    """
+    x = np.asarray(thetas, dtype=float)
+    W, a = _imh_local(log_weights)
+    mu = W @ x
+    dev2 = (x - mu) ** 2
+    var = W @ dev2
+    hold = (W * (2.0 - a) / a) @ dev2
+    return float(np.min(var / np.maximum(hold, 1e-300)))
 
 
 def pareto_k(log_weights) -> float:
@@ -256,47 +355,124 @@ class ProposalChoice:
     Attributes
     ----------
     proposal : samplers.Proposal
-    kind : {"independence", "walk"}
+    kind : {"independence", "t", "mixture", "walk"}
+        ``"independence"`` is the Gaussian N(mode, Sigma).
     acceptance : float
-        Exact MH's predicted acceptance with it.
+        Exact MH's predicted acceptance with it (NaN for the walk: its trial pairs measure it).
     lines : tuple of str
+    draws : LaplaceDraws or None
+        The draws of an independence-type proposal with their weights (its trial pairs);
+        None for the walk.
+    ess_per_step : float
+        Exact MH's predicted effective samples per step with it (NaN for the walk).
+    tried : tuple of (str, float, float)
+        Each independence-type proposal looked at: (kind, k-hat, sd of the log weights).
     """
 
     proposal: object
     kind: str
     acceptance: float
     lines: tuple
+    draws: object = None
+    ess_per_step: float = float("nan")
+    tried: tuple = ()
 
 
-def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None) -> ProposalChoice:
-    """Step 2b: the independence proposal where the Laplace approximation fits, else the walk.
+#: The proposals ``choose_proposal`` can be forced to.
+PROPOSAL_KINDS = ("independence", "t", "mixture", "walk")
 
-    N(mode, Sigma) where the Pareto-k of the weights is at most ``K_OK`` or the weights are
-    nearly equal (sd of the log weights at most ``LOGW_SD_OK``); else the preconditioned
-    random walk ``RandomWalk.from_laplace`` (2.38 / sqrt(d) in posterior units).
-    ``proposal="independence"`` or ``"walk"`` forces it.
+
+def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
+                    ) -> ProposalChoice:
+    """Step 2b: the proposal by how well the Laplace approximation fits, from the Pareto-k
+    (PSIS's k-hat) of the importance weights of the Laplace draws.
+
+    * k <= ``K_GOOD`` (0.5; the weights have a finite variance) or sd of the log weights
+      <= ``LOGW_SD_OK``: the Gaussian independence proposal N(mode, Sigma), using the draws
+      already weighed;
+    * ``K_GOOD`` < k <= ``K_OK`` (0.7: PSIS's "ok", the Gaussian's tails a little too light):
+      the multivariate t with ``T_DF`` degrees of freedom, whose weights stay bounded where a
+      log-concave posterior's tails exceed the Gaussian's, if its own k <= ``K_OK`` and its
+      predicted ESS per step is at least ``T_PRICE`` times the Gaussian's (a t with few
+      degrees of freedom is a poor independence proposal in high dimension: its radius
+      varies by about sqrt(2 / df) relative, the posterior's by sqrt(2 / d); measured at
+      d = 101, acceptance 0.2-0.3 against the Gaussian's 0.95); else the Gaussian, which
+      PSIS still calls usable;
+    * k > ``K_OK`` (PSIS's "bad": skewness or a direction the Gaussian under-covers): the
+      defensive mixture (wide component ``MIXTURE_INFLATION`` times wider, weight
+      ``MIXTURE_WEIGHT``) if its own k <= ``K_OK`` or its log weights' sd <= ``LOGW_SD_OK``;
+      else the preconditioned random walk ``RandomWalk.from_laplace`` (2.38 / sqrt(d) in
+      posterior units), which needs no fit.
+
+    The t or the mixture is drawn and weighed in its own pass (:func:`proposal_draws`; these
+    draws are its trial pairs). ``proposal`` forces one of ``PROPOSAL_KINDS``.
     """
-    from samplers import Independence, RandomWalk
+    from samplers import RandomWalk
 
-    k, d = draws.pareto_k, proxy.cv.dim
-    spread = float(np.std(draws.log_weights))
-    fits = k <= K_OK or spread <= LOGW_SD_OK
-    kind = proposal or ("independence" if fits else "walk")
-    why = (f"Pareto-k of the Laplace weights at {draws.thetas.shape[0]} draws {k:.2f}, sd of "
-           f"the log weights {spread:.2g}")
-    rule = ("forced" if proposal else f"k <= {K_OK:g} or sd <= {LOGW_SD_OK:g}" if fits
-            else f"k > {K_OK:g} and sd > {LOGW_SD_OK:g}")
-    if kind == "independence":
-        q = Independence(proxy.mode, proxy.covariance)
-        acc = draws.acceptance
-        text = (f"2. proposal: independence N(mode, Sigma) ({why}: {rule}); predicted "
-                f"acceptance {acc:.2f}, ESS per step about {acc / (2 - acc):.2f}")
-    else:
-        q = RandomWalk.from_laplace(proxy.covariance)
-        acc = float("nan")       # measured on the walk's trial pairs
-        text = (f"2. proposal: RandomWalk.from_laplace, step 2.38/sqrt({d}) in units of the "
-                f"Laplace covariance ({why}: {rule}: the Laplace approximation does not fit)")
-    return ProposalChoice(q, kind, acc, (text,))
+    rng = as_generator(rng)
+    d, tried = proxy.cv.dim, []
+    kind, got = proposal, draws
+    if proposal is None:
+        kind, got = _ladder(proxy, draws, rng, tried)
+    elif proposal in ("t", "mixture"):
+        got = proposal_draws(proxy, proposal, draws.trial.n_pairs, rng)
+    lines = [f"2. proposal: {_proposal_name(kind, d)} "
+             f"({'forced' if proposal else _why(tried, kind)})"]
+    if kind == "walk":
+        return ProposalChoice(RandomWalk.from_laplace(proxy.covariance), kind, float("nan"),
+                              tuple(lines), tried=tuple(tried))
+    lines[0] += (f"; predicted acceptance {got.acceptance:.2f}, ESS per step "
+                 f"{got.ess_per_step:.2f} (from the weights of its {got.thetas.shape[0]} "
+                 "draws)")
+    return ProposalChoice(independence_proposal(proxy, kind), kind, got.acceptance,
+                          tuple(lines), got, got.ess_per_step, tuple(tried))
+
+
+def _ladder(proxy, draws, rng, tried):
+    """The unforced choice: (kind, its draws); appends to ``tried`` what it looked at."""
+    def fits(kind, got, limit):
+        tried.append((kind, got.pareto_k, float(np.std(got.log_weights))))
+        return got.pareto_k <= limit or tried[-1][2] <= LOGW_SD_OK
+
+    if fits("independence", draws, K_GOOD):
+        return "independence", draws
+    if draws.pareto_k <= K_OK:           # "ok": the t if it fits at a bounded price
+        t = proposal_draws(proxy, "t", draws.trial.n_pairs, rng)
+        if fits("t", t, K_OK) and t.ess_per_step >= T_PRICE * draws.ess_per_step:
+            return "t", t
+        return "independence", draws
+    mixture = proposal_draws(proxy, "mixture", draws.trial.n_pairs, rng)
+    if fits("mixture", mixture, K_OK):
+        return "mixture", mixture
+    return "walk", None
+
+
+def _proposal_name(kind, d) -> str:
+    return {"independence": "independence N(mode, Sigma)",
+            "t": f"independence multivariate t (df {T_DF:g}, location the mode, scale Sigma)",
+            "mixture": f"independence defensive mixture {1 - MIXTURE_WEIGHT:g} N(mode, Sigma) "
+                       f"+ {MIXTURE_WEIGHT:g} N(mode, {MIXTURE_INFLATION:g}^2 Sigma)",
+            "walk": f"RandomWalk.from_laplace, step 2.38/sqrt({d}) in units of the Laplace "
+                    "covariance"}[kind]
+
+
+def _why(tried, kind) -> str:
+    """The thresholds each proposal looked at met or missed."""
+    out = []
+    for looked, k, spread in tried:
+        limit = K_GOOD if looked == "independence" else K_OK
+        ok = spread <= LOGW_SD_OK or k <= limit
+        name = {"independence": "Gaussian", "t": "t", "mixture": "mixture"}[looked]
+        out.append(f"{name}: Pareto-k {k:.2f}, sd of the log weights {spread:.2g}: "
+                   + (f"k <= {limit:g} or sd <= {LOGW_SD_OK:g}" if ok else
+                      f"k > {limit:g} and sd > {LOGW_SD_OK:g}"))
+    if len(tried) > 1 and kind == "independence":
+        out.append(f"the Gaussian kept (PSIS: k <= {K_OK:g} is usable): the t "
+                   + ("does not fit" if tried[1][1] > K_OK and tried[1][2] > LOGW_SD_OK else
+                      f"would cost more than 1/{T_PRICE:g} in ESS per step"))
+    elif kind == "walk":
+        out.append("no independence proposal fits")
+    return "; ".join(out) + f"; PSIS: k <= {K_GOOD:g} good, <= {K_OK:g} ok, above bad"
 
 
 # -- 3. trial pairs --------------------------------------------------------------------------
@@ -324,17 +500,20 @@ class TrialPairs:
 def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=None):
     """Step 3: the trial pairs of the chosen proposal.
 
-    For the independence proposal they are the Laplace draws' pairs (no new
-    pass); otherwise theta ~ N(mode, Sigma) and theta' from the proposal, one more pass.
+    For an independence-type proposal they are its draws' pairs (no new pass);
+    for the walk theta ~ N(mode, Sigma) and theta' from the proposal, one more pass.
     """
     import design
 
     rng = as_generator(rng)
     cv, n = proxy.cv, draws.trial.n_pairs
     q = choice.proposal
-    if choice.kind == "independence":
-        thetas, news, trial = draws.thetas[:-1], draws.thetas[1:], draws.trial
-        where = "the Laplace draws chained (theta, theta' both ~ N(mode, Sigma))"
+    if choice.kind != "walk":
+        got = choice.draws if choice.draws is not None else draws
+        thetas, news, trial = got.thetas[:-1], got.thetas[1:], got.trial
+        where = ("the Laplace draws chained (theta, theta' both ~ N(mode, Sigma))"
+                 if got.kind == "independence" else
+                 f"the {got.kind} proposal's draws chained")
     else:
         factor = np.linalg.cholesky(proxy.covariance)
         thetas = proxy.mode + rng.standard_normal((n, cv.dim)) @ factor.T
