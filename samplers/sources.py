@@ -524,6 +524,15 @@ class ZarrSource(_SourceBase):
     def from_array(cls, arr, name: str | None = None) -> "ZarrSource":
         """The source of an open ``zarr.Array`` on a local directory store."""
         root = getattr(arr.store, "root", None)
+        if root is None:       # a local path opened through fsspec (dask.array.from_zarr)
+            path = getattr(arr.store, "path", None)
+            fs = getattr(arr.store, "fs", None)
+            protocol = getattr(getattr(fs, "sync_fs", fs), "protocol", None)
+            local = protocol in ("file", "local") or (
+                isinstance(protocol, tuple) and "file" in protocol)
+            if isinstance(path, str) and os.path.isdir(path) and (fs is None or local
+                                                                    or protocol is None):
+                root = path
         if root is None:
             raise TypeError(f"{name or 'the Zarr array'} is not on a local directory store "
                             f"({type(arr.store).__name__}); write it to a local store with "
@@ -683,8 +692,10 @@ class DaskSource(_SourceBase):
     array : dask.array.Array
         With known chunk sizes along the rows.
     backing : RowSource or array, optional
-        The same rows in a store with random access (e.g. the Zarr array given to
-        ``dask.array.from_zarr``); without it, :meth:`read_rows` refuses.
+        The same rows in a store with random access. By default, the Zarr array or h5py
+        dataset the dask array was loaded from unchanged (``dask.array.from_zarr``,
+        ``dask.array.from_array(dataset)``), found in its graph; without one,
+        :meth:`read_rows` refuses.
 
     Examples
     --------
@@ -704,6 +715,8 @@ class DaskSource(_SourceBase):
         self.shape = tuple(int(n) for n in shape)
         self.dtype = _check_float(name, array.dtype, "a dask array")
         self.backing = None
+        if backing is None:
+            backing = _loaded_from(array)
         if backing is not None:
             self.backing = as_source(backing, f"{name} (backing store)")
             if tuple(self.backing.shape) != self.shape:
@@ -728,6 +741,28 @@ class DaskSource(_SourceBase):
     def reopen(self) -> "DaskSource":
         return self if self.backing is None else DaskSource(
             self.array, self.name, self.backing.reopen())
+
+
+def _loaded_from(array):
+    """The Zarr array or h5py dataset a dask array was loaded from without any operation
+    after (its graph: the store and one getter per chunk), or None."""
+    try:
+        layers = array.dask.layers
+        graph = dict(array.__dask_graph__())
+    except (AttributeError, TypeError):
+        return None
+    if len(layers) > 2:      # computed from the store: its rows may differ from the store's
+        return None
+    shape = tuple(array.shape)
+    for key, value in graph.items():
+        if (isinstance(key, str) and key.startswith("original-")
+                and (_is_zarr_array(value) or _is_h5_dataset(value))
+                and tuple(value.shape) == shape):
+            try:
+                return as_source(value, "backing")
+            except (TypeError, ValueError, OSError):
+                return None
+    return None
 
 
 # --- dispatch --------------------------------------------------------------------------------

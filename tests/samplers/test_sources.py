@@ -423,6 +423,24 @@ def test_passes_on_a_dask_array_equal_the_in_memory_passes(name, tmp_path, monke
     np.testing.assert_array_equal(on_dask.loglik(theta, idx), mem.loglik(theta, idx))
 
 
+def test_a_dask_array_from_a_store_finds_its_backing_store(tmp_path):
+    da = pytest.importorskip("dask.array")
+    arr = store("zarr", {"x": X1}, tmp_path)["x"]
+    for loaded in (da.from_zarr(arr), da.from_zarr(str(tmp_path / "data.zarr"), component="x"),
+                   da.from_array(h5py.File(_h5(tmp_path), "r")["x"], chunks=500)):
+        src = sources.as_source(loaded, "x")
+        assert src.backing is not None
+        np.testing.assert_array_equal(src.read_rows(np.array([9, 2])), X1[[9, 2]])
+    assert sources.as_source(da.from_zarr(arr) * 2.0, "x").backing is None   # not the store's rows
+
+
+def _h5(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = X1
+    return path
+
+
 def test_a_dask_array_without_a_backing_store_refuses_random_rows(tmp_path):
     da = pytest.importorskip("dask.array")
     model = GaussianMean(da.from_array(X1, chunks=700))
