@@ -53,6 +53,7 @@ import hashlib
 import mmap
 import os
 import threading
+import zlib
 from collections import OrderedDict
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol, runtime_checkable
@@ -70,7 +71,7 @@ __all__ = ["RowSource", "ArraySource", "MemmapSource", "ZarrSource", "H5Source",
 CHECKSUM_ATTR = "austerity"
 #: Bytes of rows a full-data pass reads per block (two blocks are held: one read ahead).
 BLOCK_BYTES = 16 << 20
-_DIGEST = "blake2b-128"
+_DIGEST = "crc32"
 
 
 class ChecksumError(ValueError):
@@ -867,19 +868,24 @@ def read_blocks(source, block_rows: int | None = None, *, start: int = 0, stop: 
     starts = list(range(int(start), n, block_rows))
     if not starts:
         return
+    check = bool(vrows) and block_rows % vrows == 0
+
+    def read(s):          # on the second thread: the read, and the checksums (GIL released)
+        block = src.read_range(s, min(s + block_rows, n))
+        if check:
+            for v in range(0, block.shape[0], vrows):
+                src.verify_block(s + v, block[v:v + vrows])
+        return block
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="austerity-read") as pool, \
             progress_bar(n - int(start), desc=desc or f"reading {src.name}", unit="row",
                          progress=progress if desc else False) as bar:
-        ahead = pool.submit(src.read_range, starts[0], min(starts[0] + block_rows, n))
+        ahead = pool.submit(read, starts[0])
         try:
             for k, s in enumerate(starts):
                 block = ahead.result()
                 if k + 1 < len(starts):
-                    nxt = starts[k + 1]
-                    ahead = pool.submit(src.read_range, nxt, min(nxt + block_rows, n))
-                if vrows and block_rows % vrows == 0:
-                    for v in range(0, block.shape[0], vrows):
-                        src.verify_block(s + v, block[v:v + vrows])
+                    ahead = pool.submit(read, starts[k + 1])
                 yield s, block
                 bar.update(block.shape[0])
         finally:
@@ -890,13 +896,16 @@ def read_blocks(source, block_rows: int | None = None, *, start: int = 0, stop: 
 
 
 def _block_digest(block: np.ndarray) -> str:
+    """CRC-32 of a block's little-endian bytes (zlib, GIL released: about 4x faster than
+    BLAKE2b here; it detects damage, not tampering)."""
     arr = np.ascontiguousarray(block)
     if arr.dtype.byteorder == ">":
         arr = arr.astype(arr.dtype.newbyteorder("<"))
-    return hashlib.blake2b(arr.view(np.uint8).reshape(-1).data, digest_size=16).hexdigest()
+    return f"{zlib.crc32(arr.view(np.uint8).reshape(-1).data):08x}"
 
 
 def _total_digest(digests) -> str:
+    """The store's digest: BLAKE2b-128 of the blocks' CRCs in order."""
     h = hashlib.blake2b(digest_size=16)
     for dg in digests:
         h.update(bytes.fromhex(dg))
@@ -982,9 +991,10 @@ def to_zarr(source_or_array, path, *, rows_per_chunk: int | None = None,
     Notes
     -----
     Uncompressed (``compressors=None``): random float rows compress little, and a random
-    row is then a plain read of its bytes. Each shard's rows are hashed (BLAKE2b, 128 bits,
-    of their little-endian bytes) into the attribute ``"austerity"`` with the shape, dtype
-    and a digest of the digests; :func:`verify` and the models' data checks compare them.
+    row is then a plain read of its bytes. Each shard's rows get a CRC-32 of their
+    little-endian bytes, kept in the attribute ``"austerity"`` with the shape, dtype and a
+    digest of them all (BLAKE2b-128 of the CRCs, the store's checksum);
+    :func:`verify` and the models' data checks compare them.
 
     Examples
     --------
