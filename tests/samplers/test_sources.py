@@ -99,11 +99,13 @@ def store(kind, arrays, tmp_path):
             np.save(path, a)
             out[key] = np.load(path, mmap_mode="r")
         return out
-    if kind in ("zarr", "dask"):
+    if kind in ("zarr", "zarr_zstd", "dask"):
         group = zarr.open_group(str(tmp_path / "data.zarr"), mode="w")
         out = {}
+        # zarr_zstd: compressed, so read through Zarr's codecs rather than the shard reader
+        codecs = {} if kind == "zarr_zstd" else {"compressors": None}
         for key, a in arrays.items():
-            arr = group.create_array(key, shape=a.shape, dtype=a.dtype, compressors=None,
+            arr = group.create_array(key, shape=a.shape, dtype=a.dtype, **codecs,
                                      chunks=(64,) + a.shape[1:], shards=(512,) + a.shape[1:])
             arr[:] = a
             out[key] = arr
@@ -121,8 +123,8 @@ def store(kind, arrays, tmp_path):
     raise AssertionError(kind)
 
 
-KINDS = ["array", "memmap", "zarr", "h5", "dask", "user"]
-STORE_KINDS = ["zarr", "h5", "user"]   # dask: below (its reads are slow)
+KINDS = ["array", "memmap", "zarr", "zarr_zstd", "h5", "dask", "user"]
+STORE_KINDS = ["zarr", "zarr_zstd", "h5", "user"]   # dask: below (its reads are slow)
 
 
 # --- the sources --------------------------------------------------------------------------
