@@ -303,13 +303,14 @@ class _ShardReader:
 
     Each shard is a file of inner chunks followed by an index of (offset, nbytes) per inner
     chunk; with the ``bytes`` codec alone an inner chunk is the rows' raw little-endian
-    bytes. A row is then one small read at ``offset + (row % inner) * row_bytes`` in its
-    shard's file (memory-mapped; at most :attr:`MAX_OPEN` shards kept open), instead of a
-    trip through Zarr's codec pipeline (hundreds of microseconds per call). Built only for
-    that exact layout (:meth:`for_array`); any other array is read through Zarr.
+    bytes. A row is then one small read (``os.preadv`` into the caller's array) at ``offset
+    + (row % inner) * row_bytes`` in its shard's file, instead of a trip through Zarr's
+    codec pipeline (hundreds of microseconds per call); the indexes of the last
+    :attr:`MAX_OPEN` shards are kept. Built only for that exact layout
+    (:meth:`for_array`); any other array is read through Zarr.
     """
 
-    MAX_OPEN = 64
+    MAX_OPEN = 256
     _EMPTY = np.uint64(2**64 - 1)
 
     def __init__(self, root, shape, dtype, shard_rows, inner_rows, fill):
@@ -356,8 +357,8 @@ class _ShardReader:
         return cls(root, tuple(arr.shape), dtype, shard[0], inner_shape[0], fill)
 
     def _shard(self, s):
-        """``(bytes of shard s, its index (n_inner, 2))``, or ``(None, None)`` when the
-        shard was never written (all fill value)."""
+        """``(path, index (n_inner, 2), file size)`` of shard s (cached), or ``(None, None,
+        0)`` when the shard was never written (all fill value)."""
         with self._lock:
             hit = self._open.get(s)
             if hit is not None:
@@ -365,29 +366,44 @@ class _ShardReader:
                 return hit
         path = os.path.join(self.root, "c", str(s), *(["0"] * (len(self.shape) - 1)))
         try:
-            with open(path, "rb") as f:
-                size = os.fstat(f.fileno()).st_size
-                buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) if size else b""
+            fd = os.open(path, os.O_RDONLY)
         except FileNotFoundError:
-            hit = (None, None)
+            hit = (None, None, 0)
         else:
-            raw = np.frombuffer(buf, dtype=np.uint8)
-            need = self.n_inner * 16 + 4
-            if raw.size < need:
-                raise ValueError(f"the Zarr shard file {path!r} is {raw.size} bytes, shorter "
-                                 f"than its index ({need} bytes): the store is damaged")
-            index = raw[raw.size - need:raw.size - 4].view("<u8").reshape(self.n_inner, 2)
-            hit = (raw, index)
+            try:
+                size = os.fstat(fd).st_size
+                need = self.n_inner * 16 + 4
+                if size < need:
+                    raise ValueError(f"the Zarr shard file {path!r} is {size} bytes, shorter "
+                                     f"than its index ({need} bytes): the store is damaged")
+                raw = os.pread(fd, need - 4, size - need)
+            finally:
+                os.close(fd)
+            hit = (path, np.frombuffer(raw, dtype="<u8").reshape(self.n_inner, 2), size)
         with self._lock:
             self._open[s] = hit
             while len(self._open) > self.MAX_OPEN:
                 self._open.popitem(last=False)
         return hit
 
+    def _read_runs(self, path, size, flat, dst_starts, dst_stops, positions):
+        """Read runs of whole rows from one shard file straight into ``flat`` (``os.preadv``:
+        no mapping of the file, so a pass leaves nothing of it in the process's memory)."""
+        rb = self.row_bytes
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            for u, v, p in zip(dst_starts, dst_stops, positions):
+                want = (v - u) * rb
+                if p + want > size or os.preadv(fd, [flat[u:v].reshape(-1)], p) != want:
+                    raise ValueError(f"the Zarr shard file {path!r} ends before the rows it "
+                                     "indexes: the store is damaged")
+        finally:
+            os.close(fd)
+
     def read_range(self, start, stop, out):
-        """Fill ``out`` with rows ``start .. stop - 1``: per shard, one copy of its bytes when
+        """Fill ``out`` with rows ``start .. stop - 1``: per shard, one read of its bytes when
         its inner chunks follow each other in the file (as :func:`to_zarr` writes them),
-        else one copy per inner chunk (memory O(chunks), not O(rows))."""
+        else one read per inner chunk (memory O(chunks), not O(rows))."""
         rb, inner = self.row_bytes, self.inner_rows
         flat = out.reshape(out.shape[0], -1).view(np.uint8).reshape(out.shape[0], rb)
         row = start
@@ -395,75 +411,59 @@ class _ShardReader:
             s = row // self.shard_rows
             base = s * self.shard_rows
             hi = min(stop, base + self.shard_rows)
-            raw, index = self._shard(s)
-            dst = flat[row - start:hi - start]
-            if raw is None:
+            path, index, size = self._shard(s)
+            if path is None:
                 out[row - start:hi - start] = self.fill
                 row = hi
                 continue
             c0, c1 = (row - base) // inner, (hi - 1 - base) // inner
             offsets = index[c0:c1 + 1, 0]
-            first = int(offsets[0]) + ((row - base) % inner) * rb
-            span = (c1 - c0 + 1) * inner * rb
-            if (not np.any(offsets == self._EMPTY)
-                    and bool(np.all(np.diff(offsets) == inner * rb))
-                    and int(offsets[0]) + span <= raw.size):
-                dst[:] = raw[first:first + (hi - row) * rb].reshape(hi - row, rb)
+            if not np.any(offsets == self._EMPTY) and bool(np.all(np.diff(offsets) == inner * rb)):
+                first = int(offsets[0]) + ((row - base) % inner) * rb
+                self._read_runs(path, size, flat, [row - start], [hi - start], [first])
             else:
+                us, vs, ps = [], [], []
                 for c in range(c0, c1 + 1):
                     lo_r = max(row, base + c * inner)
                     hi_r = min(hi, base + (c + 1) * inner)
-                    part = out[lo_r - start:hi_r - start]
                     off = index[c, 0]
                     if off == self._EMPTY:
-                        part[...] = self.fill
+                        out[lo_r - start:hi_r - start] = self.fill
                         continue
-                    p = int(off) + (lo_r - base - c * inner) * rb
-                    flat[lo_r - start:hi_r - start] = raw[p:p + (hi_r - lo_r) * rb].reshape(
-                        hi_r - lo_r, rb)
+                    us.append(lo_r - start)
+                    vs.append(hi_r - start)
+                    ps.append(int(off) + (lo_r - base - c * inner) * rb)
+                self._read_runs(path, size, flat, us, vs, ps)
             row = hi
 
     def read(self, rows, out):
-        """Fill ``out[k]`` with row ``rows[k]`` (``rows`` sorted increasing)."""
+        """Fill ``out[k]`` with row ``rows[k]`` (``rows`` sorted increasing): per shard, one
+        read per run of rows that follow each other in its file."""
         rb = self.row_bytes
         flat = out.reshape(out.shape[0], -1).view(np.uint8).reshape(out.shape[0], rb)
         shards = rows // self.shard_rows
         bounds = np.flatnonzero(np.diff(shards)) + 1
-        starts = np.concatenate(([0], bounds))
-        stops = np.concatenate((bounds, [rows.size]))
-        cols = np.arange(rb, dtype=np.intp)
-        for a, b in zip(starts.tolist(), stops.tolist()):
+        starts = np.concatenate(([0], bounds)).tolist()
+        stops = np.concatenate((bounds, [rows.size])).tolist()
+        for a, b in zip(starts, stops):
             s = int(shards[a])
-            raw, index = self._shard(s)
-            local = rows[a:b] - s * self.shard_rows
-            if raw is None:
+            path, index, size = self._shard(s)
+            if path is None:
                 out[a:b] = self.fill
                 continue
+            local = rows[a:b] - s * self.shard_rows
             chunk = local // self.inner_rows
             offsets = index[chunk, 0]
             empty = offsets == self._EMPTY
-            pos = (offsets.astype(np.int64, copy=True)
-                   + (local % self.inner_rows).astype(np.int64) * rb)
-            if b - a > 1 and not empty.any() and bool(np.all(np.diff(pos) == rb)):
-                p = int(pos[0])                       # one contiguous run of bytes
-                flat[a:b] = raw[p:p + (b - a) * rb].reshape(b - a, rb)
-                continue
-            pos[empty] = 0
-            # runs of rows whose bytes follow each other (a range read: one run per inner
-            # chunk at most) are sliced; scattered rows are gathered in one indexing call
-            breaks = np.flatnonzero((np.diff(pos) != rb) | empty[1:] | empty[:-1]) + 1
-            if breaks.size < (b - a) // 8:
-                lo = np.concatenate(([0], breaks)).tolist()
-                hi = np.concatenate((breaks, [b - a])).tolist()
-                for u, v in zip(lo, hi):
-                    if empty[u]:
-                        continue
-                    p = int(pos[u])
-                    flat[a + u:a + v] = raw[p:p + (v - u) * rb].reshape(v - u, rb)
-            else:
-                flat[a:b] = raw[pos[:, None] + cols]
+            pos = (offsets.astype(np.int64) + (local % self.inner_rows).astype(np.int64) * rb)
             if empty.any():
                 out[a:b][empty] = self.fill
+            breaks = np.flatnonzero((np.diff(pos) != rb) | empty[1:] | empty[:-1]) + 1
+            lo = np.concatenate(([0], breaks)).tolist()
+            hi = np.concatenate((breaks, [b - a])).tolist()
+            keep = [k for k, u in enumerate(lo) if not empty[u]]
+            self._read_runs(path, size, flat, [a + lo[k] for k in keep],
+                            [a + hi[k] for k in keep], [int(pos[lo[k]]) for k in keep])
 
 
 class ZarrSource(_SourceBase):
