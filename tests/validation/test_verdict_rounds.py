@@ -144,13 +144,13 @@ def test_supporting_ks_stops_at_a_clear_failure_and_is_unchanged_otherwise():
     """Lognormal(0, 2) l_i at the design's m: some pair's KS distance is far above the
     tolerance after 1,000 minibatches, so the rounds stop there; without rounds (the
     default) clt_check simulates all of n_sim, as before."""
-    model, pairs = _lognormal_pairs(2.0, 3, 7)
+    model, pairs = _lognormal_pairs(2.0, 2, 7)
     d = optimize(TrialChain.from_model(model, *pairs, progress=False), 0.03)
-    full = clt_check(model, pairs, design=d, n_sim=4000, search=False, n_paths=400, rng=2)
-    fast = clt_check(model, pairs, design=d, n_sim=4000, search=False, n_paths=400, rng=2,
+    full = clt_check(model, pairs, design=d, n_sim=3200, search=False, n_paths=50, rng=2)
+    fast = clt_check(model, pairs, design=d, n_sim=3200, search=False, n_paths=50, rng=2,
                      sequential=True)
-    assert full.n_sim == 4000 and full.t_statistics.shape == (3, 4000)
-    assert fast.n_sim == 1000 and fast.t_statistics.shape == (3, 1000)
+    assert full.n_sim == 3200 and full.t_statistics.shape == (2, 3200)
+    assert fast.n_sim == 1000 and fast.t_statistics.shape == (2, 1000)
     assert not full.ks_passed and not fast.ks_passed
     np.testing.assert_array_equal(fast.t_statistics, full.t_statistics[:, :1000])
     assert fast.passed == full.passed
