@@ -339,10 +339,14 @@ def main():
                              reference="laplace-gaussian" if gauss else "t5", rows=rows,
                              load_after=os.getloadavg()[0])
             del X, y, model, cv
+        save(args, out)          # after each workload: a long run keeps what it finished
+    print(table(out))
+
+
+def save(args, out):
+    """The JSON (with the machine) and the markdown table of the workloads so far."""
     write(args.out, {"args": vars(args), "workloads": out})
-    text = table(out)
-    (RESULTS / f"{args.out}.md").write_text(text + "\n")
-    print(text)
+    (RESULTS / f"{args.out}.md").write_text(table(out) + "\n")
 
 
 if __name__ == "__main__":
