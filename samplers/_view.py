@@ -162,14 +162,23 @@ class ModelView:
         built-in models only. Chunk sums are added in chunk order, whatever ``threads``."""
         if self.row_loglik is None:
             raise TypeError(f"full_loglik needs a built-in model, got {type(self.model).__name__}")
-        count = n_chunks(self.N, FULL_CHUNK)
-        sums = np.empty(count)
-        run_chunks(self._loglik_chunks, count, self.kernel_data(), theta,
-                   self.N, FULL_CHUNK, sums, threads=threads)
         total = 0.0
-        for value in sums:
+        for value in self.loglik_chunk_sums(theta, threads=threads):
             total += value
         return total
+
+    def loglik_chunk_sums(self, theta, *, threads=None) -> np.ndarray:
+        """The log-likelihood's sum over each chunk of ``FULL_CHUNK`` rows, in chunk order
+        (:meth:`full_loglik` adds them up; a distributed pass adds those of every range)."""
+        count = n_chunks(self.N, FULL_CHUNK)
+        sums = np.empty(count)
+        if self.row_loglik is None:
+            for c, idx in enumerate(self.chunks()):
+                sums[c] = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+            return sums
+        run_chunks(self._loglik_chunks, count, self.kernel_data(), theta,
+                   self.N, FULL_CHUNK, sums, threads=threads)
+        return sums
 
     def full_grad(self, theta, *, threads=None) -> np.ndarray:
         """Gradient of the log posterior over all N rows (an O(N) pass, on every core for a
