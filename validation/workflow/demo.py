@@ -57,8 +57,14 @@ class DemoSettings:
     n_paths: int = 400
 
 
-def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dict:
-    """Run the demo and write its report; return the summary dictionary."""
+def run_demo(settings: DemoSettings, *, progress: bool = True, log=print,
+             executor=None) -> dict:
+    """Run the demo and write its report; return the summary dictionary.
+
+    ``executor`` (a ``dask.distributed.Client``, its ``get_executor()`` or any
+    ``concurrent.futures.Executor``) runs the full-data passes there (the mode and the
+    proxy's sums, the trial pairs' statistics, the CLT checks' l_i): the same numbers.
+    """
     import design
     import validation
 
@@ -74,8 +80,10 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
 
-    log("[2/7] control variates: ControlVariates(model) (the mode and the Taylor proxy's sums)")
-    cv = ControlVariates(model)
+    where = "" if executor is None else " on the cluster"
+    log(f"[2/7] control variates: ControlVariates(model) (the mode and the Taylor proxy's "
+        f"sums{where})")
+    cv = ControlVariates(model, executor=executor)
     start = cv.center.theta
     proposal = Independence.from_laplace(cv)
     log("[3/7] proposal: Independence.from_laplace(cv), N(mode, Sigma), for every chain")
@@ -87,8 +95,8 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     theta_news = np.array([proposal.propose(rng, None, None, t, None)[0] for t in thetas])
     log_q = np.array([proposal.log_density(a) - proposal.log_density(b)
                       for a, b in zip(thetas, theta_news)])
-    trial = design.TrialChain.from_model(model, thetas, theta_news, log_q)
-    trial_cv = design.TrialChain.from_model(cv, thetas, theta_news, log_q)
+    trial = design.TrialChain.from_model(model, thetas, theta_news, log_q, executor=executor)
+    trial_cv = design.TrialChain.from_model(cv, thetas, theta_news, log_q, executor=executor)
     trial.save(out / "trial.npz")
 
     log(f"[5/7] designs: design.optimize(trial, tolerance={settings.tolerance}), plain and "
@@ -112,7 +120,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             f"the tolerance, KS as supporting detail")
         clts[key] = validation.clt_check(source, pairs, design=plans[key], search=False,
                                          log_const=log_const, n_paths=settings.n_paths,
-                                         rng=rng.spawn(1)[0])
+                                         rng=rng.spawn(1)[0], executor=executor)
         log("      " + str(clts[key]).replace("\n", "\n      "))
     plan = plans["plain"]
 
