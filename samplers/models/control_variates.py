@@ -294,21 +294,6 @@ class TaylorSums:
         return cls(n, loglik, grad, 0.5 * (hess + hess.T), norm)
 
 
-class _CVBlock:
-    """``ControlVariates.block_recipe``: rebuilds the wrapper over a block of rows on a
-    worker, with the whole data's center and sums (so the rows' shift is P over all N)."""
-
-    def __init__(self, inner, center, order, n_share):
-        self.inner, self.center, self.order, self.n_share = inner, center, order, n_share
-
-    def __call__(self):
-        cv = ControlVariates.__new__(ControlVariates)
-        cv._setup(self.inner(), self.order, self.center.theta)
-        cv._n_share = self.n_share
-        cv._set_center(self.center)
-        return cv
-
-
 def _block_row_norm(block):
     return float(glm_kernels(block).max_row_norm(block))
 
@@ -518,6 +503,7 @@ class ControlVariates(BaseModel):
     True
     """
 
+    _wrapped_fields = ("model",)
     #: The executor of the construction's passes (set only while it runs).
     _cluster = None
 
@@ -557,9 +543,9 @@ class ControlVariates(BaseModel):
         self.order = int(order)
         self._order2 = 1.0 if self.order == 2 else 0.0
         self.N = check_int("model.N", model.N, low=1)
-        #: The rows the proxy's total is shared over: N, but the whole data's N in a block
-        #: of rows rebuilt by :meth:`block_recipe`.
-        self._n_share = self.N
+        #: The rows the proxy's total is shared over (N; kept by a block of rows, whose
+        #: rows carry the same per-row shift P/N as in the whole model).
+        self._rows_total = self.N
         dim = getattr(model, "dim", None)
         if dim is None:
             if ref is None:
@@ -644,16 +630,6 @@ class ControlVariates(BaseModel):
         c = self.center
         return TaylorSums(self.N, float(c.loglik), c.grad.copy(), c.hess.copy(),
                           self.__dict__.get("_row_norm"))
-
-    def block_recipe(self, start, stop):
-        """A small picklable callable that rebuilds this wrapper over rows ``[start, stop)``
-        of the wrapped model (its ``block_recipe``) with the whole data's center and sums, so
-        that the block's rows (residuals plus the proxy's share P / N) are this wrapper's."""
-        inner = getattr(self.model, "block_recipe", None)
-        if not callable(inner) or self._glm is None:
-            raise TypeError(f"ControlVariates over {type(self.model).__name__} cannot be "
-                            "rebuilt on another process (a built-in model has block_recipe)")
-        return _CVBlock(inner(start, stop), self.center, self.order, self._n_share)
 
     # -- construction --------------------------------------------------------------------------
 
@@ -1027,7 +1003,7 @@ class ControlVariates(BaseModel):
         :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model."""
         if self._glm is None:
             return None
-        return (self._data(0.0), self._g, self._H, float(self._n_share))
+        return (self._data(0.0), self._g, self._H, float(self._rows_total))
 
     def block_parts(self, view):
         """The compiled loop's parts (:class:`~samplers.models.compiled.BlockModel`) around a
@@ -1055,10 +1031,12 @@ class ControlVariates(BaseModel):
                         "_decision_data(theta, theta_new), not _kernel_data()")
 
     def _decision_data(self, theta, theta_new):
-        return self._data(self.proxy_total(theta, theta_new) / self._n_share)
+        return self._data(self.proxy_total(theta, theta_new) / self._rows_total)
 
     def _loglik(self, theta, idx):
-        shift = self._proxy_sum(theta) / self._n_share
+        if self._store_backed:
+            return self._rows_model(idx)._loglik(theta, np.arange(idx.shape[0]))
+        shift = self._proxy_sum(theta) / self._rows_total
         if self._glm is None:
             return (np.asarray(self.model.loglik(theta, idx), dtype=float)
                     - self._user_proxy(theta, idx) + shift)
@@ -1067,7 +1045,10 @@ class ControlVariates(BaseModel):
         return out
 
     def _loglik_ratio(self, theta, theta_new, idx):
-        shift = self.proxy_total(theta, theta_new) / self._n_share
+        if self._store_backed:
+            return self._rows_model(idx)._loglik_ratio(theta, theta_new,
+                                                       np.arange(idx.shape[0]))
+        shift = self.proxy_total(theta, theta_new) / self._rows_total
         if self._glm is None:
             fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
             if callable(fused):
@@ -1080,7 +1061,9 @@ class ControlVariates(BaseModel):
         return out
 
     def _grad_loglik(self, theta, idx):
-        shift = self._proxy_grad(theta) / self._n_share
+        if self._store_backed:
+            return self._rows_model(idx)._grad_loglik(theta, np.arange(idx.shape[0]))
+        shift = self._proxy_grad(theta) / self._rows_total
         if self._glm is None:
             c = self._theta_c
             G = self._row_grads_user(theta, idx) - self._row_grads_user(c, idx)
@@ -1156,7 +1139,7 @@ class ControlVariates(BaseModel):
     _ratio_range = staticmethod(cv_ratio_range)
 
     def _range_data(self):
-        return (self._g, self._H, self._theta_c, self._order2, float(self._n_share),
+        return (self._g, self._H, self._theta_c, self._order2, float(self._rows_total),
                 float(self.taylor_constant), self.max_row_norm)
 
     def _loglik_ratio_range(self, theta, theta_new):

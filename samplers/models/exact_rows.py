@@ -502,6 +502,14 @@ class ExactRows(BaseModel):
         ``range="model"`` run on the Python loop)."""
         return None
 
+    def row_block(self, start, stop):
+        raise TypeError("ExactRows has no row blocks: its rows (the rest after the heavy "
+                        "rows) are not a range of the wrapped model's rows; its full-data "
+                        "passes run in this process")
+
+    def block_recipe(self, start, stop):
+        self.row_block(start, stop)
+
     def _kernel_data(self):
         raise TypeError("ExactRows rows carry the per-pair constant S/n of the heavy rows: read "
                         "them through _decision_data(theta, theta_new), not _kernel_data()")

@@ -26,26 +26,6 @@ from validation import clt_check, loglik_ratios
 
 distributed = pytest.importorskip("distributed")
 
-# TEMPORARY stand-in until the sources branch's BaseModel.block_recipe is merged
-from samplers.models._base import BaseModel  # noqa: E402
-
-
-class _SliceRecipe:
-    def __init__(self, model, start, stop):
-        block = object.__new__(type(model))
-        block.__dict__ = {k: (v[start:stop] if isinstance(v, np.ndarray) and v.ndim >= 1
-                              and v.shape[0] == model.N else v)
-                          for k, v in model.__dict__.items()}
-        block.N = stop - start
-        self.block = block
-
-    def __call__(self):
-        return self.block
-
-
-if not hasattr(BaseModel, "block_recipe"):
-    BaseModel.block_recipe = lambda self, a, b: _SliceRecipe(self, a, b)
-
 #: Rows per task in these tests (2^20 in use): a pass over N = 150 000 rows is 5 tasks.
 RANGE_ROWS = 1 << 15
 
