@@ -56,6 +56,11 @@ def model():
     return LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
 
 
+@pytest.fixture(scope="module")
+def local_cv(model):
+    return ControlVariates(model)
+
+
 def pairs(cv, n, seed):
     rng = np.random.default_rng(seed)
     thetas = cv.center.theta + 0.01 * rng.normal(size=(n, cv.dim))
@@ -68,9 +73,9 @@ def same_center(a, b):
                                       err_msg=field)
 
 
-def test_every_pass_on_the_cluster_is_the_local_pass(client, model, monkeypatch):
+def test_every_pass_on_the_cluster_is_the_local_pass(client, model, local_cv, monkeypatch):
     monkeypatch.setattr("design._pair_scan.ONE_PASS_FROM", 1 << 16)   # the one-pass route
-    local = ControlVariates(model)
+    local = local_cv
     remote = ControlVariates(model, executor=client)
     same_center(local, remote)                     # each Newton step's sums, bit for bit
     thetas, news = pairs(local, 5, 1)
@@ -91,6 +96,41 @@ def test_every_pass_on_the_cluster_is_the_local_pass(client, model, monkeypatch)
     b = clt_check(local, (thetas[:2], news[:2]), batch_size=200, n_sim=4000, search=False,
                   rng=3, progress=False, executor=client)
     np.testing.assert_array_equal(a.ks_distance, b.ks_distance)
+
+
+@pytest.mark.parametrize("kind", ["zarr", "h5"])
+def test_a_store_on_the_cluster_gives_the_in_memory_results(client, model, local_cv, kind,
+                                                             tmp_path):
+    """The workers reopen the store by its path and read their ranges."""
+    if kind == "zarr":
+        zarr = pytest.importorskip("zarr")
+        group = zarr.open_group(str(tmp_path / "data.zarr"), mode="w")
+        stored = {}
+        for key, a in (("X", model.X), ("y", model.y)):
+            arr = group.create_array(key, shape=a.shape, dtype=a.dtype,
+                                     chunks=(4096,) + a.shape[1:],
+                                     shards=(1 << 16,) + a.shape[1:])
+            arr[:] = a
+            stored[key] = arr
+    else:
+        h5py = pytest.importorskip("h5py")
+        with h5py.File(tmp_path / "data.h5", "w") as f:
+            for key, a in (("X", model.X), ("y", model.y)):
+                f.create_dataset(key, data=a, chunks=(4096,) + a.shape[1:])
+        f = h5py.File(tmp_path / "data.h5", "r")
+        stored = {"X": f["X"], "y": f["y"]}
+    on_store = LogisticRegression(stored["X"], stored["y"], prior=model.prior)
+    assert on_store.data_sources()                  # rows in the store, not in memory
+    remote = ControlVariates(on_store, executor=client)
+    same_center(local_cv, remote)
+    thetas, news = pairs(local_cv, 3, 2)
+    a = design.TrialChain.from_model(local_cv, thetas, news, progress=False)
+    b = design.TrialChain.from_model(remote, thetas, news, progress=False, executor=client)
+    np.testing.assert_array_equal(a.mu, b.mu)
+    np.testing.assert_array_equal(a.abs_z3, b.abs_z3)
+    np.testing.assert_array_equal(log_posterior(local_cv, thetas[None], progress=False),
+                                  log_posterior(remote, thetas[None], progress=False,
+                                                executor=client))
 
 
 def test_the_executor_of_a_client_and_a_thread_pool_give_the_same_bits(client, model):
