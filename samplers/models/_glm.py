@@ -77,7 +77,9 @@ def _x_scatter(data, i, w, out):
 
 
 def _x_design(model, start, stop):
-    return np.asarray(model.X[start:stop], dtype=np.float64)
+    X = model.X          # an array read in place, or a row source (a store): its range
+    rows = X[start:stop] if isinstance(X, np.ndarray) else X.read_range(start, stop)
+    return np.asarray(rows, dtype=np.float64)
 
 
 def _x_max_row_norm(model):
