@@ -306,3 +306,31 @@ def test_taylor_sums_round_trip():
     assert isinstance(s, TaylorSums) and s.N == 400
     rebuilt = ControlVariates.from_sums(model, cv.center.theta, s)
     np.testing.assert_array_equal(rebuilt.center.posterior_hess, cv.center.posterior_hess)
+
+
+def test_the_demo_hands_a_client_of_the_scheduler_to_its_passes(client, tmp_path, capsys,
+                                                                 monkeypatch):
+    """``--scheduler ADDRESS``: run_demo gets a client of that scheduler, closed afterwards
+    (the demo itself runs end to end in tests/test_cli.py)."""
+    import validation.workflow.demo as demo
+    from validation.workflow.cli import main
+
+    seen = {}
+
+    def run_demo(settings, *, progress, executor):
+        seen["workers"] = len(executor.scheduler_info()["workers"])
+        seen["client"] = executor
+
+    monkeypatch.setattr(demo, "run_demo", run_demo)
+    assert main(["demo", "--rows", "20000", "--quiet", "--out", str(tmp_path / "demo"),
+                 "--scheduler", client.scheduler.address]) == 0
+    assert seen["workers"] == 2 and seen["client"].status == "closed"
+    assert f"passes on the Dask cluster at {client.scheduler.address}" in capsys.readouterr().out
+
+
+def test_the_demo_takes_a_cluster_or_a_scheduler_not_both(capsys):
+    from validation.workflow.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["demo", "--cluster", "local", "--scheduler", "tcp://127.0.0.1:8786"])
+    assert "not allowed with argument" in capsys.readouterr().err
