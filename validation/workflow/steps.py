@@ -666,6 +666,8 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
     if executor is not None:
         from samplers import sample_chains
 
+        if callable(getattr(executor, "get_executor", None)):   # a Dask client: its executor,
+            executor = executor.get_executor(pure=False)        # without hashing the model
         got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
                             rng=_Streams(streams), executor=executor, progress=progress)
         runs = list(got)
