@@ -8,7 +8,8 @@ the same rows at every run. Measured, in one run:
 1. **passes through the cluster** (a ``LocalCluster`` of 2 worker processes, one thread and a
    2 GB memory limit each; every task rebuilds about 10^6 rows from the store and returns
    per-chunk sums): the mode (``ControlVariates(model, executor=client)``: Newton's passes,
-   the sums at the center and the row norms), one sums pass at the center (``glm_sums``)
+   the sums at the center and the row norms), one sums pass at the center (a wrapper at a
+   given center)
    and the trial statistics of 40 pairs (``design.TrialChain.from_model``), in ns per row
    and pass;
 2. **the same passes in memory** (numpy float32 arrays, the two local threads) at the
@@ -130,14 +131,13 @@ def time_passes(model, executor, label, n):
     """Seconds and ns/row of the mode search, one sums pass and the trial statistics."""
     import design
     from samplers import ControlVariates
-    from samplers.models._glm import glm_sums
 
     t = time.perf_counter()
     cv = ControlVariates(model, executor=executor)
     mode_s = time.perf_counter() - t
     passes = cv.center.n_passes + 1                  # Newton's and the center's, the norms
     t = time.perf_counter()
-    glm_sums(model, np.asarray(cv.center.theta), executor=executor)
+    ControlVariates(model, center=cv.center.theta, executor=executor)   # one pass: the sums
     sums_s = time.perf_counter() - t
     thetas, news = trial_pairs(cv, N_PAIRS)
     t = time.perf_counter()
