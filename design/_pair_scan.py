@@ -35,6 +35,7 @@ from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 
 import numpy as np
 
+from ._lib.distribute import as_cluster, map_ranges, per_chunk, recipe_of
 from ._lib.jit import jit
 from ._lib.progress import progress_callback
 
@@ -219,16 +220,35 @@ def _chunk_plan(model, thetas, theta_news, chunk, many_fn, generic_fn):
     return generic_fn, (thetas, theta_news), chunk
 
 
-def _scan(model, chunk_fn, args, merge, *, N, chunk, workers, progress, desc):
+def _scan(model, chunk_fn, args, merge, *, N, chunk, workers, progress, desc, executor=None):
     """``merge(chunk_fn(model, *args, start, stop))`` for every chunk, in chunk order.
 
     Chunks run on ``workers`` threads, at most 2 x workers in flight; results are merged in
     chunk order, so nothing depends on the thread timing. The main thread waits with a
     timeout, so Ctrl-C (or an exception from the progress callback) stops the pass at once
-    (queued chunks are cancelled).
+    (queued chunks are cancelled). With ``executor`` (resolved by
+    :func:`~design._lib.distribute.as_cluster`) ranges of chunks run on its workers, each
+    rebuilding its rows with ``model.block_recipe``, and their chunks' results are merged
+    here in the same order: the same bits.
     """
     starts = list(range(0, N, chunk))
     total = len(starts)
+    cluster = as_cluster(executor)
+    if cluster is not None:
+        done = [0]
+        callback = progress if callable(progress) else None
+
+        def merge_range(start, stop, results):
+            for res in results:
+                merge(res)
+            done[0] += len(results)
+            if callback is not None:
+                callback(done[0], total)
+
+        map_ranges(cluster, recipe_of(model), per_chunk, (chunk_fn, args, chunk), merge_range,
+                   N=N, chunk=chunk, progress=False if callback is not None else progress,
+                   desc=desc)
+        return
     callback, close = progress_callback(progress, total, desc=desc, unit="chunk")
     try:
         if workers <= 1 or total == 1:
@@ -259,7 +279,8 @@ def _scan(model, chunk_fn, args, merge, *, N, chunk, workers, progress, desc):
         close()
 
 
-def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=None):
+def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=None,
+                 executor=None):
     """(mu, sigma) of l_i over all N rows for every pair, in one chunked pass.
 
     ``thetas`` and ``theta_news`` are float arrays of shape (n_pairs, ...); ``progress`` is
@@ -281,11 +302,12 @@ def pair_moments(model, thetas, theta_news, *, N, chunk, workers=2, progress=Non
         n_acc = n
 
     _scan(model, chunk_fn, args, merge, N=N, chunk=chunk, workers=workers, progress=progress,
-          desc="trial-pair statistics")
+          desc="trial-pair statistics", executor=executor)
     return mean, np.sqrt(m2 / N)
 
 
-def pair_shape_sums(model, thetas, theta_news, mean, *, N, chunk, workers=2, progress=None):
+def pair_shape_sums(model, thetas, theta_news, mean, *, N, chunk, workers=2, progress=None,
+                    executor=None):
     """Per pair, with d_i = l_i - mean: min l, max l, sum d^3, sum d^4, sum |d|, sum |d|^3
     over all N rows (columns of a (n_pairs, 6) array), in one chunked pass for all pairs.
 
@@ -304,7 +326,7 @@ def pair_shape_sums(model, thetas, theta_news, mean, *, N, chunk, workers=2, pro
         acc[:, 2:] += res[:, 2:]
 
     _scan(model, chunk_fn, (*args, mean), merge, N=N, chunk=chunk, workers=workers,
-          progress=progress, desc="trial-pair shapes")
+          progress=progress, desc="trial-pair shapes", executor=executor)
     return acc
 
 
@@ -487,7 +509,7 @@ def _abs_sums(sums, delta, width, n, m2, m3):
 
 
 def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=None,
-                    two_pass=False):
+                    two_pass=False, executor=None):
     """(mu, sigma, shape) of every pair's l_i in one chunked pass over the data.
 
     ``shape`` is :func:`pair_shape_sums`'s (n_pairs, 6) array (min l, max l, sum d^3,
@@ -506,13 +528,15 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     is bounded (``_abs_sums``). If
     mu falls outside the window or that bound exceeds ``ABS_TOL`` of the sum, the shape is
     summed again about mu in a second pass (:func:`pair_shape_sums`); below
-    ``ONE_PASS_FROM`` rows, or with ``two_pass``, the two exact passes run.
+    ``ONE_PASS_FROM`` rows, or with ``two_pass``, the two exact passes run. With
+    ``executor`` every pass but the pilot's (a few thousand rows) runs on its workers.
     """
     if two_pass or N < ONE_PASS_FROM:
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
-                                 workers=workers, progress=progress)
+                                 workers=workers, progress=progress, executor=executor)
         return mu, sigma, pair_shape_sums(model, thetas, theta_news, mu, N=N, chunk=chunk,
-                                          workers=workers, progress=progress)
+                                          workers=workers, progress=progress,
+                                          executor=executor)
     if callable(getattr(model, "loglik_many", None)):
         args = distinct_vectors(thetas, theta_news)
         plan = ("many", args)
@@ -523,9 +547,10 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     pilot, pilot_sd, n_pilot = _pilot(model, plan, N, P, chunk)
     if not np.all(pilot_sd > 0):          # every sampled l_i equal: no scale for a window
         mu, sigma = pair_moments(model, thetas, theta_news, N=N, chunk=chunk,
-                                 workers=workers, progress=progress)
+                                 workers=workers, progress=progress, executor=executor)
         return mu, sigma, pair_shape_sums(model, thetas, theta_news, mu, N=N, chunk=chunk,
-                                          workers=workers, progress=progress)
+                                          workers=workers, progress=progress,
+                                          executor=executor)
     width = WINDOW_SE * pilot_sd / math.sqrt(n_pilot)
     n_acc, mean = 0, np.zeros(P)
     m2, m3, m4 = np.zeros(P), np.zeros(P), np.zeros(P)
@@ -555,7 +580,7 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
         sums[...] += t
 
     _scan(model, _chunk_stats, (plan, pilot, width, WINDOW_BINS), merge, N=N, chunk=chunk,
-          workers=workers, progress=progress, desc="trial-pair statistics")
+          workers=workers, progress=progress, desc="trial-pair statistics", executor=executor)
     shape = np.empty((P, 6))
     shape[:, 0], shape[:, 1], shape[:, 2], shape[:, 3] = ends[:, 0], ends[:, 1], m3, m4
     redo = []
@@ -572,6 +597,7 @@ def pair_statistics(model, thetas, theta_news, *, N, chunk, workers=2, progress=
     if redo:                               # the exact shape pass, for those pairs only
         redo = np.array(redo)
         again = pair_shape_sums(model, thetas[redo], theta_news[redo], mean[redo], N=N,
-                                chunk=chunk, workers=workers, progress=progress)
+                                chunk=chunk, workers=workers, progress=progress,
+                                executor=executor)
         shape[redo, 4:] = again[:, 4:]
     return mean, np.sqrt(m2 / N), shape

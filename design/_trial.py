@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ._lib.checks import check_finite_array, check_int
+from ._lib.distribute import as_cluster, recipe_of
 from ._lib.npz import read_npz
 from ._lib.summary import short_array
 
@@ -203,7 +204,7 @@ class TrialChain:
     # ------------------------------------------------------------------ constructors
     @classmethod
     def from_model(cls, model, thetas, theta_news=None, log_q_ratios=None, *, chunk=65_536,
-                   workers=None, progress=None, two_pass=False):
+                   workers=None, progress=None, two_pass=False, executor=None):
         """Summarise pairs by scanning the data of ``model`` in chunks.
 
         Parameters
@@ -234,6 +235,12 @@ class TrialChain:
             Sum the shape of the l_i in a second pass about the mean (see Notes): the
             reference, with exact absolute moments, at twice the cost. mu and sigma are the
             same bits either way.
+        executor : optional
+            Run the pass on a cluster: a ``dask.distributed.Client``, its
+            ``get_executor()``, or any ``concurrent.futures.Executor`` (the model needs
+            ``block_recipe(start, stop)``, as the built-in models and control variates have:
+            each task rebuilds about 10^6 rows on its worker). The chunks' results are
+            merged here in chunk order, so the trial chain is the local one, bit for bit.
 
         Returns
         -------
@@ -299,9 +306,12 @@ class TrialChain:
         if workers is None:
             workers = os.cpu_count() or 1
         workers = check_int("workers", workers, low=1)
+        cluster = as_cluster(executor)
+        if cluster is not None:
+            recipe_of(model)                # refuse a model without one before any pass
         mu, sigma, shape = pair_statistics(model, thetas, theta_news, N=N, chunk=chunk,
                                            workers=workers, progress=progress,
-                                           two_pass=bool(two_pass))
+                                           two_pass=bool(two_pass), executor=cluster)
         ranged, bound = _range_methods(model, thetas[0], theta_news[0])
         fields = {k: np.empty(n_pairs) for k in ("mu", "sigma", "c0") + _SHAPE_FIELDS}
         for p in range(n_pairs):

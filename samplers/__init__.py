@@ -52,7 +52,8 @@ from .mhtests import (AustereInfo, AustereTest, BarkerInfo, BarkerTest, BoundVio
 from .models import (GLM, Bound, ControlVariates, ExactRows, Gaussian, GaussianMean,
                      GaussianMixture, JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
                      LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
-                     TaylorCenter, heavy_rows, laplace_approximation, map_estimate)
+                     TaylorCenter, TaylorSums, heavy_rows, laplace_approximation,
+                     map_estimate)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Independence, Langevin, MixtureIndependence, RandomWalk, StudentTIndependence
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
@@ -88,7 +89,7 @@ __all__ = [
     # models, priors, control variates, the Laplace approximation
     "Model", "GLM", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
     "RobustRegression", "GaussianMixture", "FlatPrior", "GaussianPrior", "LaplacePrior",
-    "ControlVariates", "TaylorCenter", "LaplaceApproximation", "laplace_approximation",
+    "ControlVariates", "TaylorCenter", "TaylorSums", "LaplaceApproximation", "laplace_approximation",
     "map_estimate", "ExactRows", "heavy_rows",
     # Firefly Monte Carlo
     "firefly", "FireflyInfo", "FireflyKernel", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",

@@ -12,14 +12,15 @@ import math
 
 import numpy as np
 
+from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.progress import progress_bar
-from ._view import check_model
+from ._view import FULL_CHUNK, ModelView, check_model
 from .models.control_variates import ControlVariates
 
 __all__ = ["log_posterior"]
 
 
-def log_posterior(model, samples, *, progress=None) -> np.ndarray:
+def log_posterior(model, samples, *, progress=None, executor=None) -> np.ndarray:
     r"""Unnormalised log posterior :math:`\log p(\theta) + \sum_{i=1}^N \log p(x_i \mid \theta)`
     at every draw.
 
@@ -32,7 +33,14 @@ def log_posterior(model, samples, *, progress=None) -> np.ndarray:
         Draws, e.g. ``chain.samples`` (n_samples, d) or ``chains.samples``
         (n_chains, n_samples, d). Not modified.
     progress : bool or None
-        A progress bar over the distinct draws; None (default): only if stderr is a terminal.
+        A progress bar over the distinct draws (over the row ranges with ``executor``); None
+        (default): only if stderr is a terminal.
+    executor : optional
+        A ``dask.distributed.Client``, its ``get_executor()`` or any
+        ``concurrent.futures.Executor``: one pass for all the distinct draws, each task
+        rebuilding about 10^6 rows (``model.block_recipe``) on its worker and returning its
+        chunks' sums at every draw, added here in chunk order (the local values, bit for
+        bit). None (default): one local pass per distinct draw.
 
     Returns
     -------
@@ -79,6 +87,7 @@ def log_posterior(model, samples, *, progress=None) -> np.ndarray:
     if dim is not None and draws.shape[-1] != dim:
         raise ValueError(f"samples must have d = {dim} columns for {type(model).__name__}, "
                          f"got shape {draws.shape}")
+    cluster = as_cluster(executor)
     view, _ = check_model(model, flat[0])
     # A draw equal to the one before it in the same chain (a rejection) is not recomputed.
     same = np.zeros(len(flat), dtype=bool)
@@ -86,10 +95,14 @@ def log_posterior(model, samples, *, progress=None) -> np.ndarray:
     same[::per_chain] = False
     fresh = np.flatnonzero(~same)
     out = np.empty(len(flat))
-    with progress_bar(len(fresh), desc="log posterior", unit="draw", progress=progress) as bar:
-        for k in fresh:
-            out[k] = _log_posterior_at(view, model, flat[k])
-            bar.update(1)
+    if cluster is not None:
+        out[fresh] = _log_posteriors_on(cluster, view, model, flat[fresh], progress)
+    else:
+        with progress_bar(len(fresh), desc="log posterior", unit="draw",
+                          progress=progress) as bar:
+            for k in fresh:
+                out[k] = _log_posterior_at(view, model, flat[k])
+                bar.update(1)
     # forward-fill the repeated draws from the last fresh one
     last = np.maximum.accumulate(np.where(same, 0, np.arange(len(flat))))
     return out[last].reshape(draws.shape[:-1])
@@ -131,3 +144,30 @@ def _log_posterior_at(view, model, theta) -> float:
     for idx in view.chunks():
         total += float(np.sum(np.asarray(model.loglik(theta, idx), dtype=float)))
     return lp + total
+
+
+def _block_loglik_sums(block, thetas) -> np.ndarray:
+    """On a worker: the log-likelihood's chunk sums of a block of rows at every theta,
+    shape (len(thetas), chunks)."""
+    view = ModelView(block, thetas.shape[1])
+    return np.stack([view.loglik_chunk_sums(theta) for theta in thetas])
+
+
+def _log_posteriors_on(cluster, view, model, thetas, progress) -> np.ndarray:
+    """:func:`_log_posterior_at` at every theta in one pass on ``cluster``: the chunk sums
+    added in chunk order, as :meth:`ModelView.full_loglik` adds them."""
+    lp = np.array([float(view.logprior(t)) for t in thetas])
+    live = lp > -math.inf                  # a draw outside the prior's support: no pass
+    totals = [0.0] * len(thetas)
+    if np.any(live):
+        rows = np.ascontiguousarray(thetas[live])
+        where = np.flatnonzero(live)
+
+        def merge(start, stop, sums):
+            for j, k in enumerate(where):
+                for value in sums[j]:
+                    totals[k] += value
+
+        map_ranges(cluster, recipe_of(model), _block_loglik_sums, (rows,), merge, N=view.N,
+                   chunk=FULL_CHUNK, progress=progress, desc="log posterior")
+    return np.array([lp[k] + totals[k] if live[k] else lp[k] for k in range(len(thetas))])

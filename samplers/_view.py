@@ -193,17 +193,26 @@ class ModelView:
         built-in models only. Chunk sums are added in chunk order, whatever ``threads``."""
         if self._loglik_chunks is None:
             raise TypeError(f"full_loglik needs a built-in model, got {type(self.model).__name__}")
+        total = 0.0
+        for value in self.loglik_chunk_sums(theta, threads=threads):
+            total += value
+        return total
+
+    def loglik_chunk_sums(self, theta, *, threads=None) -> np.ndarray:
+        """The log-likelihood's sum over each chunk of ``FULL_CHUNK`` rows, in chunk order
+        (:meth:`full_loglik` adds them up; a distributed pass adds those of every range)."""
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty(count)
+        if self._loglik_chunks is None:
+            for c, idx in enumerate(self.chunks()):
+                sums[c] = float(np.sum(np.asarray(self.model.loglik(theta, idx), dtype=float)))
+            return sums
         for c0, n, block in self._blocks():
             data = self.kernel_data() if block is None else block.kernel_data()
             k = n_chunks(n, FULL_CHUNK)
             run_chunks(self._loglik_chunks, k, data, theta, n, FULL_CHUNK, sums[c0:c0 + k],
                        threads=threads)
-        total = 0.0
-        for value in sums:
-            total += value
-        return total
+        return sums
 
     def full_grad(self, theta, *, threads=None) -> np.ndarray:
         """Gradient of the log posterior over all N rows (an O(N) pass, on every core for a

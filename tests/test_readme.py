@@ -12,7 +12,7 @@ README = Path(__file__).resolve().parent.parent / "README.md"
 @pytest.mark.smoke
 def test_readme_example_runs():
     blocks = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)
-    assert len(blocks) == 1
+    assert len(blocks) == 2          # the example, then "Data larger than memory"
     namespace: dict = {}
     exec(compile(blocks[0], str(README), "exec"), namespace)  # noqa: S102 - our own README
     idata, theta_true = namespace["idata"], namespace["theta_true"]
@@ -27,6 +27,24 @@ def test_readme_example_runs():
     stats = idata.sample_stats
     rows = stats["n_used"].values.mean() + stats["n_grad"].values.mean()
     assert rows < 0.01 * 100_000
+
+
+@pytest.mark.slow
+def test_readme_cluster_block_runs():
+    """The "Data larger than memory" block as written, on a smaller model than the
+    example's (the cluster's passes and chains are what it shows)."""
+    pytest.importorskip("distributed")
+    import validation
+    from samplers import GaussianPrior, LogisticRegression
+    from samplers.datasets import logistic_regression
+
+    block = re.findall(r"```python\n(.*?)```", README.read_text(), flags=re.S)[1]
+    assert "LocalCluster" in block and "executor=client" in block
+    X, y, _ = logistic_regression(20_000, d=3, rng=0)
+    namespace = {"validation": validation,
+                 "model": LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))}
+    exec(compile(block, str(README), "exec"), namespace)  # noqa: S102 - our own README
+    assert namespace["idata"].posterior["theta"].shape == (2, 1000, 4)
 
 
 def test_readme_test_command_is_what_ci_runs():

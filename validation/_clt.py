@@ -10,6 +10,7 @@ import numpy as np
 from scipy import special, stats
 
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
+from design._lib.distribute import as_cluster
 from design._lib.progress import progress_bar
 from design._lib.rows import new_order
 
@@ -51,7 +52,8 @@ class _Source:
     """The l_i of each pair, given as rows or from a model: computed by an O(N) pass and
     kept while they fit in ``_KEEP_VALUES`` values, recomputed after that."""
 
-    def __init__(self, source, pairs, chunk):
+    def __init__(self, source, pairs, chunk, cluster=None):
+        self.cluster = cluster
         if pairs is None:
             l = check_finite_array("l", source, ndim=(1, 2))
             self.rows = l.reshape(1, -1) if l.ndim == 1 else l
@@ -99,14 +101,15 @@ class _Source:
             return self.rows[p]
         if p in self._kept:
             return self._kept[p]
-        if not self._kept and self.n_pairs > 1 and self.n_pairs <= self._room and callable(
-                getattr(self.model, "loglik_many", None)):
+        if self.cluster is None and not self._kept and 1 < self.n_pairs <= self._room and (
+                callable(getattr(self.model, "loglik_many", None))):
             # every pair in one pass (the pairs share the reading of each row); kept
             all_l = loglik_ratios_many(self.model, self.thetas, self.theta_news,
                                        chunk=self.chunk)
             self._kept = dict(enumerate(all_l))
             return self._kept[p]
-        l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk)
+        l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk,
+                          executor=self.cluster)
         if len(self._kept) < self._room:
             self._kept[p] = l
         return l
@@ -337,7 +340,7 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
 def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,
               search=True, chunk=CHUNK, rng=None, progress=None, design=None,
               log_const=None, n_paths=4000, false_alarm=0.01, sequential=False,
-              edgeworth=True) -> CLTCheck:
+              edgeworth=True, executor=None) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
 
     Given the ``design`` the data are for, the verdict is whether that design keeps its
@@ -390,6 +393,11 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         first, the rest of ``n_sim`` only if no pair clearly fails it (its distance above
         the tolerance by more than the Kolmogorov quantile at level 1e-3, the search's
         rule); ``n_sim`` then records the minibatches simulated.
+    executor : optional
+        Compute the l_i of each pair (a full pass) on a cluster: a
+        ``dask.distributed.Client``, its ``get_executor()`` or any
+        ``concurrent.futures.Executor`` (see :func:`loglik_ratios`); the l_i are the local
+        ones, bit for bit. They are held in this process's memory (8 N bytes a pair).
 
     Returns
     -------
@@ -421,7 +429,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     >>> normal.passed, skewed.passed
     (True, False)
     """
-    src = _Source(source, pairs, check_int("chunk", chunk, low=1))
+    src = _Source(source, pairs, check_int("chunk", chunk, low=1), as_cluster(executor))
     N = src.N
     if N < 4:
         raise ValueError(f"the population must have at least 4 values, got N = {N}")

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from design._lib.checks import as_generator, check_finite_array, check_int
+from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.rows import IndexSampler
 from samplers import check_model
 from samplers.models import loglik_ratio
@@ -20,7 +21,8 @@ __all__ = ["loglik_ratios", "loglik_ratios_many", "proposal_pairs", "Population"
 CHUNK = 1 << 16
 
 
-def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None) -> np.ndarray:
+def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None,
+                  executor=None) -> np.ndarray:
     """All N log-likelihood ratios ``l_i = log p(x_i | theta_new) - log p(x_i | theta)``.
 
     One pass over the data in chunks of ``chunk`` rows (the model reads them in place, so a
@@ -38,6 +40,11 @@ def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None) -> np.ndarr
         Rows per model call.
     out : numpy.ndarray, optional
         Float64 array of length N to write into (e.g. a ``numpy.memmap``).
+    executor : optional
+        A ``dask.distributed.Client``, its ``get_executor()`` or any
+        ``concurrent.futures.Executor``: the chunks run on its workers, each task rebuilding
+        about 10^6 rows with ``model.block_recipe`` and returning their ratios (the same
+        values as the local pass, written here in row order).
 
     Returns
     -------
@@ -64,16 +71,43 @@ def loglik_ratios(model, theta, theta_new, *, chunk=CHUNK, out=None) -> np.ndarr
                         f"{getattr(out, 'dtype', type(out).__name__)}")
     elif out.shape != (N,):
         raise ValueError(f"out must have shape ({N},), got {out.shape}")
+    cluster = as_cluster(executor)
+    if cluster is not None:
+        def merge(start, stop, values):
+            _check_ratios(values, start, theta, theta_new)
+            out[start:stop] = values
+
+        map_ranges(cluster, recipe_of(model), _block_ratios, (theta, theta_new, chunk), merge,
+                   N=N, chunk=chunk, progress=False, desc="log-likelihood ratios")
+        return out
     for start in range(0, N, chunk):
         idx = np.arange(start, min(start + chunk, N), dtype=np.intp)
         values = loglik_ratio(model, theta, theta_new, idx)
+        _check_ratios(values, start, theta, theta_new, idx.size)
+        out[start:start + idx.size] = values
+    return out
+
+
+def _check_ratios(values, start, theta, theta_new, size=None):
+    if size is not None and values.shape != (size,):
+        raise ValueError(f"the model returned {values.shape} log-likelihood ratios for "
+                         f"{size} rows")
+    if not np.all(np.isfinite(values)):
+        row = start + int(np.flatnonzero(~np.isfinite(values))[0])
+        raise ValueError(f"log-likelihood ratio of row {row} is {values[row - start]} "
+                         f"between theta={theta} and theta_new={theta_new}")
+
+
+def _block_ratios(block, theta, theta_new, chunk):
+    """On a worker: the ratios of a block's rows, computed chunk by chunk as
+    :func:`loglik_ratios` does."""
+    out = np.empty(block.N)
+    for start in range(0, block.N, chunk):
+        idx = np.arange(start, min(start + chunk, block.N), dtype=np.intp)
+        values = loglik_ratio(block, theta, theta_new, idx)
         if values.shape != idx.shape:
             raise ValueError(f"the model returned {values.shape} log-likelihood ratios for "
                              f"{idx.size} rows")
-        if not np.all(np.isfinite(values)):
-            row = start + int(np.flatnonzero(~np.isfinite(values))[0])
-            raise ValueError(f"log-likelihood ratio of row {row} is {values[row - start]} "
-                             f"between theta={theta} and theta_new={theta_new}")
         out[start:start + idx.size] = values
     return out
 

@@ -17,7 +17,7 @@ from .bounds import Bound, JaakkolaJordanBound, QuadraticBound, StudentTBound
 from .robust import RobustRegression
 
 # Control variates.
-from .control_variates import ControlVariates, TaylorCenter
+from .control_variates import ControlVariates, TaylorCenter, TaylorSums
 
 # Heavy rows read exactly.
 from .exact_rows import ExactRows, heavy_rows, row_scales
@@ -50,6 +50,7 @@ __all__ = [
     # control variates
     "ControlVariates",
     "TaylorCenter",
+    "TaylorSums",
     # heavy rows read exactly
     "ExactRows",
     "heavy_rows",

@@ -27,6 +27,7 @@ from typing import Callable, NamedTuple
 
 import numpy as np
 
+from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.jit import jit, row_jit
 from design._lib.passes import n_chunks, run_chunks
 from ._base import pass_blocks
@@ -76,10 +77,9 @@ def _x_scatter(data, i, w, out):
 
 
 def _x_design(model, start, stop):
-    X = model.X
-    if not isinstance(X, np.ndarray):     # a row source (a store): read the range
-        return np.asarray(X.read_range(start, stop), dtype=np.float64)
-    return np.asarray(X[start:stop], dtype=np.float64)
+    X = model.X          # an array read in place, or a row source (a store): its range
+    rows = X[start:stop] if isinstance(X, np.ndarray) else X.read_range(start, stop)
+    return np.asarray(rows, dtype=np.float64)
 
 
 def _x_max_row_norm(model):
@@ -317,7 +317,8 @@ def _glm_sums_kernel(link, derivs, scatter):
     return kernel
 
 
-def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None):
+def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None, executor=None,
+             range_rows=None):
     """``(sum_i l_i, sum_i grad l_i, sum_i hess l_i)`` at ``theta`` over all N rows of a
     built-in GLM (``glm_kernels(model)`` not None), in one pass on every core; ``(L, None,
     None)`` with L not finite as soon as a chunk's sum of log-likelihoods is not finite.
@@ -327,6 +328,12 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None):
     and Ctrl-C between calls), and their sums are added in chunk order, so the result does not
     depend on the number of threads. The Hessian is exactly symmetric; ``hessian=False``
     gives a zero one (and the same L and gradient).
+
+    With ``executor`` (a ``dask.distributed.Client``, its executor, or any
+    ``concurrent.futures.Executor``) the chunks run on its workers, about ``range_rows`` rows
+    per task (:func:`design._lib.distribute.map_ranges`; each task rebuilds its rows with
+    ``model.block_recipe``); the tasks return their per-chunk sums, added here in chunk
+    order: the same bits as the local pass.
 
     Examples
     --------
@@ -344,6 +351,9 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None):
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     chunk = SUMS_CHUNK if chunk is None else chunk
     d = theta.shape[0]
+    cluster = as_cluster(executor)
+    if cluster is not None:
+        return _glm_sums_on(cluster, model, theta, hessian, progress, chunk, range_rows)
     L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
     # one block (the model) for data read in place; blocks of whole chunks from a store, so
     # the chunks, and the order their sums are added in, are the in-memory pass's
@@ -367,3 +377,50 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None):
             if progress is not None:
                 progress(min(last * chunk, N) - first * chunk)
     return L, g, np.tril(H) + np.tril(H, -1).T
+
+
+def glm_chunk_sums(model, theta, hessian, chunk, first=0, last=None):
+    """Per-chunk ``(Ls, gs, Hs)`` of :func:`glm_sums` for chunks ``first <= c < last`` (all
+    of the model's by default): one call of the compiled kernel on every core."""
+    glm = glm_kernels(model)
+    kernel = _glm_sums_kernel(glm.link, glm.derivs, glm.scatter)
+    d = theta.shape[0]
+    last = n_chunks(model.N, chunk) if last is None else last
+    Ls = np.empty(last - first)
+    gs = np.empty((last - first, d))
+    Hs = np.empty((last - first, d, d) if hessian else (last - first, 0, 0))
+    run_chunks(kernel, last - first, model._kernel_data(), theta, model.N, chunk, hessian,
+               first, Ls, gs, Hs)
+    return Ls, gs, Hs
+
+
+class _NotFinite(Exception):
+    """Stops a distributed pass at the first chunk whose log-likelihood is not finite."""
+
+
+def _glm_sums_on(cluster, model, theta, hessian, progress, chunk, range_rows):
+    """:func:`glm_sums` with the chunks on ``cluster``, merged in chunk order."""
+    d = theta.shape[0]
+    acc = {"L": 0.0, "g": np.zeros(d), "H": np.zeros((d, d))}
+
+    def merge(start, stop, result):
+        Ls, gs, Hs = result
+        for c in range(Ls.shape[0]):
+            if not math.isfinite(Ls[c]):
+                acc["L"] = float(Ls[c])
+                raise _NotFinite
+            acc["L"] += Ls[c]
+            acc["g"] += gs[c]
+            if hessian:
+                acc["H"] += Hs[c]
+        if progress is not None:
+            progress(stop - start)
+
+    try:
+        map_ranges(cluster, recipe_of(model), glm_chunk_sums, (theta, hessian, chunk), merge,
+                   N=model.N, chunk=chunk, range_rows=range_rows, progress=False,
+                   desc="log-likelihood sums")
+    except _NotFinite:
+        return acc["L"], None, None
+    H = acc["H"]
+    return acc["L"], acc["g"], np.tril(H) + np.tril(H, -1).T

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from design._lib.checks import as_generator, check_int
+from design._lib.distribute import as_cluster
 
 from ..priors import FlatPrior, GaussianPrior
 from ._glm import glm_sums
@@ -37,7 +38,7 @@ class LaplaceApproximation:
 
 
 def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=None, *,
-                          chunk: int = 1 << 16) -> LaplaceApproximation:
+                          chunk: int = 1 << 16, executor=None) -> LaplaceApproximation:
     r"""Posterior mode and covariance of a logistic regression (Laplace approximation).
 
     Parameters
@@ -52,6 +53,10 @@ def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=Non
     chunk : int, optional
         Rows per chunk in the full-data passes (memmaps work; each pass runs its chunks on
         every core, see :func:`samplers.models._glm.glm_sums`).
+    executor : optional
+        Run the full-data passes on a cluster (a ``dask.distributed.Client``, its
+        ``get_executor()`` or any ``concurrent.futures.Executor``): the same sums, bit for
+        bit (:func:`~samplers.models._glm.glm_sums`).
 
     Returns
     -------
@@ -97,12 +102,14 @@ def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=Non
     rows = check_int("rows", rows, low=1)
     chunk = check_int("chunk", chunk, low=1)
     rng = as_generator(rng)
+    cluster = as_cluster(executor)
     K = model.temperature
 
     def newton_terms(theta, rows_model, scale):
         """Gradient and minus the Hessian of the log posterior with ``rows_model``'s rows
         standing for the likelihood (scaled by ``scale``): one compiled pass on every core."""
-        _, g, H = glm_sums(rows_model, theta, chunk=chunk)
+        _, g, H = glm_sums(rows_model, theta, chunk=chunk,
+                           executor=cluster if rows_model is model else None)
         return (scale * g - prior_precision * (theta - prior_mean),
                 np.diag(prior_precision).astype(float) - scale * H)
 

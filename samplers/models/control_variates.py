@@ -14,6 +14,7 @@ import numpy as np
 from scipy import optimize
 
 from design._lib.checks import check_finite_array, check_int
+from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, check_data_files, loglik_ratio
@@ -21,7 +22,7 @@ from ._glm import glm_kernels, glm_sums
 from .compiled import BlockModel, same_data
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
-__all__ = ["ControlVariates", "TaylorCenter"]
+__all__ = ["ControlVariates", "TaylorCenter", "TaylorSums"]
 
 #: Above this many rows a user's model must provide the derivatives itself: the finite-
 #: difference fallback costs 2 d extra likelihood passes per row and step and its error grows
@@ -274,6 +275,83 @@ class TaylorCenter:
     n_passes: int
 
 
+@dataclass(frozen=True)
+class TaylorSums:
+    """The sums over all N rows at a center that :meth:`ControlVariates.from_sums` takes.
+
+    Attributes
+    ----------
+    N : int
+        Rows summed.
+    loglik : float
+        ``sum_i l_i(theta*)`` (tempered as the model is).
+    grad : ndarray of shape (d,)
+        ``sum_i grad l_i(theta*)``.
+    hess : ndarray of shape (d, d)
+        ``sum_i hess l_i(theta*)`` (symmetric).
+    max_row_norm : float or None
+        ``max_i ||x_i||`` (the residual bound's constant), if known.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> TaylorSums.of({"N": 3, "loglik": -2.0, "grad": [0.0], "hess": [[-3.0]]}, 3, 1).hess
+    array([[-3.]])
+    """
+
+    N: int
+    loglik: float
+    grad: np.ndarray
+    hess: np.ndarray
+    max_row_norm: float | None = None
+
+    @classmethod
+    def of(cls, sums, N, d) -> "TaylorSums":
+        """Check ``sums`` (a TaylorSums or a mapping with its fields) against N and d."""
+        if isinstance(sums, TaylorSums):
+            sums = sums.__dict__
+        if not hasattr(sums, "keys"):
+            raise TypeError(f"sums must be a TaylorSums or a mapping with N, loglik, grad, hess "
+                            f"(and optionally max_row_norm), got {type(sums).__name__}")
+        missing = [k for k in ("N", "loglik", "grad", "hess") if k not in sums]
+        if missing:
+            raise ValueError(f"sums must have N, loglik, grad and hess; missing {missing}")
+        n = check_int("sums['N']", sums["N"], low=1)
+        if n != N:
+            raise ValueError(f"sums['N'] must be the model's N = {N} (the sums are over all its "
+                             f"rows), got {n}")
+        loglik = float(check_finite_array("sums['loglik']", sums["loglik"], ndim=0))
+        grad = check_finite_array("sums['grad']", sums["grad"], ndim=1).astype(float)
+        hess = check_finite_array("sums['hess']", sums["hess"], ndim=2).astype(float)
+        if grad.shape != (d,) or hess.shape != (d, d):
+            raise ValueError(f"sums['grad'] and sums['hess'] must have shapes ({d},) and "
+                             f"({d}, {d}), got {grad.shape} and {hess.shape}")
+        if not np.allclose(hess, hess.T, rtol=1e-10, atol=0.0):
+            raise ValueError("sums['hess'] must be symmetric (a sum of Hessians)")
+        norm = sums.get("max_row_norm")
+        if norm is not None:
+            norm = float(norm)
+            if not (math.isfinite(norm) and norm >= 0.0):
+                raise ValueError(f"sums['max_row_norm'] must be a finite number >= 0, got {norm}")
+        return cls(n, loglik, grad, 0.5 * (hess + hess.T), norm)
+
+
+def _block_row_norm(block):
+    return float(glm_kernels(block).max_row_norm(block))
+
+
+def _row_norm_on(cluster, model) -> float:
+    """``max_i ||x_i||`` of a built-in model's rows, by ranges on ``cluster``."""
+    out = [0.0]
+
+    def merge(start, stop, norm):
+        out[0] = max(out[0], norm)
+
+    map_ranges(cluster, recipe_of(model), _block_row_norm, (), merge, N=model.N,
+               chunk=SCAN_CHUNK, progress=False, desc="row norms")
+    return out[0]
+
+
 def _prior_hessian(logprior, grad_logprior, theta, prior=None) -> np.ndarray:
     """Hessian of the log prior: closed form for the built-in priors (a Laplace prior's is 0
     away from its kink), else central differences of the gradient (or of the log prior)."""
@@ -379,6 +457,14 @@ class ControlVariates(BaseModel):
         Order of the Taylor proxy.
     start : array of shape (d,), optional
         Where the mode search starts (default zeros).
+    executor : optional
+        Run the passes of the construction (each Newton step's sums, the sums at the center,
+        the row norms) on a cluster: a ``dask.distributed.Client``, its ``get_executor()``,
+        or any ``concurrent.futures.Executor``; None (default) runs them on this machine's
+        cores. Built-in models only. Each task rebuilds about 10^6 rows
+        (``model.block_recipe``) on its worker and returns its chunks' sums, which are added
+        here in chunk order: the center and its sums are the local ones, bit for bit.
+        :meth:`from_sums` takes sums computed anywhere else.
 
     Attributes
     ----------
@@ -460,8 +546,29 @@ class ControlVariates(BaseModel):
     """
 
     _wrapped_fields = ("model",)
+    #: The executor of the construction's passes (set only while it runs).
+    _cluster = None
 
-    def __init__(self, model, center=None, order=2, *, start=None):
+    def __init__(self, model, center=None, order=2, *, start=None, executor=None):
+        self._setup(model, order, center if center is not None else start)
+        cluster = as_cluster(executor)
+        if cluster is not None and self._glm is None:
+            raise TypeError(f"executor= runs the sums of a built-in model (compiled rows) on "
+                            f"other processes; {type(model).__name__} is not one: leave "
+                            "executor=None")
+        self._cluster = cluster         # for the passes of the construction only
+        try:
+            if center is None:
+                x0 = np.zeros(self.dim) if start is None else self._point("start", start)
+                center = self._find_mode(x0, given=start is not None)
+            else:
+                center = self._at(self._point("center", center), "given", 0)
+        finally:
+            del self._cluster           # an executor does not pickle, nor outlive the passes
+        self._set_center(center)
+
+    def _setup(self, model, order, ref):
+        """Check ``model`` and ``order`` and set what does not depend on the center."""
         if isinstance(order, bool) or order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
         if isinstance(model, type):
@@ -483,7 +590,6 @@ class ControlVariates(BaseModel):
         self._rows_total = self.N
         dim = getattr(model, "dim", None)
         if dim is None:
-            ref = center if center is not None else start
             if ref is None:
                 raise TypeError(f"{type(model).__name__} has no dim: give the model an integer "
                                 "attribute dim (the length of theta), or pass center= or start= "
@@ -503,15 +609,69 @@ class ControlVariates(BaseModel):
             # a GLM family whose f'' or f''' is unbounded (Poisson, gamma, cloglog): compiled
             # rows and sums, but no residual bound (residual_bound says why)
             self._loglik_ratio_range = self._loglik_ratio_bound = None
-        if center is None:
-            x0 = np.zeros(self.dim) if start is None else self._point("start", start)
-            self.center = self._find_mode(x0, given=start is not None)
-        else:
-            self.center = self._at(self._point("center", center), "given", 0)
+
+    def _set_center(self, center: TaylorCenter):
+        self.center = center
+        self._theta_c = center.theta
+        self._g = center.grad
+        self._H = center.hess
+
+    @classmethod
+    def from_sums(cls, model, center, sums, order=2) -> "ControlVariates":
+        """The wrapper at ``center`` from sums computed elsewhere (a Spark or SQL job, another
+        cluster), without a pass over the data.
+
+        Parameters
+        ----------
+        model : model
+            The model whose rows the sums are over (the chain reads its rows; this call
+            reads none).
+        center : array of shape (d,)
+            The point the sums were computed at.
+        sums : TaylorSums or mapping
+            ``N`` (rows summed: must equal ``model.N``), ``loglik`` (``sum_i l_i(center)``,
+            tempered as the model is), ``grad`` (``sum_i grad l_i(center)``, shape (d,)),
+            ``hess`` (``sum_i hess l_i(center)``, shape (d, d), symmetric) and optionally
+            ``max_row_norm`` (``max_i ||x_i||`` of a built-in model's rows, for the residual
+            bound; else a pass computes it when a test asks for it). :meth:`sums` returns
+            them from a wrapper.
+        order : {1, 2}
+
+        Returns
+        -------
+        ControlVariates
+            With ``center.method == "given"`` and ``center.n_passes == 0``; equal to
+            ``ControlVariates(model, center=center, order=order)`` when the sums are the same
+            numbers.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from samplers import ControlVariates, LinearRegression
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.column_stack([np.ones(1000), rng.normal(size=1000)])
+        >>> y = X @ [0.5, -1.0] + rng.normal(size=1000)
+        >>> model = LinearRegression(X, y, noise_sd=1.0)
+        >>> direct = ControlVariates(model, center=[0.5, -1.0])
+        >>> again = ControlVariates.from_sums(model, [0.5, -1.0], direct.sums())
+        >>> bool(np.array_equal(again.center.hess, direct.center.hess))
+        True
+        """
+        self = cls.__new__(cls)
+        self._setup(model, order, center)
+        theta = self._point("center", center)
+        given = TaylorSums.of(sums, self.N, self.dim)
+        self._set_center(self._center_at(theta, given.loglik, given.grad, given.hess,
+                                         "given", 0))
+        if given.max_row_norm is not None:
+            self._row_norm = given.max_row_norm
+        return self
+
+    def sums(self) -> "TaylorSums":
+        """The sums at the center (:class:`TaylorSums`), in the form :meth:`from_sums` takes."""
         c = self.center
-        self._theta_c = c.theta
-        self._g = c.grad
-        self._H = c.hess
+        return TaylorSums(self.N, float(c.loglik), c.grad.copy(), c.hess.copy(),
+                          self.__dict__.get("_row_norm"))
 
     # -- construction --------------------------------------------------------------------------
 
@@ -644,7 +804,8 @@ class ControlVariates(BaseModel):
         bar = _progress(self.N, desc)
         try:
             return glm_sums(self.model, theta, hessian=hessian,
-                            progress=None if bar is None else bar.update)
+                            progress=None if bar is None else bar.update,
+                            executor=self._cluster)
         finally:
             if bar is not None:
                 bar.close()
@@ -667,6 +828,10 @@ class ControlVariates(BaseModel):
         if g is None:
             raise ValueError(f"center must be a point where the log-likelihood is finite; "
                              f"sum l_i = {L} at center={theta}")
+        return self._center_at(theta, L, g, H, method, n_passes + 1)
+
+    def _center_at(self, theta, L, g, H, method, n_passes) -> TaylorCenter:
+        """The center at ``theta`` from the sums ``(L, g, H)`` there and the prior's terms."""
         lp, gp, Hp = self._prior_terms(theta)
         if not (math.isfinite(L) and np.all(np.isfinite(g)) and np.all(np.isfinite(H))):
             raise ValueError(f"center must be a point where the log-likelihood and its "
@@ -678,7 +843,7 @@ class ControlVariates(BaseModel):
         theta.setflags(write=False)
         post_g, post_H = g + gp, H + Hp
         return TaylorCenter(theta, L, g, H, post_g, post_H, _laplace_offset(post_g, post_H),
-                            method, n_passes + 1)
+                            method, n_passes)
 
     def _find_mode(self, x0, given=True) -> TaylorCenter:
         if self._glm is not None or callable(getattr(self.model, "loglik_sums", None)):
@@ -754,7 +919,7 @@ class ControlVariates(BaseModel):
         # of the largest possible, N M2 max||x_i||^2.
         glm = self._glm
         most = (math.nan if glm is None        # a user's model: no curvature scale to compare
-                else self.N * glm.m2(self.model) * glm.max_row_norm(self.model) ** 2)
+                else self.N * glm.m2(self.model) * self._max_row_norm() ** 2)
         if math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most:
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
@@ -1032,7 +1197,18 @@ class ControlVariates(BaseModel):
         if self._glm is None:
             raise TypeError(f"ControlVariates has no row norms for the user model "
                             f"{type(self.model).__name__}")
-        return float(self._glm.max_row_norm(self.model))
+        return self._max_row_norm()
+
+    def _max_row_norm(self) -> float:
+        """``max_i ||x_i||``: given to :meth:`from_sums`, else one pass (on the executor
+        while the construction has one), kept."""
+        norm = self.__dict__.get("_row_norm")
+        if norm is None:
+            cluster = getattr(self, "_cluster", None)
+            norm = (float(self._glm.max_row_norm(self.model)) if cluster is None
+                    else _row_norm_on(cluster, self.model))
+            self._row_norm = norm
+        return norm
 
     def residual_bound(self, theta, theta_new) -> float:
         """B with ``max_i |r_i| <= B`` over all N rows (see Notes), in O(d)."""

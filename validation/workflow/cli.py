@@ -36,7 +36,37 @@ def _add_demo(sub):
     p.add_argument("--out", type=Path, default=Path("austerity-demo"), help="report folder")
     p.add_argument("--quiet", action="store_true",
                    help="no progress bars (they show only on a terminal anyway)")
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--cluster", choices=["local"],
+                       help="run the full-data passes on a Dask LocalCluster of 2 worker "
+                            "processes (needs the 'distributed' extra)")
+    where.add_argument("--scheduler", metavar="ADDRESS",
+                       help="run the full-data passes on the Dask cluster whose scheduler is "
+                            "at ADDRESS (e.g. tcp://10.0.0.5:8786, as `dask scheduler` prints)")
     p.set_defaults(run=_run_demo)
+
+
+def _client(args):
+    """A Dask client for ``--cluster local`` / ``--scheduler ADDRESS``, or None; and what to
+    close afterwards."""
+    if args.cluster is None and args.scheduler is None:
+        return None, ()
+    try:
+        import distributed
+    except ImportError:
+        raise SystemExit("austerity demo: --cluster and --scheduler need dask.distributed: "
+                         "pip install 'austerity[distributed]'") from None
+    if args.cluster == "local":
+        cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                           dashboard_address=None)
+        client = distributed.Client(cluster)
+        return client, (client, cluster)
+    try:
+        client = distributed.Client(args.scheduler, timeout=10)
+    except (OSError, TimeoutError, ValueError) as exc:
+        raise SystemExit(f"austerity demo: cannot reach the scheduler at {args.scheduler!r}: "
+                         f"{exc}") from None
+    return client, (client,)
 
 
 def _run_demo(args) -> int:
@@ -53,13 +83,20 @@ def _run_demo(args) -> int:
     if args.out.exists() and not args.out.is_dir():
         raise SystemExit(f"austerity demo: --out {str(args.out)!r} exists and is not a folder; "
                          "give a folder for the report")
+    client, opened = _client(args)
+    if client is not None:
+        print(f"passes on the Dask cluster at {client.scheduler.address} "
+              f"({len(client.scheduler_info()['workers'])} workers)")
     try:
         run_demo(DemoSettings(args.rows, args.features, args.samples, args.exact_samples,
                               args.trial, args.tolerance, args.seed, args.out),
-                 progress=False if args.quiet else None)
+                 progress=False if args.quiet else None, executor=client)
     except OSError as exc:   # the report folder cannot be written
         raise SystemExit(f"austerity demo: cannot write the report to {str(args.out)!r}: "
                          f"{exc.strerror or exc}") from None
+    finally:
+        for thing in opened:
+            thing.close()
     print(f"\ndone in {time.perf_counter() - t0:.1f} s; report in {args.out}/")
     return 0
 

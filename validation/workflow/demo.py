@@ -62,8 +62,14 @@ class DemoSettings:
     n_paths: int = 400
 
 
-def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dict:
-    """Run the demo and write its report; return the summary dictionary."""
+def run_demo(settings: DemoSettings, *, progress: bool = True, log=print,
+             executor=None) -> dict:
+    """Run the demo and write its report; return the summary dictionary.
+
+    ``executor`` (a ``dask.distributed.Client``, its ``get_executor()`` or any
+    ``concurrent.futures.Executor``) runs the full-data passes there (the mode and the
+    proxy's sums, the trial pairs' statistics, the CLT checks' l_i): the same numbers.
+    """
     import design
     import validation
 
@@ -79,14 +85,16 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     X, y, theta_true = logistic_regression(settings.n_rows, settings.n_features, rng=rng)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
 
+    where = "" if executor is None else " on the cluster"
     log(f"[2/8] validation.fit(model, tolerance={settings.tolerance}): the cheapest sound "
-        "route, in one call")
-    fitted = _fit(model, settings, rng.spawn(1)[0], progress)
+        f"route, in one call{where}")
+    fitted = _fit(model, settings, rng.spawn(1)[0], progress, executor)
     log("      " + fitted["explanation"].replace("\n", "\n      "))
     log("      timings (s): " + _timings(fitted["timings"]))
 
-    log("[3/8] control variates: ControlVariates(model) (the mode and the Taylor proxy's sums)")
-    cv = ControlVariates(model)
+    log(f"[3/8] control variates: ControlVariates(model) (the mode and the Taylor proxy's "
+        f"sums{where})")
+    cv = ControlVariates(model, executor=executor)
     start = cv.center.theta
     proposal = Independence.from_laplace(cv)
     log("[4/8] proposal: Independence.from_laplace(cv), N(mode, Sigma), for every chain")
@@ -98,8 +106,8 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     theta_news = np.array([proposal.propose(rng, None, None, t, None)[0] for t in thetas])
     log_q = np.array([proposal.log_density(a) - proposal.log_density(b)
                       for a, b in zip(thetas, theta_news)])
-    trial = design.TrialChain.from_model(model, thetas, theta_news, log_q)
-    trial_cv = design.TrialChain.from_model(cv, thetas, theta_news, log_q)
+    trial = design.TrialChain.from_model(model, thetas, theta_news, log_q, executor=executor)
+    trial_cv = design.TrialChain.from_model(cv, thetas, theta_news, log_q, executor=executor)
     trial.save(out / "trial.npz")
 
     log(f"[6/8] designs: design.optimize(trial, tolerance={settings.tolerance}), plain and "
@@ -123,7 +131,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
             f"the tolerance, KS as supporting detail")
         clts[key] = validation.clt_check(source, pairs, design=plans[key], search=False,
                                          log_const=log_const, n_paths=settings.n_paths,
-                                         rng=rng.spawn(1)[0])
+                                         rng=rng.spawn(1)[0], executor=executor)
         log("      " + str(clts[key]).replace("\n", "\n      "))
     plan = plans["plain"]
 
@@ -189,12 +197,13 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print) -> dic
     return summary
 
 
-def _fit(model, settings, rng, progress) -> dict:
+def _fit(model, settings, rng, progress, executor=None) -> dict:
     """``validation.fit`` on the demo's model: what its attributes say, as plain values."""
     import validation
 
     idata = validation.fit(model, tolerance=settings.tolerance, draws=settings.n_samples,
-                           n_trial=settings.n_trial, rng=rng, progress=progress)
+                           n_trial=settings.n_trial, rng=rng, progress=progress,
+                           executor=executor)
     a = idata.posterior.attrs
     x = idata.posterior.theta.values
     keys = ("route", "proposal", "pareto_k", "proposals_tried", "candidates",

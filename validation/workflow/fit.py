@@ -61,7 +61,7 @@ MIN_DRAWS = 30
 def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
         ess=None, max_seconds=600.0, parallel=None, n_trial=40, center=None, order=2,
         clt_tolerance=0.05, on_clt_failure="redesign", heavy_rows="auto", rng=None,
-        progress=None, verbose=False):
+        progress=None, verbose=False, executor=None):
     r"""Sample a posterior by the cheapest sound route, in one call.
 
     The steps (functions of :mod:`validation.workflow.steps`, each timed in
@@ -158,6 +158,17 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         Progress bars of the chains (None: only on a terminal).
     verbose : bool
         Print the explanation and the timings.
+    executor : optional
+        Run the full-data passes (the mode and the sums, the heavy rows' scales, the trial
+        pairs' statistics, the verdict's l_i, the after-run check) and the chains on a
+        cluster: a ``dask.distributed.Client`` (for instance on a ``LocalCluster``, or
+        connected to ``dask scheduler`` / ``dask worker`` processes), its
+        ``get_executor()``, or any ``concurrent.futures.Executor``. Built-in models: each
+        pass's task rebuilds about 10^6 rows on its worker (``model.block_recipe``,
+        reopening a store by its path) and returns partial sums merged here in row order,
+        so every number is the local one, bit for bit, and so are the chains (one task
+        each, on their own streams). The passes over the rest of the rows after heavy rows
+        (:class:`samplers.ExactRows`) run here. None (default): this machine's cores.
 
     Returns
     -------
@@ -219,13 +230,18 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     test, proposal = args
     heavy = _check_heavy_rows(heavy_rows, model)
     rng = as_generator(rng)
+    executor = _check_executor(executor)
     clock = _Clock()
-    proxy = clock("mode_and_proxy", steps.mode_and_proxy, model, center, order)
-    split, split_lines = (clock("heavy_rows", _split, proxy, heavy)
+    proxy = clock("mode_and_proxy", steps.mode_and_proxy, model, center, order,
+                  executor=executor)
+    split, split_lines = (clock("heavy_rows", _split, proxy, heavy, executor)
                           if test is None or test in DESIGNED else (None, ()))
-    draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng)
-    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng)
-    pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng)
+    draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng,
+                   executor=executor)
+    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
+                   executor=executor)
+    pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng,
+                  executor=executor)
     dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs)
     mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
@@ -233,7 +249,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                                tolerance, test, mh_acc)
     state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines}
     verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure, rng,
-                       state, clock, forced=test in DESIGNED)
+                       state, clock, forced=test in DESIGNED, executor=executor)
     chosen = clock("route", routes.choose_route, cands, verify)
     ready, on = _ready(proxy, chosen.chosen, state, tests)
     if parallel is None:        # a process pool costs about a second: worth it for long runs
@@ -243,10 +259,18 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
             PARALLEL_SECONDS
     ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
                 chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
-                progress=progress)
-    after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng)
+                progress=progress, executor=executor)
+    after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng, executor)
     return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance, clock,
                    verbose)
+
+
+def _check_executor(executor):
+    """``executor``, refused before any work if it is closed (the message names it)."""
+    from design._lib.distribute import as_cluster
+
+    as_cluster(executor)
+    return executor
 
 
 def _check(tolerance, draws, chains, n_trial, clt_tolerance, on_clt_failure, test, proposal,
@@ -304,7 +328,7 @@ def _check_heavy_rows(heavy_rows, model):
     return rows
 
 
-def _split(proxy, heavy):
+def _split(proxy, heavy, executor=None):
     """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows) and
     the explanation's lines."""
     from samplers import ExactRows, heavy_rows
@@ -314,7 +338,7 @@ def _split(proxy, heavy):
                       "sampled",)
     if isinstance(heavy, str):
         try:
-            rows = heavy_rows(proxy.cv)
+            rows = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor))
         except TypeError:           # a user's model: no per-row residual scales
             return None, ()
         how = "found by their residual scale (samplers.heavy_rows)"
@@ -419,7 +443,7 @@ def _heavy_note(k) -> str:
 
 
 def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state, clock,
-              forced):
+              forced, executor=None):
     """The verdict of the designed candidate (``proxy`` and ``pairs`` the split's when there
     are heavy rows), as the route chooser asks for it."""
     k = _n_exact(proxy)
@@ -437,7 +461,7 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
                   clt_tolerance=clt_tolerance,
                   on_clt_failure=on_clt_failure if forced else "redesign",
                   max_redesigns=MAX_REDESIGNS if forced else AUTO_REDESIGNS,
-                  fallback=forced, rng=rng)
+                  fallback=forced, rng=rng, executor=executor)
         state["verdict"], state["plan"] = v, v.plan
         rows = v.plan.data_fraction * proxy.cv.N + k
         return replace(candidate, test=v.plan.test, rows=float(rows), sound=v.passed,
@@ -469,13 +493,13 @@ def _ready(proxy, chosen, state, tests):
     return tests[chosen.test], proxy.cv
 
 
-def _after(proxy, chosen, state, ran, choice, rng):
+def _after(proxy, chosen, state, ran, choice, rng, executor=None):
     """Step 7 for a designed route: (mean |error|, rows per step) at the chain's own pairs."""
     if chosen.test not in DESIGNED or ran.chains.samples.shape[1] == 0:
         return None
     split = state["split"]
     err, rows = steps.after_run_check(split or proxy, state["plan"], ran.chains[0],
-                                      choice.proposal, rng)
+                                      choice.proposal, rng, executor=executor)
     return err, rows + _n_exact(split)
 
 

@@ -112,12 +112,13 @@ class Proxy:
     lines: tuple
 
 
-def mode_and_proxy(model, center=None, order=2) -> Proxy:
+def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
     """Step 1: the Taylor proxy at ``center`` (default the mode) and the Laplace approximation
     at the mode.
 
     With a center away from the mode, the mode is searched from it too, so that the chains
     start there and the proposals take the posterior's shape, whatever the expansion point.
+    ``executor`` runs the passes on a cluster (:class:`samplers.ControlVariates`).
 
     Examples
     --------
@@ -139,10 +140,11 @@ def mode_and_proxy(model, center=None, order=2) -> Proxy:
                              f"{'given' if center is not None else None}, order={order!r})")
         cv = model
     else:
-        cv = ControlVariates(model, center=center, order=order)
+        cv = ControlVariates(model, center=center, order=order, executor=executor)
     c = cv.center
     at_mode = c.method != "given" or c.offset < 1e-3
-    finder = cv if at_mode else ControlVariates(cv.model, order=cv.order, start=c.theta)
+    finder = cv if at_mode else ControlVariates(cv.model, order=cv.order, start=c.theta,
+                                                executor=executor)
     try:
         cov = finder.laplace_covariance()
     except ValueError as exc:
@@ -197,7 +199,7 @@ class LaplaceDraws:
     kind: str = "independence"
 
 
-def laplace_draws(proxy: Proxy, n=40, rng=None) -> LaplaceDraws:
+def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraws:
     """Step 2a: ``n + 1`` draws from the Laplace approximation and their exact weights.
 
     The draws are chained into ``n`` pairs, each one an independence-proposal pair, and
@@ -210,10 +212,11 @@ def laplace_draws(proxy: Proxy, n=40, rng=None) -> LaplaceDraws:
     rng = as_generator(rng)
     factor = np.linalg.cholesky(proxy.covariance)
     thetas = proxy.mode + rng.standard_normal((n + 1, proxy.cv.dim)) @ factor.T
-    return _weighed(proxy, Independence(proxy.mode, proxy.covariance), thetas, "independence")
+    return _weighed(proxy, Independence(proxy.mode, proxy.covariance), thetas, "independence",
+                    executor)
 
 
-def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None) -> LaplaceDraws:
+def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None, *, executor=None) -> LaplaceDraws:
     """``n + 1`` draws from the independence proposal ``kind`` ("t": the multivariate t with
     ``T_DF`` degrees of freedom, "mixture": the defensive mixture) around the Laplace
     approximation, with their exact importance weights, k-hat, predicted acceptance and ESS
@@ -221,7 +224,7 @@ def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None) -> LaplaceDraws:
     rng = as_generator(rng)
     q = independence_proposal(proxy, kind)
     thetas = np.array([q.propose(rng, None, None, proxy.mode, None)[0] for _ in range(n + 1)])
-    return _weighed(proxy, q, thetas, kind)
+    return _weighed(proxy, q, thetas, kind, executor)
 
 
 def independence_proposal(proxy: Proxy, kind: str):
@@ -236,14 +239,15 @@ def independence_proposal(proxy: Proxy, kind: str):
     return Independence(proxy.mode, proxy.covariance)
 
 
-def _weighed(proxy, q, thetas, kind) -> LaplaceDraws:
+def _weighed(proxy, q, thetas, kind, executor=None) -> LaplaceDraws:
     """The draws ``thetas`` of the independence proposal ``q`` chained and summarised."""
     import design
 
     logq = np.array([q.log_density(t) for t in thetas])
     t0 = time.perf_counter()
     trial = design.TrialChain.from_model(proxy.cv, thetas[:-1], thetas[1:],
-                                         logq[:-1] - logq[1:], progress=False)
+                                         logq[:-1] - logq[1:], progress=False,
+                                         executor=on_blocks(proxy.cv, executor))
     seconds = time.perf_counter() - t0
     logw = np.concatenate([[0.0], np.cumsum(trial.log_accept_ratio)])
     return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds,
@@ -382,8 +386,8 @@ class ProposalChoice:
 PROPOSAL_KINDS = ("independence", "t", "mixture", "walk")
 
 
-def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
-                    ) -> ProposalChoice:
+def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None, *,
+                    executor=None) -> ProposalChoice:
     """Step 2b: the proposal by how well the Laplace approximation fits, from the Pareto-k
     (PSIS's k-hat) of the importance weights of the Laplace draws.
 
@@ -415,7 +419,7 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None
     if proposal is None:
         kind, got = _ladder(proxy, draws, rng, tried)
     elif proposal in ("t", "mixture"):
-        got = proposal_draws(proxy, proposal, draws.trial.n_pairs, rng)
+        got = proposal_draws(proxy, proposal, draws.trial.n_pairs, rng, executor=executor)
     lines = [f"2. proposal: {_proposal_name(kind, d)} "
              f"({'forced' if proposal else _why(tried, kind)})"]
     if kind == "walk":
@@ -437,11 +441,11 @@ def _ladder(proxy, draws, rng, tried):
     if fits("independence", draws, K_GOOD):
         return "independence", draws
     if draws.pareto_k <= K_OK:           # "ok": the t if it fits at a bounded price
-        t = proposal_draws(proxy, "t", draws.trial.n_pairs, rng)
+        t = proposal_draws(proxy, "t", draws.trial.n_pairs, rng, executor=executor)
         if fits("t", t, K_OK) and t.ess_per_step >= T_PRICE * draws.ess_per_step:
             return "t", t
         return "independence", draws
-    mixture = proposal_draws(proxy, "mixture", draws.trial.n_pairs, rng)
+    mixture = proposal_draws(proxy, "mixture", draws.trial.n_pairs, rng, executor=executor)
     if fits("mixture", mixture, K_OK):
         return "mixture", mixture
     return "walk", None
@@ -497,7 +501,8 @@ class TrialPairs:
     lines: tuple
 
 
-def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=None):
+def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=None, *,
+                executor=None):
     """Step 3: the trial pairs of the chosen proposal.
 
     For an independence-type proposal they are its draws' pairs (no new pass);
@@ -520,7 +525,7 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         moves = [q.propose(rng, None, None, t, None)[:2] for t in thetas]
         news = np.array([m[0] for m in moves])
         trial = design.TrialChain.from_model(cv, thetas, news, [m[1] for m in moves],
-                                             progress=False)
+                                             progress=False, executor=on_blocks(cv, executor))
         where = f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
     line = (f"3. trial pairs: {n} pairs, {where}; exact acceptance {trial.accept_prob.mean():.2f}"
             f"; residual sd per row: median {np.median(trial.sigma):.3g}")
@@ -573,7 +578,7 @@ class Verdict:
 
 def verdict(proxy: Proxy, pairs: TrialPairs, plan, tolerance, *, clt_tolerance=0.05,
             on_clt_failure="redesign", max_redesigns=MAX_REDESIGNS, fallback=True,
-            rng=None) -> Verdict:
+            rng=None, executor=None) -> Verdict:
     """Step 5: is the design sound on the real l_i? Redesign on failure.
 
     *Austere*: the real sequential test simulated on the real l_i of ``N_CHECK`` trial pairs
@@ -586,12 +591,13 @@ def verdict(proxy: Proxy, pairs: TrialPairs, plan, tolerance, *, clt_tolerance=0
     then moves on to the next candidate).
     """
     rng = as_generator(rng)
+    executor = on_blocks(proxy.cv, executor)
     if plan.test == "austere":
         return _austere_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
-                                on_clt_failure, rng, max_redesigns, fallback)
+                                on_clt_failure, rng, max_redesigns, fallback, executor)
     if plan.test == "barker":
         return _barker_verdict(proxy.cv, pairs, plan, tolerance, clt_tolerance,
-                               on_clt_failure, rng)
+                               on_clt_failure, rng, executor)
     return Verdict(plan, None, True, "none", (
         "5. CLT check: not needed (the confidence test's error bound holds without the CLT, "
         "Bardenet et al. 2014, Lemma 3.1)",))
@@ -602,14 +608,15 @@ def _check_pairs(pairs):
 
 
 def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng,
-                     max_redesigns=MAX_REDESIGNS, fallback=True):
+                     max_redesigns=MAX_REDESIGNS, fallback=True, executor=None):
     import design
     import validation
 
     check, const = _check_pairs(pairs)
     clt = validation.clt_check(cv, check, design=plan, tolerance=clt_tolerance, n_sim=N_SIM,
                                search=False, n_paths=N_PATHS, log_const=const,
-                               rng=rng.spawn(1)[0], progress=False, **VERDICT_OPTIONS)
+                               rng=rng.spawn(1)[0], progress=False, executor=executor,
+                               **VERDICT_OPTIONS)
     line = "5. CLT check in the currency of the design: " + _austere_sentence(clt)
     if clt.passed or on_clt_failure == "warn":
         extra = "" if clt.passed else "; the design is kept (on_clt_failure='warn')"
@@ -617,17 +624,19 @@ def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, 
     plan, clt, how, lines = _redesign_austere(design, validation, cv, check, pairs.trial,
                                               plan, clt, tolerance, clt_tolerance, rng,
                                               log_const=const, max_redesigns=max_redesigns,
-                                              fallback=fallback)
+                                              fallback=fallback, executor=executor)
     return Verdict(plan, clt, how != "failed", how, (line, *lines))
 
 
-def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng):
+def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng,
+                    executor=None):
     import validation
 
     check, _ = _check_pairs(pairs)
     N, m = cv.N, plan.m
     clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
-                               search=False, rng=rng.spawn(1)[0], progress=False)
+                               search=False, rng=rng.spawn(1)[0], progress=False,
+                               executor=executor)
     line = (f"5. CLT check at b = {m}: largest KS distance {np.max(clt.ks_distance):.3f} "
             f"(tolerance {clt_tolerance:g}): ")
     if clt.passed:
@@ -637,7 +646,8 @@ def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, r
             line + "FAILED; the design is kept (on_clt_failure='warn'): its error prediction "
             "assumes a normal minibatch mean",))
     clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
-                               search=True, rng=rng.spawn(1)[0], progress=False)
+                               search=True, rng=rng.spawn(1)[0], progress=False,
+                               executor=executor)
     b = clt.min_batch_size
     if b is not None:
         grid = sorted({b, 2 * b, 4 * b, 8 * b} & set(range(b, N // 2 + 1)))
@@ -666,7 +676,7 @@ def _austere_sentence(clt) -> str:
 
 def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
                       clt_tolerance, rng, log_const=None, max_redesigns=MAX_REDESIGNS,
-                      fallback=True):
+                      fallback=True, executor=None):
     """Redo an Austere design whose simulated verdict failed, on the real l_i.
 
     Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
@@ -682,7 +692,7 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
         return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
                                     n_sim=N_SIM, search=False, n_paths=N_PATHS,
                                     log_const=log_const, rng=rng.spawn(1)[0], progress=False,
-                                    **VERDICT_OPTIONS)
+                                    executor=executor, **VERDICT_OPTIONS)
 
     reliable = trial.skewness is not None and all(
         design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
@@ -800,7 +810,7 @@ class ChainsResult:
 
 
 def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=None,
-               max_seconds=600.0, parallel=None, progress=None) -> ChainsResult:
+               max_seconds=600.0, parallel=None, progress=None, executor=None) -> ChainsResult:
     """Step 6: ``chains`` chains of ``draws`` steps from ``start``, in parallel processes.
 
     With ``ess`` the chains are extended, from where they stopped, until the min bulk ESS
@@ -809,6 +819,9 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     there is more than one and more than 0.2 s of sampling is expected. Ctrl-C stops at once
     with the draws so far (:class:`samplers.ChainInterrupted` is warned; all chains cut to
     the shortest; run one after the other, the chains not yet started are left out).
+    With ``executor`` (a ``dask.distributed.Client``, its ``get_executor()`` or any
+    ``concurrent.futures.Executor``) the chains run there, one task each (the same chains:
+    each has its own stream), whatever ``parallel``.
     """
     from samplers import ChainInterrupted
 
@@ -821,7 +834,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
         with warnings.catch_warnings(record=True) as seen:
             warnings.simplefilter("always", ChainInterrupted)
             runs, stopped = _round(model, test, proposal, theta0, goal, streams, parallel,
-                                   progress)
+                                   progress, executor)
         parts.append(runs)
         joined = _join(parts)
         interrupted = stopped or any(issubclass(w.category, ChainInterrupted) for w in seen)
@@ -842,11 +855,20 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
                         time.perf_counter() - t0, rounds)
 
 
-def _round(model, test, proposal, theta0, n, streams, parallel, progress):
+def _round(model, test, proposal, theta0, n, streams, parallel, progress, executor=None):
     """One round: each chain ``n`` steps on its stream; (chains, interrupted)."""
     from samplers import sample
 
     k = len(streams)
+    if executor is not None:
+        from samplers import sample_chains
+
+        if callable(getattr(executor, "get_executor", None)):   # a Dask client: its executor,
+            executor = executor.get_executor(pure=False)        # without hashing the model
+        got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
+                            rng=_Streams(streams), executor=executor, progress=progress)
+        runs = list(got)
+        return runs, any(c.samples.shape[0] < n for c in runs)
     if parallel is None:
         parallel = k > 1
     if parallel and k > 1:
@@ -926,7 +948,7 @@ def _ess_rhat(runs):
 
 # -- 7. after the run ------------------------------------------------------------------------
 
-def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None):
+def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None, *, executor=None):
     """Step 7: the design evaluated at ``N_CHECK`` (state, proposal) pairs of the chain itself.
 
     Returns ``(mean |error|, rows per step)`` predicted there (:func:`design.evaluate`).
@@ -939,6 +961,21 @@ def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None):
     own = chain.samples[rng.choice(draws, size=k, replace=False)]
     moves = [proposal.propose(rng, None, None, t, None)[:2] for t in own]
     trial = design.TrialChain.from_model(proxy.cv, own, np.array([m[0] for m in moves]),
-                                         [m[1] for m in moves], progress=False)
+                                         [m[1] for m in moves], progress=False,
+                                         executor=on_blocks(proxy.cv, executor))
     err, frac = design.evaluate(plan, trial)
     return float(np.mean(np.abs(err))), float(np.mean(frac) * proxy.cv.N)
+
+
+def on_blocks(model, executor):
+    """``executor`` if ``model`` can be rebuilt by row blocks on its workers
+    (``block_recipe``: the built-in models and their control variates), else None: the
+    pass then runs here (the rows of :class:`samplers.ExactRows`, the rest of the data
+    after its heavy rows, are not a range of the store)."""
+    if executor is None:
+        return None
+    try:
+        model.block_recipe(0, min(1, int(model.N)))
+    except (AttributeError, TypeError):
+        return None
+    return executor

@@ -1,0 +1,291 @@
+"""Full-data passes on a Dask cluster over a Zarr store, against the same passes in memory.
+
+Logistic regression, d = 10 covariates + intercept, rows in a float32 Zarr v3 store on local
+disk (``samplers.sources.write_store``: sharded, checksummed), written once per N under
+``--store-dir`` (outside the repository; 10^8 rows are 4.4 GB) from a generator that makes
+the same rows at every run. Measured, in one run:
+
+1. **passes through the cluster** (a ``LocalCluster`` of 2 worker processes, one thread and a
+   2 GB memory limit each; every task rebuilds about 10^6 rows from the store and returns
+   per-chunk sums): the mode (``ControlVariates(model, executor=client)``: Newton's passes,
+   the sums at the center and the row norms), one sums pass at the center (a wrapper at a
+   given center)
+   and the trial statistics of 40 pairs (``design.TrialChain.from_model``), in ns per row
+   and pass;
+2. **the same passes in memory** (numpy float32 arrays, the two local threads) at the
+   smallest N, and the ratio cluster / memory from this run;
+3. the peak resident memory of the client and of each worker (``ru_maxrss``: the workers
+   are fresh processes, the client's is taken before the in-memory part loads N rows);
+4. ``validation.fit(store_model, executor=client)`` end to end at the largest N: the
+   timings of its steps, rows read per step, and its posterior mean against the Laplace
+   approximation (mode, covariance) from the same passes, in posterior sds;
+5. time per chain step on the store against in memory at the same rows per step (an
+   Austere test with control variates, m = 100, independence proposal).
+
+The load of the machine is printed and saved: timings are only comparable within one run.
+
+Run:  python benchmarks/bench_scale_out.py [--rows 1e7 1e8] [--store-dir DIR] [--quick]
+Writes benchmarks/results/scale_out.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]),   # this checkout's packages,
+                str(Path(__file__).resolve().parent)]       # not an installed copy; _common
+from _common import write  # noqa: E402
+
+D = 10                      # covariates, plus an intercept column
+BLOCK = 1 << 20             # rows the generator makes at a time (one seed each)
+SEED = 20260101
+THETA = np.concatenate([[-0.3], np.linspace(-1.0, 1.0, D)]) / np.sqrt(D)
+N_PAIRS = 10                # trial pairs of the statistics pass (the cost grows with them)
+
+
+class _Rows:
+    """The benchmark's rows, block by block from fixed seeds: ``X`` (N, D + 1) float32 with an
+    intercept column and ``y`` (N,) float32 labels of the logistic model at ``THETA``. A
+    :class:`samplers.sources.RowSource` for ``write_store`` (ranges read in order)."""
+
+    def __init__(self, n, column):
+        self.n, self.column = n, column
+        self.shape = (n, D + 1) if column == "X" else (n,)
+        self.dtype = np.dtype(np.float32)
+        self.name = column
+        self._cache = (-1, None, None)
+
+    def _block(self, k):
+        if self._cache[0] != k:
+            rows = min(BLOCK, self.n - k * BLOCK)
+            rng = np.random.default_rng([SEED, k])
+            X = np.empty((rows, D + 1), dtype=np.float32)
+            X[:, 0] = 1.0
+            X[:, 1:] = rng.standard_normal((rows, D), dtype=np.float32)
+            p = 1.0 / (1.0 + np.exp(-(X.astype(np.float64) @ THETA)))
+            y = (rng.random(rows) < p).astype(np.float32)
+            self._cache = (k, X, y)
+        return self._cache[1] if self.column == "X" else self._cache[2]
+
+    def read_range(self, start, stop):
+        parts = []
+        while start < stop:
+            k = start // BLOCK
+            block = self._block(k)
+            end = min(stop, (k + 1) * BLOCK)
+            parts.append(block[start - k * BLOCK:end - k * BLOCK])
+            start = end
+        return np.ascontiguousarray(np.concatenate(parts))
+
+    def read_rows(self, idx):
+        return np.stack([self.read_range(i, i + 1)[0] for i in idx])
+
+    def reopen(self):
+        return self
+
+
+def store_path(store_dir: Path, n: int) -> Path:
+    return store_dir / f"logistic_d{D}_{n}.zarr"
+
+
+def ensure_store(store_dir: Path, n: int) -> Path:
+    """The store of n rows, written once (and verified by its checksums when reopened)."""
+    from samplers.sources import write_store
+
+    path = store_path(store_dir, n)
+    done = path.with_suffix(".done")
+    if not done.exists():
+        t = time.perf_counter()
+        store_dir.mkdir(parents=True, exist_ok=True)
+        write_store(path, _Rows(n, "X"), _Rows(n, "y"), progress=True)
+        done.write_text("ok\n")
+        print(f"wrote {path} ({n:,} rows) in {time.perf_counter() - t:.0f} s", flush=True)
+    return path
+
+
+def peak_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def _worker_peak_mb():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+def trial_pairs(cv, n_pairs, seed=1):
+    """Pairs theta ~ N(mode, Sigma), theta' = theta + a step of 0.5 sd (the walk's scale)."""
+    rng = np.random.default_rng(seed)
+    L = np.linalg.cholesky(cv.laplace_covariance())
+    thetas = cv.center.theta + rng.standard_normal((n_pairs, cv.dim)) @ L.T
+    news = thetas + 0.5 * rng.standard_normal((n_pairs, cv.dim)) @ L.T / np.sqrt(cv.dim)
+    return thetas, news
+
+
+def time_passes(model, executor, label, n):
+    """Seconds and ns/row of the mode search, one sums pass and the trial statistics."""
+    import design
+    from samplers import ControlVariates
+
+    t = time.perf_counter()
+    cv = ControlVariates(model, executor=executor)
+    mode_s = time.perf_counter() - t
+    passes = cv.center.n_passes + 1                  # Newton's and the center's, the norms
+    t = time.perf_counter()
+    ControlVariates(model, center=cv.center.theta, executor=executor)   # one pass: the sums
+    sums_s = time.perf_counter() - t
+    thetas, news = trial_pairs(cv, N_PAIRS)
+    t = time.perf_counter()
+    design.TrialChain.from_model(cv, thetas, news, progress=False, executor=executor)
+    trial_s = time.perf_counter() - t
+    out = {"mode_seconds": mode_s, "mode_passes": passes,
+           "mode_ns_per_row_pass": 1e9 * mode_s / (passes * n),
+           "sums_seconds": sums_s, "sums_ns_per_row": 1e9 * sums_s / n,
+           "trial_seconds": trial_s, "trial_ns_per_row": 1e9 * trial_s / n,
+           "trial_pairs": N_PAIRS}
+    print(f"  {label:<28} mode {mode_s:7.1f} s ({passes} passes, "
+          f"{out['mode_ns_per_row_pass']:6.1f} ns/row/pass)  sums {sums_s:6.1f} s "
+          f"({out['sums_ns_per_row']:6.1f} ns/row)  trial stats {trial_s:6.1f} s "
+          f"({out['trial_ns_per_row']:6.1f} ns/row)", flush=True)
+    return cv, out
+
+
+def warm_up(client):
+    """Compile every kernel the timed passes use, here and on the workers (numba caches
+    what it can on disk; the control variates' row kernels are compiled per process)."""
+    from samplers import GaussianPrior, LogisticRegression
+
+    n = 3 << 16
+    model = LogisticRegression(_Rows(n, "X").read_range(0, n), _Rows(n, "y").read_range(0, n),
+                               prior=GaussianPrior(0.0, 10.0))
+    for executor in (None, client):
+        cv, _ = time_passes(model, executor, "warm-up" + (" (cluster)" if executor else ""), n)
+    chain_steps(cv, 5)
+
+
+def chain_steps(cv, steps, seed=3):
+    """Seconds per step of an Austere chain with control variates (m = 100, epsilon 0.05)
+    and the independence proposal from the Laplace approximation."""
+    from samplers import AustereTest, Independence, sample
+
+    chain = sample(cv, AustereTest(m=100, epsilon=0.05), Independence.from_laplace(cv),
+                   cv.center.theta, steps, rng=seed, progress=False)
+    rows = float(np.mean(chain.stats["n_used"]))
+    return chain.wall_time / steps, rows
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rows", type=float, nargs="+", default=[1e7, 1e8])
+    parser.add_argument("--store-dir", type=Path, default=Path("/tmp/austerity-scale"))
+    parser.add_argument("--fit-draws", type=int, default=500)
+    parser.add_argument("--chain-steps", type=int, default=300)
+    parser.add_argument("--no-fit", action="store_true")
+    parser.add_argument("--out", default="scale_out")
+    args = parser.parse_args(argv)
+    sizes = sorted(int(n) for n in args.rows)
+
+    import distributed
+
+    from samplers import GaussianPrior, LogisticRegression
+    from samplers.sources import open_store
+
+    load0 = os.getloadavg()
+    print(f"load average {load0[0]:.2f} {load0[1]:.2f} {load0[2]:.2f} on {os.cpu_count()} cores",
+          flush=True)
+    paths = {n: ensure_store(args.store_dir, n) for n in sizes}
+    prior = GaussianPrior(0.0, 10.0)
+    result = {"d": D + 1, "dtype": "float32", "sizes": sizes, "cluster": {}, "memory": {},
+              "load_before": load0}
+    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                       memory_limit="2GB", dashboard_address=None)
+    client = distributed.Client(cluster)
+    cvs = {}
+    try:
+        warm_up(client)
+        print("passes through a LocalCluster of 2 workers (1 thread, 2 GB each) on the store:")
+        for n in sizes:
+            X, y = open_store(paths[n])
+            model = LogisticRegression(X, y, prior=prior)
+            cvs[n], result["cluster"][str(n)] = time_passes(model, client, f"N = {n:.0e} store",
+                                                             n)
+        result["peak_rss_mb"] = {"client_after_cluster_passes": peak_mb(),
+                                 "workers": client.run(_worker_peak_mb)}
+        print(f"  peak RSS: client {peak_mb():.0f} MB, workers "
+              + ", ".join(f"{v:.0f} MB" for v in result["peak_rss_mb"]["workers"].values()),
+              flush=True)
+        n_fit = sizes[-1]
+        if not args.no_fit:
+            import validation
+
+            X, y = open_store(paths[n_fit])
+            model = LogisticRegression(X, y, prior=prior)
+            t = time.perf_counter()
+            idata = validation.fit(model, draws=args.fit_draws, n_trial=10, rng=1,
+                                   executor=client)
+            post = idata.posterior
+            theta = post["theta"].values.reshape(-1, D + 1)
+            cv = cvs[n_fit]
+            sd = np.sqrt(np.diag(cv.laplace_covariance()))
+            off = np.abs(theta.mean(axis=0) - cv.center.theta) / sd
+            result["fit"] = {
+                "rows": n_fit, "seconds": time.perf_counter() - t, "route": post.attrs["route"],
+                "timings": post.attrs["timings"], "rows_realised": post.attrs["rows_realised"],
+                "rows_predicted": post.attrs["rows_predicted"],
+                "max_mean_offset_in_laplace_sd": float(off.max()),
+                "max_sd_ratio": float(np.max(theta.std(axis=0) / sd)),
+                "min_sd_ratio": float(np.min(theta.std(axis=0) / sd)),
+                "ess_bulk": post.attrs["ess_bulk"]}
+            print(f"fit on the {n_fit:.0e}-row store: {result['fit']['seconds']:.0f} s, route "
+                  f"{post.attrs['route']}, {post.attrs['rows_realised']:.1f} rows per step; "
+                  f"posterior mean within {off.max():.3f} Laplace sds of the mode; sd ratio "
+                  f"{result['fit']['min_sd_ratio']:.3f}..{result['fit']['max_sd_ratio']:.3f}",
+                  flush=True)
+            result["peak_rss_mb"]["client_after_fit"] = peak_mb()
+            result["peak_rss_mb"]["workers_after_fit"] = client.run(_worker_peak_mb)
+        small = sizes[0]
+        chain_steps(cvs[small], 5)
+        step_store, rows_store = chain_steps(cvs[small], args.chain_steps)
+    finally:
+        client.close()
+        cluster.close()
+
+    small = sizes[0]
+    print(f"the same passes in memory at N = {small:.0e} (numpy float32, 2 local threads):")
+    Xs, ys = _Rows(small, "X"), _Rows(small, "y")
+    X = Xs.read_range(0, small)
+    y = ys.read_range(0, small)
+    model = LogisticRegression(X, y, prior=prior)
+    cv_mem, result["memory"][str(small)] = time_passes(model, None, f"N = {small:.0e} memory",
+                                                       small)
+    same = bool(np.array_equal(cv_mem.center.theta, cvs[small].center.theta)
+                and np.array_equal(cv_mem.center.hess, cvs[small].center.hess))
+    chain_steps(cv_mem, 5)
+    step_mem, rows_mem = chain_steps(cv_mem, args.chain_steps)
+    c, m = result["cluster"][str(small)], result["memory"][str(small)]
+    result["ratios_cluster_over_memory"] = {
+        k: c[k] / m[k] for k in ("mode_ns_per_row_pass", "sums_ns_per_row", "trial_ns_per_row")}
+    result["center_equal_bit_for_bit"] = same
+    result["chain_step"] = {"store_seconds": step_store, "memory_seconds": step_mem,
+                            "ratio": step_store / step_mem, "rows_per_step_store": rows_store,
+                            "rows_per_step_memory": rows_mem, "rows": small}
+    print("ratios cluster (store) / memory at N = "
+          f"{small:.0e}: " + ", ".join(f"{k} {v:.2f}x"
+                                       for k, v in result["ratios_cluster_over_memory"].items())
+          + f"; center equal bit for bit: {same}")
+    print(f"chain step: store {1e6 * step_store:.0f} us vs memory {1e6 * step_mem:.0f} us "
+          f"({step_store / step_mem:.1f}x) at {rows_store:.0f} / {rows_mem:.0f} rows per step")
+    result["load_after"] = os.getloadavg()
+    print(f"load average after: {result['load_after'][0]:.2f}")
+    path = write(args.out, result)
+    print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
