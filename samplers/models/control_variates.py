@@ -84,6 +84,92 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
     return row_ratio, row_loglik, row_grad, row_prefetch
 
 
+@cache
+def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)`` (the layout
+    of :func:`_cv_kernels`) for a model that is not a GLM but has compiled row kernels
+    ``loglik``, ``grad`` and ``hess`` or ``hvp`` (:class:`~samplers.models.RowModel`): the
+    row's gradient ``g_i`` at the center and, at order 2, its Hessian ``H_i`` times a vector
+    (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into scratch
+    arrays of the row (the kernels also run on several threads in full passes); the proxy's
+    difference is ``Delta . (g_i + H_i w / 2)``, ``w = theta + theta' - 2 theta*`` (for the
+    log-likelihood: from the center to theta, ``u . (g_i + H_i u / 2)``)."""
+
+    def kernel(func):
+        return jit(func, inline="always", cache=False)   # closes over a user's kernels
+
+    if hvp is None:
+        @kernel
+        def times_hessian(inner, i, center, v, out):
+            d = center.shape[0]
+            H = np.empty((d, d))
+            hess(inner, i, center, H)
+            for j in range(d):
+                s = 0.0
+                for k in range(d):
+                    s += H[j, k] * v[k]
+                out[j] = s
+    else:
+        times_hessian = hvp
+
+    @kernel
+    def proxy_difference(inner, i, center, order2, theta, theta_new):
+        """``hat l_i(theta') - hat l_i(theta)``."""
+        d = center.shape[0]
+        buf = np.empty(3 * d)
+        g = buf[:d]
+        grad(inner, i, center, g)
+        if order2 != 0.0:
+            w = buf[d:2 * d]
+            hw = buf[2 * d:]
+            for k in range(d):
+                w[k] = theta[k] + theta_new[k] - 2.0 * center[k]
+            times_hessian(inner, i, center, w, hw)
+            for j in range(d):
+                g[j] += 0.5 * hw[j]
+        proxy = 0.0
+        for j in range(d):
+            proxy += (theta_new[j] - theta[j]) * g[j]
+        return proxy
+
+    @kernel
+    def row_ratio(data, i, theta, theta_new):
+        inner, center, order2, shift = data
+        proxy = proxy_difference(inner, i, center, order2, theta, theta_new)
+        return (loglik(inner, i, theta_new) - loglik(inner, i, theta)) - proxy + shift
+
+    @kernel
+    def row_loglik(data, i, theta):
+        inner, center, order2, shift = data
+        proxy = proxy_difference(inner, i, center, order2, center, theta)
+        return (loglik(inner, i, theta) - loglik(inner, i, center)) - proxy + shift
+
+    @kernel
+    def row_grad(data, i, theta, out):
+        inner, center, order2, shift = data
+        d = center.shape[0]
+        buf = np.empty(3 * d)
+        g = buf[:d]
+        grad(inner, i, theta, out)
+        grad(inner, i, center, g)
+        for j in range(d):
+            out[j] -= g[j]
+        if order2 != 0.0:
+            u = buf[d:2 * d]
+            hu = buf[2 * d:]
+            for k in range(d):
+                u[k] = theta[k] - center[k]
+            times_hessian(inner, i, center, u, hu)
+            for j in range(d):
+                out[j] -= hu[j]
+
+    @kernel
+    def row_prefetch(data, i):
+        inner_prefetch(data[0], i)
+
+    return row_ratio, row_loglik, row_grad, row_prefetch
+
+
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
 
 
@@ -800,7 +886,12 @@ class ControlVariates(BaseModel):
     def _kernels(self):
         glm = self._glm
         if glm is None:
-            return None
+            # a model with compiled row kernels down to the Hessian (RowModel): residuals from
+            # them; else None (the rows' derivatives through the model's Python methods)
+            k = getattr(self.model, "row_kernels", None)
+            if getattr(k, "hess", None) is None or k.loglik is None or k.grad is None:
+                return None
+            return _cv_row_kernels(k.loglik, k.grad, k.hess, k.hvp, k.prefetch)
         return _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
 
     @property
@@ -830,8 +921,9 @@ class ControlVariates(BaseModel):
         """``(rows, g, H, N)`` for the compiled block loop (:mod:`samplers._blocks`): the row
         kernels' tuple with shift 0, the sums at the center and N as a float, from which
         :func:`cv_decision_data` and :func:`cv_batch_grad` compute what
-        :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model."""
-        if self._glm is None:
+        :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model without
+        compiled row kernels."""
+        if self._kernels is None:
             return None
         return (self._data(0.0), self._g, self._H, float(self.N))
 
@@ -865,7 +957,7 @@ class ControlVariates(BaseModel):
 
     def _loglik(self, theta, idx):
         shift = self._proxy_sum(theta) / self.N
-        if self._glm is None:
+        if self._kernels is None:
             return (np.asarray(self.model.loglik(theta, idx), dtype=float)
                     - self._user_proxy(theta, idx) + shift)
         out = np.empty(idx.shape[0])
@@ -874,7 +966,7 @@ class ControlVariates(BaseModel):
 
     def _loglik_ratio(self, theta, theta_new, idx):
         shift = self.proxy_total(theta, theta_new) / self.N
-        if self._glm is None:
+        if self._kernels is None:
             fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
             if callable(fused):
                 return np.asarray(fused(theta, theta_new, idx, self._theta_c, self.order),
@@ -887,7 +979,7 @@ class ControlVariates(BaseModel):
 
     def _grad_loglik(self, theta, idx):
         shift = self._proxy_grad(theta) / self.N
-        if self._glm is None:
+        if self._kernels is None:
             c = self._theta_c
             G = self._row_grads_user(theta, idx) - self._row_grads_user(c, idx)
             if self.order == 2:

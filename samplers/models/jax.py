@@ -379,5 +379,12 @@ class JaxModel:
         with self._jax.enable_x64(True):
             return np.asarray(self._f_grad_logprior(theta), dtype=float)
 
+    @property
+    def _leaves(self) -> list:
+        """The data arrays (float64 or the caller's integer type), N rows each, as NumPy
+        views of the model's JAX copy (no copy on the CPU)."""
+        leaves = self._jax.tree_util.tree_leaves(self._data)
+        return [np.asarray(leaf)[:self.N] for leaf in leaves]
+
     def __repr__(self):
         return f"{type(self).__name__}(N={self.N}, dim={self.dim})"
