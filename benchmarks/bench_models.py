@@ -15,6 +15,11 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    rows read per step. The built-in ``LogisticRegression`` runs the same chain on the
    logistic data as the yardstick: the ratio column is a route's time per step over it
    (target: within 1.5x for the compiled routes);
+   Routes of a user's own Poisson model: ``numba RowModel`` (numba row kernels with a
+   Hessian-vector product; ``... hess`` with the full row Hessian), ``JaxModel numba`` (a
+   JaxModel's row function translated to numba by ``compile_jax_model``), ``JaxModel JAX``
+   (the JaxModel itself, a JAX call per batch on the Python loop) and ``python protocol``
+   (NumPy methods). JAX routes need jax installed;
 2. **fit** (``--fit``, at N <= ``--fit-max-n``): ``validation.fit(model, tolerance=0.01,
    draws=--draws)``: seconds all-in, min bulk ESS over the 11 coordinates, ESS per second
    all-in and sampling only (the chain's wall time), rows read per step, and the accuracy
@@ -32,6 +37,7 @@ Writes benchmarks/results/<out>.json (machine load included: compare within one 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -39,6 +45,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numba
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +63,7 @@ from samplers import (  # noqa: E402
     import_arviz,
     sample,
 )
+from samplers.models import JaxModel, RowModel, compile_jax_model  # noqa: E402
 
 az = import_arviz()
 D = 10
@@ -143,10 +151,82 @@ class Route:
     compiled: bool = True
 
 
+# --- a user's own model: numba row kernels (RowModel), and a JaxModel, translated or not ----
+
+
+@numba.njit
+def poisson_row(data, i, theta):
+    X, y, log_y_factorial = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    return y[i] * eta - math.exp(eta) - log_y_factorial[i]
+
+
+@numba.njit
+def poisson_grad(data, i, theta, out):
+    X, y, _ = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = y[i] - math.exp(eta)
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+@numba.njit
+def poisson_hvp(data, i, theta, v, out):
+    X, _, _ = data
+    eta = 0.0
+    xv = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+        xv += X[i, j] * v[j]
+    w = -math.exp(eta) * xv
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+@numba.njit
+def poisson_hess(data, i, theta, out):
+    X, _, _ = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = -math.exp(eta)
+    for j in range(X.shape[1]):
+        for k in range(X.shape[1]):
+            out[j, k] = w * X[i, j] * X[i, k]
+
+
+def row_model(d, second="hvp"):
+    from scipy.special import gammaln
+
+    kernels = {"hvp_row": poisson_hvp} if second == "hvp" else {"hess_row": poisson_hess}
+    return RowModel(poisson_row, (d.X, d.y, gammaln(d.y + 1.0)), dim=d.X.shape[1],
+                    logprior=_prior(), grad_row=poisson_grad, **kernels)
+
+
+def jax_model(d):
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln
+
+    def row(theta, r):
+        x, y = r
+        eta = x @ theta
+        return y * eta - jnp.exp(eta) - gammaln(y + 1.0)
+
+    return JaxModel(row, (d.X, d.y), _prior(), dim=d.X.shape[1])
+
+
 #: The routes (helpers add theirs here: JaxModel, from_numpyro, a numba user kernel).
 ROUTES = [
     Route("builtin", ("logistic",), lambda d: LogisticRegression(d.X, d.y, prior=_prior())),
     Route("GLM", FAMILIES, lambda d: GLM(d.X, d.y, prior=_prior(), **_GLM_ARGS[d.family])),
+    Route("numba RowModel", ("poisson",), row_model),
+    Route("numba RowModel hess", ("poisson",), lambda d: row_model(d, "hess")),
+    Route("JaxModel numba", ("poisson",), lambda d: compile_jax_model(jax_model(d), warn=False)),
+    Route("JaxModel JAX", ("poisson",), jax_model, compiled=False),
     Route("python protocol", ("poisson",), lambda d: PoissonProtocol(d.X, d.y), compiled=False),
 ]
 

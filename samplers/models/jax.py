@@ -92,7 +92,10 @@ class JaxModel:
     **Cores.** A full pass keeps two chunks in flight (JAX dispatches asynchronously and its
     CPU client runs them on its own threads), so both cores of a two-core machine work.
 
-    **Per step.** A chain runs on the Python loop (a compiled numba loop cannot call JAX);
+    **Per step.** :func:`~samplers.models.compile_jax_model` translates the row function to
+    numba (a :class:`~samplers.models.RowModel` whose chains run on the compiled loop, tens
+    of microseconds per step); the JaxModel itself runs on the Python loop (a compiled numba
+    loop cannot call JAX);
     each decision stage is one jitted call (:meth:`loglik_ratio`, or the control-variate
     residuals of :meth:`residual_ratio`); a ``logprior`` written in JAX is one more call per
     step (a :class:`~samplers.priors.Prior` is not). JAX's asynchronous CPU dispatch hands
