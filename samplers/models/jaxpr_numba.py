@@ -53,7 +53,7 @@ class UnsupportedPrimitive(NotImplementedError):
 
 @jit
 def digamma(x):
-    """The digamma function psi(x) for real x (recurrence to x >= 6, then the asymptotic
+    """The digamma function psi(x) for real x (recurrence to x >= 10, then the asymptotic
     series; reflection for x < 0.5): agrees with ``scipy.special.digamma`` to ~1e-15."""
     if x != x:
         return x
@@ -63,13 +63,39 @@ def digamma(x):
     if x < 0.5:   # psi(1 - x) - psi(x) = pi cot(pi x)
         result -= math.pi / math.tan(math.pi * x)
         x = 1.0 - x
-    while x < 6.0:
+    while x < 10.0:
         result -= 1.0 / x
         x += 1.0
     f = 1.0 / (x * x)
     series = f * (1.0 / 12 - f * (1.0 / 120 - f * (1.0 / 252 - f * (1.0 / 240 - f * (
         1.0 / 132 - f * (691.0 / 32760 - f / 12))))))
     return result + math.log(x) - 0.5 / x - series
+
+
+_BERNOULLI = (1.0 / 6, -1.0 / 30, 1.0 / 42, -1.0 / 30, 5.0 / 66, -691.0 / 2730, 7.0 / 6,
+              -3617.0 / 510, 43867.0 / 798, -174611.0 / 330)   # B_2 .. B_20
+
+
+@jit
+def polygamma(n, x):
+    """psi^(n)(x) for integer n >= 1 and real x > 0 (recurrence to x >= 20, then the
+    asymptotic series with Bernoulli numbers B_2 .. B_20); n = 0 is :func:`digamma`."""
+    n = int(n)
+    if n == 0:
+        return digamma(x)
+    if x != x or x <= 0.0:
+        return math.nan
+    sign = 1.0 if n % 2 == 1 else -1.0      # (-1)^(n+1)
+    fact = math.gamma(n + 1.0)               # n!
+    total = 0.0
+    while x < 20.0:
+        total += fact / x ** (n + 1)
+        x += 1.0
+    tail = math.gamma(n * 1.0) / x ** n + fact / (2.0 * x ** (n + 1))
+    for k in range(1, 11):
+        tail += (_BERNOULLI[k - 1] * math.gamma(2.0 * k + n) / math.gamma(2.0 * k + 1.0)
+                 / x ** (2 * k + n))
+    return sign * (total + tail)
 
 
 @jit
@@ -91,6 +117,15 @@ def sign(x):
 
 
 @jit
+def fmod(a, b):
+    """C's fmod (the sign of ``a``), as ``jax.lax.rem``; numba has no ``math.fmod``."""
+    r = a % b
+    if r != 0.0 and (r < 0.0) != (a < 0.0):
+        r -= b
+    return r
+
+
+@jit
 def fmax(a, b):
     """``max`` with NaN propagated (as ``jax.lax.max``)."""
     if a != a or b != b:
@@ -105,7 +140,8 @@ def fmin(a, b):
     return a if a <= b else b
 
 
-_HELPERS = {"math": math, "digamma": digamma, "logistic": logistic, "sign": sign,
+_HELPERS = {"math": math, "digamma": digamma, "polygamma": polygamma, "logistic": logistic,
+            "sign": sign, "fmod": fmod,
             "fmax": fmax, "fmin": fmin}
 
 _UNARY = {
@@ -117,7 +153,8 @@ _UNARY = {
     "sin": "math.sin({0})", "cos": "math.cos({0})", "tan": "math.tan({0})",
     "atan": "math.atan({0})", "asinh": "math.asinh({0})", "square": "({0} * {0})",
     "floor": "math.floor({0})", "ceil": "math.ceil({0})", "not": "(not {0})",
-    "is_finite": "math.isfinite({0})", "exp2": "(2.0 ** {0})", "cbrt": "math.cbrt({0})",
+    "is_finite": "math.isfinite({0})", "exp2": "(2.0 ** {0})",
+    "cbrt": "math.copysign(abs({0}) ** (1.0 / 3.0), {0})",
     "copy": "{0}", "copy_p": "{0}", "real": "{0}", "stop_gradient": "{0}",
     "optimization_barrier": "{0}", "reduce_precision": "{0}",
 }
@@ -125,9 +162,10 @@ _BINARY = {
     "add": "({0} + {1})", "add_any": "({0} + {1})", "sub": "({0} - {1})",
     "mul": "({0} * {1})", "div": "({0} / {1})", "pow": "({0} ** {1})",
     "max": "fmax({0}, {1})", "min": "fmin({0}, {1})", "atan2": "math.atan2({0}, {1})",
-    "rem": "math.fmod({0}, {1})", "nextafter": None,
+    "rem": "fmod({0}, {1})", "nextafter": None, "polygamma": "polygamma({0}, {1})",
     "gt": "({0} > {1})", "lt": "({0} < {1})", "ge": "({0} >= {1})", "le": "({0} <= {1})",
-    "eq": "({0} == {1})", "ne": "({0} != {1})", "and": "({0} and {1})", "or": "({0} or {1})",
+    "eq": "({0} == {1})", "ne": "({0} != {1})", "and": "({0} & {1})", "or": "({0} | {1})",
+    "xor": "({0} ^ {1})",
 }
 #: Primitive names with a translation (plus the nested calls ``jit``/``pjit``,
 #: ``closed_call``, ``custom_jvp_call``, ``custom_vjp_call``).
@@ -135,7 +173,9 @@ SUPPORTED = frozenset(
     [k for k, v in _UNARY.items() if v] + [k for k, v in _BINARY.items() if v] + [
         "integer_pow", "select_n", "clamp", "convert_element_type", "dot_general",
         "reduce_sum", "reduce_max", "reduce_min", "broadcast_in_dim", "reshape", "squeeze",
-        "expand_dims", "slice", "pad", "concatenate", "transpose", "iota", "jit", "pjit",
+        "expand_dims", "slice", "pad", "concatenate", "split", "stack", "unstack", "rev",
+        "transpose", "iota",
+        "jit", "pjit",
         "closed_call", "custom_jvp_call", "custom_vjp_call", "custom_vjp_call_jaxpr"])
 
 
@@ -199,7 +239,7 @@ class _Writer:
             env[var] = _constant(value)
         for var, value in zip(jaxpr.invars, args):
             env[var] = value
-        for eqn in jaxpr.eqns:
+        for eqn in _live(jaxpr):
             ins = [read(v) for v in eqn.invars]
             outs = self.equation(eqn, ins)
             for var, value in zip(eqn.outvars, outs):
@@ -249,6 +289,9 @@ class _Writer:
             kind = np.dtype(p["new_dtype"]).kind
             cast = {"f": "float({0})", "i": "int({0})", "u": "int({0})",
                     "b": "({0} != 0)"}.get(kind)
+            if np.dtype(eqn.invars[0].aval.dtype).kind == "b":   # numba has no float(bool)
+                cast = {"f": "(1.0 if {0} else 0.0)", "i": "(1 if {0} else 0)",
+                        "u": "(1 if {0} else 0)", "b": "{0}"}.get(kind)
             if cast is None:
                 raise UnsupportedPrimitive(name, f"to {p['new_dtype']}")
             return [self.array(x.shape, lambda i: cast.format(x[i]))]
@@ -297,6 +340,16 @@ class _Writer:
             return [out]
         if name == "concatenate":
             return [np.concatenate(ins, axis=int(p["dimension"]))]
+        if name == "split":
+            cuts = np.cumsum([int(k) for k in p["sizes"]])[:-1]
+            return list(np.split(ins[0], cuts, axis=int(p["axis"])))
+        if name == "stack":
+            return [np.stack(np.broadcast_arrays(*ins), axis=int(p["axis"]))]
+        if name == "unstack":
+            x = np.moveaxis(ins[0], int(p["axis"]), 0)
+            return [x[k:k + 1].reshape(x.shape[1:]) for k in range(x.shape[0])]
+        if name == "rev":
+            return [np.flip(ins[0], axis=tuple(p["dimensions"]))]
         if name == "iota":
             dim = int(p["dimension"])
             return [_constant(np.broadcast_to(np.arange(shape[dim]).reshape(
@@ -335,6 +388,18 @@ class _Writer:
             left, right = L[b + i], R[b + j]
             return self.sum([f"{x} * {y}" for x, y in zip(left, right)])
         return self.array(tuple(batch) + tuple(lfree) + tuple(rfree), entry).reshape(shape)
+
+
+def _live(jaxpr) -> list:
+    """The equations the outputs depend on (in order): a row function traced through a
+    NumPyro model seeds a random key it never uses, for instance."""
+    needed = {v for v in jaxpr.outvars if not hasattr(v, "val")}
+    live = []
+    for eqn in reversed(jaxpr.eqns):
+        if any(v in needed for v in eqn.outvars):
+            live.append(eqn)
+            needed.update(v for v in eqn.invars if not hasattr(v, "val"))
+    return live[::-1]
 
 
 def _is_literal(expr: str) -> bool:
