@@ -19,6 +19,7 @@ from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, check_data_files, loglik_ratio
 from ._glm import glm_kernels, glm_sums
 from .compiled import BlockModel, same_data
+from .row_model import row_scratch
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
 __all__ = ["ControlVariates", "TaylorCenter"]
@@ -90,8 +91,9 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     of :func:`_cv_kernels`) for a model that is not a GLM but has compiled row kernels
     ``loglik``, ``grad`` and ``hess`` or ``hvp`` (:class:`~samplers.models.RowModel`): the
     row's gradient ``g_i`` at the center and, at order 2, its Hessian ``H_i`` times a vector
-    (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into scratch
-    arrays of the row (the kernels also run on several threads in full passes); the proxy's
+    (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into
+    :func:`~samplers.models.row_model.row_scratch` (stack memory, private to the thread: the
+    kernels also run on several threads in full passes; no allocation per row); the proxy's
     difference is ``Delta . (g_i + H_i w / 2)``, ``w = theta + theta' - 2 theta*`` (for the
     log-likelihood: from the center to theta, ``u . (g_i + H_i u / 2)``)."""
 
@@ -116,7 +118,7 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     def proxy_difference(inner, i, center, order2, theta, theta_new):
         """``hat l_i(theta') - hat l_i(theta)``."""
         d = center.shape[0]
-        buf = np.empty(3 * d)
+        buf = row_scratch(3 * d)
         g = buf[:d]
         grad(inner, i, center, g)
         if order2 != 0.0:
@@ -148,7 +150,7 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     def row_grad(data, i, theta, out):
         inner, center, order2, shift = data
         d = center.shape[0]
-        buf = np.empty(3 * d)
+        buf = row_scratch(3 * d)
         g = buf[:d]
         grad(inner, i, theta, out)
         grad(inner, i, center, g)
@@ -411,7 +413,8 @@ class ControlVariates(BaseModel):
         A built-in :class:`~samplers.LogisticRegression`, :class:`~samplers.LinearRegression`,
         :class:`~samplers.RobustRegression` or :class:`~samplers.GaussianMean` (compiled
         kernels; every row is ``f_i(x_i . theta)`` and its derivatives are recomputed from the
-        row, so nothing of size N is stored), or any other model, built-in (``Gaussian``,
+        row, so nothing of size N is stored), a :class:`~samplers.models.RowModel` (compiled
+        too, from its row kernels), or any other model, built-in (``Gaussian``,
         ``GaussianMixture``) or a user's, through its per-row derivatives (see Notes).
     center : array of shape (d,) or None
         The expansion point. ``None`` finds the posterior mode: Newton's method with
@@ -929,10 +932,11 @@ class ControlVariates(BaseModel):
 
     def block_parts(self, view):
         """The compiled loop's parts (:class:`~samplers.models.compiled.BlockModel`) around a
-        built-in GLM whose own parts exist: data ``(rows, g, H, N)`` (:meth:`_block_data`),
-        the wrapped model's prior, and the proxy's total and gradient computed in the step
+        built-in GLM or a model with compiled row kernels down to the Hessian
+        (:class:`~samplers.models.RowModel`) whose own parts exist: data ``(rows, g, H,
+        N)`` (:meth:`_block_data`), the wrapped model's prior, and the proxy's total and gradient computed in the step
         (:func:`cv_decision_data`, :func:`cv_batch_grad`) with the arithmetic of
-        ``proxy_total`` and ``_proxy_grad``; None for a user's model."""
+        ``proxy_total`` and ``_proxy_grad``; None for a user's model without such kernels."""
         data = self._block_data()
         inner_parts = getattr(self.model, "block_parts", None)
         inner = None if inner_parts is None else inner_parts(view)

@@ -14,16 +14,44 @@ from functools import cache
 
 import numba
 import numpy as np
+from numba import types
+from numba.core import cgutils
 from numba.core.dispatcher import Dispatcher
 
 from design._lib.checks import check_int
-from design._lib.jit import jit
+from design._lib.jit import intrinsic, jit
 from design._lib.passes import n_chunks, run_chunks
 from design._lib.prefetch import prefetch_ahead, prefetch_row
 from ..priors import Prior
 from ._base import BaseModel, check_finite_rows
 
-__all__ = ["RowModel"]
+__all__ = ["RowModel", "row_scratch"]
+
+#: float64s of stack memory a row kernel's :func:`row_scratch` takes (larger requests go to
+#: the heap).
+SCRATCH_ITEMS = 768
+
+
+@intrinsic
+def _stack_floats(typingctx):
+    """A pointer to :data:`SCRATCH_ITEMS` float64s on the stack, allocated once in the entry
+    block of the compiled function the call ends up in (after inlining: the loop over rows,
+    so the memory is reused by every row; each thread has its own stack)."""
+    def codegen(context, builder, signature, args):
+        return cgutils.alloca_once(builder, context.get_value_type(types.float64),
+                                   size=context.get_constant(types.intp, SCRATCH_ITEMS))
+    return types.CPointer(types.float64)(), codegen
+
+
+@jit(inline="always")
+def row_scratch(n):
+    """``n`` float64s of scratch for one row's kernel, uninitialised: stack memory when
+    ``n <= SCRATCH_ITEMS`` (no allocation per row, and private to the thread: full passes
+    run the row kernels on several threads), else a new heap array. The array must not
+    outlive the kernel."""
+    if n <= SCRATCH_ITEMS:
+        return numba.carray(_stack_floats(), n)
+    return np.empty(n)
 
 _NAMESPACE = uuid.UUID("0f6b8f8e-6a0e-4f55-8d3e-3c1d7d2b9a41")
 
