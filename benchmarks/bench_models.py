@@ -29,7 +29,8 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    standard error of the mean error is printed beside it). A route whose ``fit`` refuses the
    model records the refusal.
 
-Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--fit]
+Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--repeats 1]
+          [--fit]
           [--fit-max-n 100000] [--draws 40000] [--reference-draws 4000] [--out models]
 Writes benchmarks/results/<out>.json (machine load included: compare within one run).
 """
@@ -281,15 +282,20 @@ def min_ess(samples):
 # --- measurements ------------------------------------------------------------------------
 
 
-def time_per_step(model, steps, compiled, seed):
+def timing_chain(model, steps, compiled, seed):
+    """The fixed timing chain on ``model``'s control variates, compiled and warmed: a
+    function that runs it once and returns ``(microseconds per step, rows per step)``."""
     cv = ControlVariates(model)
     walk = RandomWalk.from_laplace(cv)
     test = AustereTest(m=100, epsilon=0.05)
     sample(cv, test, walk, cv.center.theta, 50, rng=0, compiled=compiled or None,
            progress=False)   # compile
-    chain = sample(cv, test, walk, cv.center.theta, steps, rng=seed,
-                   compiled=compiled or None, progress=False)
-    return 1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean())
+
+    def run():
+        chain = sample(cv, test, walk, cv.center.theta, steps, rng=seed,
+                       compiled=compiled or None, progress=False)
+        return 1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean())
+    return run
 
 
 def run_fit(model, draws, seed, ref):
@@ -322,6 +328,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds of timing chains over all routes, interleaved (each route "
+                         "keeps its fastest)")
     ap.add_argument("--fit", action="store_true", help="also run validation.fit")
     ap.add_argument("--fit-max-n", type=int, default=100_000)
     ap.add_argument("--draws", type=int, default=40_000)
@@ -342,10 +351,12 @@ def main(argv=None):
 
     datasets = {}
     models = {}
-    # 1. time per step of every route (all sizes first: the fits and references are slower)
+    # 1. time per step of every route (all sizes first: the fits and references are slower);
+    # the routes' chains run in --repeats interleaved rounds and each keeps its fastest, so
+    # a change of load during the run falls on every route alike
     for N in args.sizes:
         data = datasets[N] = {f: make_data(f, N, rng) for f in FAMILIES}
-        base = None
+        timed = []
         for family in FAMILIES:
             for route in routes:
                 if family not in route.families:
@@ -354,8 +365,8 @@ def main(argv=None):
                 model = route.build(data[family])
                 built = time.perf_counter() - t0
                 try:
-                    us, used = time_per_step(model, args.steps, route.compiled,
-                                             int(rng.integers(2**31)))
+                    run = timing_chain(model, args.steps, route.compiled,
+                                       int(rng.integers(2**31)))
                 except RuntimeError as exc:   # ControlVariates' mode search
                     rows.append(dict(N=N, family=family, route=route.name,
                                      failed=f"{type(exc).__name__}: {exc}"))
@@ -363,18 +374,25 @@ def main(argv=None):
                           flush=True)
                     save()
                     continue
-                if route.name == "builtin":
-                    base = us
-                row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
-                           build_seconds=built, us_per_step=us, rows_per_step_fixed=used,
-                           ratio_to_builtin_logistic=None if base is None else us / base)
-                print(f"{N:>9} {family:<18} {route.name:<16} {us:8.1f} us/step "
-                      f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic'] or 0:.2f} "
-                      "of the built-in logistic", flush=True)
-                rows.append(row)
-                save()
-                if args.fit and N <= args.fit_max_n:
-                    models[N, family, route.name] = (model, row)
+                timed.append((family, route, model, built, run, []))
+        for _ in range(args.repeats):
+            for *_, run, results in timed:
+                results.append(run())
+        base = next((min(r)[0] for family, route, *_, r in timed if route.name == "builtin"),
+                    math.nan)
+        for family, route, model, built, run, results in timed:
+            us, used = min(results)
+            row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
+                       build_seconds=built, us_per_step=us, rows_per_step_fixed=used,
+                       us_per_step_all=[r[0] for r in results],
+                       ratio_to_builtin_logistic=us / base)
+            print(f"{N:>9} {family:<18} {route.name:<20} {us:8.1f} us/step "
+                  f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic']:.2f} "
+                  "of the built-in logistic", flush=True)
+            rows.append(row)
+            save()
+            if args.fit and N <= args.fit_max_n:
+                models[N, family, route.name] = (model, row)
     # 2. validation.fit against a reference chain
     refs = {}
     for (N, family, name), (model, row) in models.items():
