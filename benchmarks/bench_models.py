@@ -15,6 +15,11 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    rows read per step. The built-in ``LogisticRegression`` runs the same chain on the
    logistic data as the yardstick: the ratio column is a route's time per step over it
    (target: within 1.5x for the compiled routes);
+   Routes of a user's own Poisson model: ``numba RowModel`` (numba row kernels with a
+   Hessian-vector product; ``... hess`` with the full row Hessian), ``JaxModel numba`` (a
+   JaxModel's row function translated to numba by ``compile_jax_model``), ``JaxModel JAX``
+   (the JaxModel itself, a JAX call per batch on the Python loop) and ``python protocol``
+   (NumPy methods). JAX routes need jax installed;
 2. **fit** (``--fit``, at N <= ``--fit-max-n``): ``validation.fit(model, tolerance=0.01,
    draws=--draws)``: seconds all-in, min bulk ESS over the 11 coordinates, ESS per second
    all-in and sampling only (the chain's wall time), rows read per step, and the accuracy
@@ -24,7 +29,8 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    standard error of the mean error is printed beside it). A route whose ``fit`` refuses the
    model records the refusal.
 
-Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--fit]
+Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--repeats 1]
+          [--fit]
           [--fit-max-n 100000] [--draws 40000] [--reference-draws 4000] [--out models]
 Writes benchmarks/results/<out>.json (machine load included: compare within one run).
 """
@@ -32,6 +38,7 @@ Writes benchmarks/results/<out>.json (machine load included: compare within one 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import time
@@ -39,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numba
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
@@ -56,6 +64,7 @@ from samplers import (  # noqa: E402
     import_arviz,
     sample,
 )
+from samplers.models import JaxModel, RowModel, compile_jax_model  # noqa: E402
 
 az = import_arviz()
 D = 10
@@ -143,10 +152,82 @@ class Route:
     compiled: bool = True
 
 
+# --- a user's own model: numba row kernels (RowModel), and a JaxModel, translated or not ----
+
+
+@numba.njit
+def poisson_row(data, i, theta):
+    X, y, log_y_factorial = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    return y[i] * eta - math.exp(eta) - log_y_factorial[i]
+
+
+@numba.njit
+def poisson_grad(data, i, theta, out):
+    X, y, _ = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = y[i] - math.exp(eta)
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+@numba.njit
+def poisson_hvp(data, i, theta, v, out):
+    X, _, _ = data
+    eta = 0.0
+    xv = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+        xv += X[i, j] * v[j]
+    w = -math.exp(eta) * xv
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+@numba.njit
+def poisson_hess(data, i, theta, out):
+    X, _, _ = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = -math.exp(eta)
+    for j in range(X.shape[1]):
+        for k in range(X.shape[1]):
+            out[j, k] = w * X[i, j] * X[i, k]
+
+
+def row_model(d, second="hvp"):
+    from scipy.special import gammaln
+
+    kernels = {"hvp_row": poisson_hvp} if second == "hvp" else {"hess_row": poisson_hess}
+    return RowModel(poisson_row, (d.X, d.y, gammaln(d.y + 1.0)), dim=d.X.shape[1],
+                    logprior=_prior(), grad_row=poisson_grad, **kernels)
+
+
+def jax_model(d):
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln
+
+    def row(theta, r):
+        x, y = r
+        eta = x @ theta
+        return y * eta - jnp.exp(eta) - gammaln(y + 1.0)
+
+    return JaxModel(row, (d.X, d.y), _prior(), dim=d.X.shape[1])
+
+
 #: The routes (helpers add theirs here: JaxModel, from_numpyro, a numba user kernel).
 ROUTES = [
     Route("builtin", ("logistic",), lambda d: LogisticRegression(d.X, d.y, prior=_prior())),
     Route("GLM", FAMILIES, lambda d: GLM(d.X, d.y, prior=_prior(), **_GLM_ARGS[d.family])),
+    Route("numba RowModel", ("poisson",), row_model),
+    Route("numba RowModel hess", ("poisson",), lambda d: row_model(d, "hess")),
+    Route("JaxModel numba", ("poisson",), lambda d: compile_jax_model(jax_model(d), warn=False)),
+    Route("JaxModel JAX", ("poisson",), jax_model, compiled=False),
     Route("python protocol", ("poisson",), lambda d: PoissonProtocol(d.X, d.y), compiled=False),
 ]
 
@@ -201,15 +282,20 @@ def min_ess(samples):
 # --- measurements ------------------------------------------------------------------------
 
 
-def time_per_step(model, steps, compiled, seed):
+def timing_chain(model, steps, compiled, seed):
+    """The fixed timing chain on ``model``'s control variates, compiled and warmed: a
+    function that runs it once and returns ``(microseconds per step, rows per step)``."""
     cv = ControlVariates(model)
     walk = RandomWalk.from_laplace(cv)
     test = AustereTest(m=100, epsilon=0.05)
     sample(cv, test, walk, cv.center.theta, 50, rng=0, compiled=compiled or None,
            progress=False)   # compile
-    chain = sample(cv, test, walk, cv.center.theta, steps, rng=seed,
-                   compiled=compiled or None, progress=False)
-    return 1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean())
+
+    def run():
+        chain = sample(cv, test, walk, cv.center.theta, steps, rng=seed,
+                       compiled=compiled or None, progress=False)
+        return 1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean())
+    return run
 
 
 def run_fit(model, draws, seed, ref):
@@ -242,6 +328,9 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[100_000, 1_000_000])
     ap.add_argument("--steps", type=int, default=20_000)
+    ap.add_argument("--repeats", type=int, default=1,
+                    help="rounds of timing chains over all routes, interleaved (each route "
+                         "keeps its fastest)")
     ap.add_argument("--fit", action="store_true", help="also run validation.fit")
     ap.add_argument("--fit-max-n", type=int, default=100_000)
     ap.add_argument("--draws", type=int, default=40_000)
@@ -262,10 +351,12 @@ def main(argv=None):
 
     datasets = {}
     models = {}
-    # 1. time per step of every route (all sizes first: the fits and references are slower)
+    # 1. time per step of every route (all sizes first: the fits and references are slower);
+    # the routes' chains run in --repeats interleaved rounds and each keeps its fastest, so
+    # a change of load during the run falls on every route alike
     for N in args.sizes:
         data = datasets[N] = {f: make_data(f, N, rng) for f in FAMILIES}
-        base = None
+        timed = []
         for family in FAMILIES:
             for route in routes:
                 if family not in route.families:
@@ -274,8 +365,8 @@ def main(argv=None):
                 model = route.build(data[family])
                 built = time.perf_counter() - t0
                 try:
-                    us, used = time_per_step(model, args.steps, route.compiled,
-                                             int(rng.integers(2**31)))
+                    run = timing_chain(model, args.steps, route.compiled,
+                                       int(rng.integers(2**31)))
                 except RuntimeError as exc:   # ControlVariates' mode search
                     rows.append(dict(N=N, family=family, route=route.name,
                                      failed=f"{type(exc).__name__}: {exc}"))
@@ -283,18 +374,25 @@ def main(argv=None):
                           flush=True)
                     save()
                     continue
-                if route.name == "builtin":
-                    base = us
-                row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
-                           build_seconds=built, us_per_step=us, rows_per_step_fixed=used,
-                           ratio_to_builtin_logistic=None if base is None else us / base)
-                print(f"{N:>9} {family:<18} {route.name:<16} {us:8.1f} us/step "
-                      f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic'] or 0:.2f} "
-                      "of the built-in logistic", flush=True)
-                rows.append(row)
-                save()
-                if args.fit and N <= args.fit_max_n:
-                    models[N, family, route.name] = (model, row)
+                timed.append((family, route, model, built, run, []))
+        for _ in range(args.repeats):
+            for *_, run, results in timed:
+                results.append(run())
+        base = next((min(r)[0] for family, route, *_, r in timed if route.name == "builtin"),
+                    math.nan)
+        for family, route, model, built, run, results in timed:
+            us, used = min(results)
+            row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
+                       build_seconds=built, us_per_step=us, rows_per_step_fixed=used,
+                       us_per_step_all=[r[0] for r in results],
+                       ratio_to_builtin_logistic=us / base)
+            print(f"{N:>9} {family:<18} {route.name:<20} {us:8.1f} us/step "
+                  f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic']:.2f} "
+                  "of the built-in logistic", flush=True)
+            rows.append(row)
+            save()
+            if args.fit and N <= args.fit_max_n:
+                models[N, family, route.name] = (model, row)
     # 2. validation.fit against a reference chain
     refs = {}
     for (N, family, name), (model, row) in models.items():

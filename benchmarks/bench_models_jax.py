@@ -14,7 +14,8 @@ covariates and an intercept, prior beta ~ N(0, 10^2), log r ~ N(0, 2^2) (r ~ Log
 * **NumPyro HMCECS** (Taylor proxy at the NUTS reference mean, subsample 1000 rows,
   ``num_blocks=100``);
 * **microseconds per step** of the same designed test and walk on the control variates of
-  the JaxModel, of a plain Python protocol model (NumPy ``loglik``, ``grad_loglik``,
+  the JaxModel, of the JaxModel translated to numba (``compile_jax_model``: a RowModel on
+  the compiled loop), of a plain Python protocol model (NumPy ``loglik``, ``grad_loglik``,
   ``hess_loglik``), and of the built-in compiled ``LogisticRegression`` on the same X (the
   yardstick: targets JaxModel within 5x of it).
 
@@ -52,7 +53,7 @@ sys.path.insert(0, str(ROOT))   # measure this checkout, not whichever one is pi
 import design  # noqa: E402
 from samplers import (AustereTest, ControlVariates, GaussianPrior, LogisticRegression,  # noqa: E402
                       RandomWalk, sample)
-from samplers.models import JaxModel, from_numpyro  # noqa: E402
+from samplers.models import JaxModel, compile_jax_model, from_numpyro  # noqa: E402
 from validation import fit  # noqa: E402
 
 D = 10
@@ -373,8 +374,11 @@ def main(argv=None):
             show(row)
             # microseconds per step of one designed test on each route's control variates
             srng = np.random.default_rng(5)
-            for name, model in (("JaxModel", jmodel), ("plain Python protocol model",
-                                                        PlainModel(family, X, y))):
+            translated = compile_jax_model(jmodel)   # a RowModel, or jmodel with a warning
+            for name, model in (("JaxModel", jmodel),
+                                (f"JaxModel translated ({type(translated).__name__})",
+                                 translated),
+                                ("plain Python protocol model", PlainModel(family, X, y))):
                 us, used = us_per_step(model, args.step_draws, srng)
                 r = dict(route=f"us/step: {name}", family=family, N=N, us_per_step=us,
                          rows_per_step=used)

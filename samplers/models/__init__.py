@@ -21,9 +21,13 @@ from .control_variates import ControlVariates, TaylorCenter, TaylorSums
 
 # Heavy rows read exactly.
 from .exact_rows import ExactRows, heavy_rows, row_scales
+# Your own compiled model: numba row kernels on the compiled loop.
+from .row_model import RowModel
 # Your own model by autodiff, and the NumPyro bridge (JAX imported on first use).
 from .jax import JaxModel
 from .numpyro_bridge import NumPyroModel, from_numpyro
+# A JaxModel's row function translated to numba (a RowModel on the compiled loop).
+from .jaxpr_numba import compile_jax_model
 
 __all__ = [
     "Model",
@@ -55,8 +59,11 @@ __all__ = [
     "ExactRows",
     "heavy_rows",
     "row_scales",
+    # your own compiled model
+    "RowModel",
     # your own model by autodiff
     "JaxModel",
     "from_numpyro",
     "NumPyroModel",
+    "compile_jax_model",
 ]

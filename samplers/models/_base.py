@@ -385,6 +385,9 @@ class BaseModel:
     N: int
     dim: int
     _row_loglik = _row_ratio = _row_grad = _row_prefetch = None
+    #: Optional ``_row_hess(data, i, theta, out)``, the row's Hessian (``RowKernels.hess``),
+    #: and ``_row_hvp(data, i, theta, v, out)``, the Hessian times v (``RowKernels.hvp``).
+    _row_hess = _row_hvp = None
     #: Optional split of a row kernel through a scalar linear predictor (full passes take the
     #: predictors of a block of rows from ``_eta_rows`` / ``_eta_rows2`` and map
     #: ``_eta_loglik(data, eta)`` / ``_eta_ratio(data, eta, eta_new)`` over them in SIMD).
@@ -458,7 +461,8 @@ class BaseModel:
         return RowKernels(ratio=ratio, prefetch=self._row_prefetch, loglik=self._row_loglik,
                           grad=self._row_grad, eta_rows=self._eta_rows,
                           eta_rows2=self._eta_rows2, eta_loglik=self._eta_loglik,
-                          eta_ratio=self._eta_ratio, grad_rows=self._grad_rows)
+                          eta_ratio=self._eta_ratio, grad_rows=self._grad_rows,
+                          hess=self._row_hess, hvp=self._row_hvp)
 
     def kernel_data(self) -> tuple:
         """The tuple of arrays and constants the row kernels read (temperature included)."""

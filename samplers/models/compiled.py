@@ -14,6 +14,9 @@ call (:mod:`samplers.mhtests.engine`) with the row kernel inlined. The interface
     * ``loglik(data, i, theta) -> float``: ``log p(x_i | theta)`` (tempered);
     * ``grad(data, i, theta, out)``: writes the gradient of ``loglik`` in theta into
       ``out`` (length ``dim``), or ``None`` for a model without gradients;
+    * ``hess(data, i, theta, out)``, optional: writes the Hessian of ``loglik`` into ``out``
+      (``dim x dim``); :class:`~samplers.ControlVariates` compiles its residuals from
+      ``loglik``, ``grad`` and ``hess`` for a model that is not a GLM;
     * ``prefetch(data, i)``: a cache hint for the memory row i lives in
       (``design._lib.prefetch.prefetch_row`` on each array holding rows). Rows are read in
       random order; every compiled row loop calls it ``PREFETCH_DISTANCE`` rows ahead, which
@@ -117,6 +120,13 @@ class RowKernels(NamedTuple):
     #: ``grad_rows(data, start, k, theta, eta, acc)``: adds the gradients of rows ``start ..
     #: start + k - 1`` to ``acc`` in row order (``eta``: scratch of length k), or None.
     grad_rows: Callable | None = None
+    #: ``hess(data, i, theta, out)``: the Hessian of row i's loglik into out (dim x dim), or
+    #: None; with it :class:`~samplers.ControlVariates` runs its residuals compiled for a
+    #: model that is not a GLM (:class:`~samplers.models.RowModel`).
+    hess: Callable | None = None
+    #: ``hvp(data, i, theta, v, out)``: the Hessian of row i's loglik times ``v`` into out
+    #: (length dim), or None; control variates then read the rows' curvature in O(dim).
+    hvp: Callable | None = None
 
 
 @jit

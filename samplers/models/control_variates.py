@@ -20,6 +20,7 @@ from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, check_data_files, loglik_ratio
 from ._glm import glm_kernels, glm_sums
 from .compiled import BlockModel, same_data
+from .row_model import row_scratch
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 
 __all__ = ["ControlVariates", "TaylorCenter", "TaylorSums"]
@@ -125,6 +126,93 @@ def _cv_loglik_many(link, derivs, scatter):
                 o[k] = (link(inner, i, a) - l_c) - s * (f1 + 0.5 * order2 * f2 * s) + shifts[k]
 
     return kernel
+
+
+@cache
+def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)`` (the layout
+    of :func:`_cv_kernels`) for a model that is not a GLM but has compiled row kernels
+    ``loglik``, ``grad`` and ``hess`` or ``hvp`` (:class:`~samplers.models.RowModel`): the
+    row's gradient ``g_i`` at the center and, at order 2, its Hessian ``H_i`` times a vector
+    (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into
+    :func:`~samplers.models.row_model.row_scratch` (stack memory, private to the thread: the
+    kernels also run on several threads in full passes; no allocation per row); the proxy's
+    difference is ``Delta . (g_i + H_i w / 2)``, ``w = theta + theta' - 2 theta*`` (for the
+    log-likelihood: from the center to theta, ``u . (g_i + H_i u / 2)``)."""
+
+    def kernel(func):
+        return jit(func, inline="always", cache=False)   # closes over a user's kernels
+
+    if hvp is None:
+        @kernel
+        def times_hessian(inner, i, center, v, out):
+            d = center.shape[0]
+            H = np.empty((d, d))
+            hess(inner, i, center, H)
+            for j in range(d):
+                s = 0.0
+                for k in range(d):
+                    s += H[j, k] * v[k]
+                out[j] = s
+    else:
+        times_hessian = hvp
+
+    @kernel
+    def proxy_difference(inner, i, center, order2, theta, theta_new):
+        """``hat l_i(theta') - hat l_i(theta)``."""
+        d = center.shape[0]
+        buf = row_scratch(3 * d)
+        g = buf[:d]
+        grad(inner, i, center, g)
+        if order2 != 0.0:
+            w = buf[d:2 * d]
+            hw = buf[2 * d:]
+            for k in range(d):
+                w[k] = theta[k] + theta_new[k] - 2.0 * center[k]
+            times_hessian(inner, i, center, w, hw)
+            for j in range(d):
+                g[j] += 0.5 * hw[j]
+        proxy = 0.0
+        for j in range(d):
+            proxy += (theta_new[j] - theta[j]) * g[j]
+        return proxy
+
+    @kernel
+    def row_ratio(data, i, theta, theta_new):
+        inner, center, order2, shift = data
+        proxy = proxy_difference(inner, i, center, order2, theta, theta_new)
+        return (loglik(inner, i, theta_new) - loglik(inner, i, theta)) - proxy + shift
+
+    @kernel
+    def row_loglik(data, i, theta):
+        inner, center, order2, shift = data
+        proxy = proxy_difference(inner, i, center, order2, center, theta)
+        return (loglik(inner, i, theta) - loglik(inner, i, center)) - proxy + shift
+
+    @kernel
+    def row_grad(data, i, theta, out):
+        inner, center, order2, shift = data
+        d = center.shape[0]
+        buf = row_scratch(3 * d)
+        g = buf[:d]
+        grad(inner, i, theta, out)
+        grad(inner, i, center, g)
+        for j in range(d):
+            out[j] -= g[j]
+        if order2 != 0.0:
+            u = buf[d:2 * d]
+            hu = buf[2 * d:]
+            for k in range(d):
+                u[k] = theta[k] - center[k]
+            times_hessian(inner, i, center, u, hu)
+            for j in range(d):
+                out[j] -= hu[j]
+
+    @kernel
+    def row_prefetch(data, i):
+        inner_prefetch(data[0], i)
+
+    return row_ratio, row_loglik, row_grad, row_prefetch
 
 
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
@@ -445,7 +533,8 @@ class ControlVariates(BaseModel):
         A built-in :class:`~samplers.LogisticRegression`, :class:`~samplers.LinearRegression`,
         :class:`~samplers.RobustRegression` or :class:`~samplers.GaussianMean` (compiled
         kernels; every row is ``f_i(x_i . theta)`` and its derivatives are recomputed from the
-        row, so nothing of size N is stored), or any other model, built-in (``Gaussian``,
+        row, so nothing of size N is stored), a :class:`~samplers.models.RowModel` (compiled
+        too, from its row kernels), or any other model, built-in (``Gaussian``,
         ``GaussianMixture``) or a user's, through its per-row derivatives (see Notes).
     center : array of shape (d,) or None
         The expansion point. ``None`` finds the posterior mode: Newton's method with
@@ -1012,7 +1101,12 @@ class ControlVariates(BaseModel):
     def _kernels(self):
         glm = self._glm
         if glm is None:
-            return None
+            # a model with compiled row kernels down to the Hessian (RowModel): residuals from
+            # them; else None (the rows' derivatives through the model's Python methods)
+            k = getattr(self.model, "row_kernels", None)
+            if getattr(k, "hess", None) is None or k.loglik is None or k.grad is None:
+                return None
+            return _cv_row_kernels(k.loglik, k.grad, k.hess, k.hvp, k.prefetch)
         return _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
 
     @property
@@ -1042,17 +1136,19 @@ class ControlVariates(BaseModel):
         """``(rows, g, H, N)`` for the compiled block loop (:mod:`samplers._blocks`): the row
         kernels' tuple with shift 0, the sums at the center and N as a float, from which
         :func:`cv_decision_data` and :func:`cv_batch_grad` compute what
-        :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model."""
-        if self._glm is None:
+        :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model without
+        compiled row kernels."""
+        if self._kernels is None:
             return None
         return (self._data(0.0), self._g, self._H, float(self._rows_total))
 
     def block_parts(self, view):
         """The compiled loop's parts (:class:`~samplers.models.compiled.BlockModel`) around a
-        built-in GLM whose own parts exist: data ``(rows, g, H, N)`` (:meth:`_block_data`),
-        the wrapped model's prior, and the proxy's total and gradient computed in the step
+        built-in GLM or a model with compiled row kernels down to the Hessian
+        (:class:`~samplers.models.RowModel`) whose own parts exist: data ``(rows, g, H,
+        N)`` (:meth:`_block_data`), the wrapped model's prior, and the proxy's total and gradient computed in the step
         (:func:`cv_decision_data`, :func:`cv_batch_grad`) with the arithmetic of
-        ``proxy_total`` and ``_proxy_grad``; None for a user's model."""
+        ``proxy_total`` and ``_proxy_grad``; None for a user's model without such kernels."""
         data = self._block_data()
         inner_parts = getattr(self.model, "block_parts", None)
         inner = None if inner_parts is None else inner_parts(view)
@@ -1079,7 +1175,7 @@ class ControlVariates(BaseModel):
         if self._store_backed:
             return self._rows_model(idx)._loglik(theta, np.arange(idx.shape[0]))
         shift = self._proxy_sum(theta) / self._rows_total
-        if self._glm is None:
+        if self._kernels is None:
             return (np.asarray(self.model.loglik(theta, idx), dtype=float)
                     - self._user_proxy(theta, idx) + shift)
         out = np.empty(idx.shape[0])
@@ -1091,7 +1187,7 @@ class ControlVariates(BaseModel):
             return self._rows_model(idx)._loglik_ratio(theta, theta_new,
                                                        np.arange(idx.shape[0]))
         shift = self.proxy_total(theta, theta_new) / self._rows_total
-        if self._glm is None:
+        if self._kernels is None:
             fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
             if callable(fused):
                 return np.asarray(fused(theta, theta_new, idx, self._theta_c, self.order),
@@ -1128,7 +1224,7 @@ class ControlVariates(BaseModel):
         True
         """
         glm = self._glm
-        if glm is None:
+        if glm is None or self._store_backed:   # a store's rows are read by blocks
             return None
         kernel = _cv_loglik_many(glm.link, glm.derivs, glm.scatter)
 
@@ -1137,7 +1233,7 @@ class ControlVariates(BaseModel):
             if thetas.ndim != 2 or thetas.shape[1] != self.dim:
                 raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
             idx = self._check_idx(idx)
-            shifts = np.array([self._proxy_sum(t) / self.N for t in thetas])
+            shifts = np.array([self._proxy_sum(t) / self._rows_total for t in thetas])
             out = np.empty((idx.shape[0], thetas.shape[0]))
             kernel(self._data(0.0), idx, np.ascontiguousarray(thetas.T), shifts, out)
             return out
@@ -1148,7 +1244,7 @@ class ControlVariates(BaseModel):
         if self._store_backed:
             return self._rows_model(idx)._grad_loglik(theta, np.arange(idx.shape[0]))
         shift = self._proxy_grad(theta) / self._rows_total
-        if self._glm is None:
+        if self._kernels is None:
             c = self._theta_c
             G = self._row_grads_user(theta, idx) - self._row_grads_user(c, idx)
             if self.order == 2:

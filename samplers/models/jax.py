@@ -92,7 +92,10 @@ class JaxModel:
     **Cores.** A full pass keeps two chunks in flight (JAX dispatches asynchronously and its
     CPU client runs them on its own threads), so both cores of a two-core machine work.
 
-    **Per step.** A chain runs on the Python loop (a compiled numba loop cannot call JAX);
+    **Per step.** :func:`~samplers.models.compile_jax_model` translates the row function to
+    numba (a :class:`~samplers.models.RowModel` whose chains run on the compiled loop, tens
+    of microseconds per step); the JaxModel itself runs on the Python loop (a compiled numba
+    loop cannot call JAX);
     each decision stage is one jitted call (:meth:`loglik_ratio`, or the control-variate
     residuals of :meth:`residual_ratio`); a ``logprior`` written in JAX is one more call per
     step (a :class:`~samplers.priors.Prior` is not). JAX's asynchronous CPU dispatch hands
@@ -378,6 +381,13 @@ class JaxModel:
             return np.zeros(self.dim)
         with self._jax.enable_x64(True):
             return np.asarray(self._f_grad_logprior(theta), dtype=float)
+
+    @property
+    def _leaves(self) -> list:
+        """The data arrays (float64 or the caller's integer type), N rows each, as NumPy
+        views of the model's JAX copy (no copy on the CPU)."""
+        leaves = self._jax.tree_util.tree_leaves(self._data)
+        return [np.asarray(leaf)[:self.N] for leaf in leaves]
 
     def __repr__(self):
         return f"{type(self).__name__}(N={self.N}, dim={self.dim})"
