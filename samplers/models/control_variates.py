@@ -1202,7 +1202,8 @@ class ControlVariates(BaseModel):
     def loglik_many(self):
         """``loglik_many(thetas, idx)``: the wrapper's per-datum log-likelihoods of rows
         ``idx`` at k parameter vectors, shape (len(idx), k), each column equal to
-        :meth:`loglik` bit for bit; None around a user's model (no compiled rows).
+        :meth:`loglik` bit for bit; None around a user's model (no compiled rows) and on a
+        store-backed model (its rows are read by blocks).
 
         ``design.TrialChain.from_model`` summarises every trial pair from it in one pass
         over the data: the l_i of pair p are the difference of two columns, so each row's
