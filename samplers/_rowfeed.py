@@ -1,0 +1,404 @@
+"""A chain's rows from a store: fetched ahead in sorted blocks, read from memory by the kernels.
+
+A minibatch chain reads a few random rows per step. From a chunked store (zarr, HDF5, a
+user's :class:`~samplers.sources.RowSource`) every read call costs far more than a step in
+memory, so the rows must be fetched ahead, in few large sorted reads, and the compiled
+kernels must find them where they read rows today: ``X[i, j]`` of the model's
+``kernel_data()``. A :class:`RowFeed` does both, for one chain:
+
+* **Where the rows go: slots.** Each store-backed array of the model gets an array in
+  memory (an anonymous private mapping of the array's full shape, no swap reserved: only
+  the pages written take memory). Fetched rows go to consecutive *slots* (rows of that
+  array), and the chain's row order hands out the slot of each row it draws instead of the
+  row (:func:`design._lib.rows.attach_feed`: a hash table from rows to slots, in compiled
+  code). Inside the chain the model's ``kernel_data()`` holds these arrays
+  (:func:`chain_rows`), so every compiled loop runs unchanged, the same machine code as on
+  an in-memory array, on rows that sit together in memory. When more than half of
+  ``capacity`` slots (``memory`` bytes) are used, they are all given back and filled again
+  from slot 0 (:meth:`RowFeed.refill`): the memory is fixed, and after the first fill no
+  page fault is paid again.
+* **No row is read before it is fetched.** A row the order draws that has no slot is
+  fetched at once, from compiled code (numba's object mode calls the feed), with the rest of
+  its batch. Correctness never depends on the prediction below; only speed does.
+* **Which rows come next** (the prediction). The rows a decision draws are
+  ``j = i + floor(u (N - i))`` for position i of its order and a uniform u, or a row an
+  earlier swap of the same order displaced, which is below the number of rows that order has
+  handed out (every displaced position holds a row from a position before the current one).
+  Each uniform is one 64-bit output of the chain's bit generator, ``(w >> 11) 2^-53``, and
+  the stream of outputs is fixed by the seed, whatever theta does. So, before a run of
+  steps, the feed copies the generator's state, reads its next ``ahead`` outputs
+  (``random_raw``) and fetches, in one sorted read, for each output w the rows its uniform
+  would give at positions ``0 .. window - 1`` (the range ``[j(0), j(window - 1)]``: j is
+  nondecreasing in i, by steps of 0 or 1) plus the rows ``0 .. window - 1`` (displaced
+  rows). Outputs that become proposal or threshold draws fetch rows that are never read:
+  the price of not knowing which output becomes which draw (a few per step, against tens of
+  rows). A range of ``window`` consecutive rows costs a row-chunked store about what one row
+  costs (one chunk). A decision reading more than ``window`` rows finds its later rows on
+  demand. The steps then run in sub-blocks short enough not to use up the outputs looked at.
+
+Because only the physical place of the rows changes, a chain on a store is **bit-identical
+to the chain on the same data in memory** at equal seeds, on either loop, whatever the
+window, the look-ahead or the memory.
+
+Which chains read their rows this way: those whose test and proposal read rows only from the
+chain's order (``rows_from_order(view)``: the sequential tests with a model range, the
+random-walk, independence and minibatch Langevin proposals, SGLD and ``AcceptAll``). Any
+other chain on a store-backed model (an exact test's full pass, a range scanned from all
+rows, the Poisson-minibatch tests, a full-gradient Langevin) runs on the Python loop over
+the model's batch methods, which read the rows each batch needs with ``read_rows``
+(:func:`batch_data`).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import math
+import mmap
+import os
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+import numpy as np
+
+from design._lib.rows import (attach_feed, clear_slots, detach_feed, feed_rows_seen,
+                              give_slots, register_feed, rows_without_slot, slots_given,
+                              unregister_feed)
+
+__all__ = ["FeedStats", "RowFeed", "batch_data", "chain_feed", "chain_rows", "is_store",
+           "store_sources"]
+
+#: Positions of a decision's order covered by the prediction.
+WINDOW = 32
+#: Outputs of the bit generator looked at before each run of steps.
+AHEAD = 4096
+#: Bytes of slots (summed over a model's store-backed arrays) kept between refills.
+MEMORY = 1 << 27
+
+_FEEDS: contextvars.ContextVar = contextvars.ContextVar("austerity_row_feed", default=None)
+
+
+def is_store(x) -> bool:
+    """Whether ``x`` holds rows that are read through a store (a row source that is not a
+    numpy array: zarr, HDF5, a user's store), rather than in place."""
+    return (not isinstance(x, np.ndarray) and callable(getattr(x, "read_rows", None))
+            and hasattr(x, "shape") and hasattr(x, "dtype"))
+
+
+def store_sources(model, depth: int = 0) -> list:
+    """The store-backed row sources of a model and of the models it wraps (attributes of the
+    instance; each once)."""
+    found, seen = [], set()
+
+    def walk(obj, level):
+        for value in getattr(obj, "__dict__", {}).values():
+            if is_store(value):
+                if id(value) not in seen:
+                    seen.add(id(value))
+                    found.append(value)
+            elif level < 3 and hasattr(value, "__dict__") and hasattr(value, "N"):
+                walk(value, level + 1)
+
+    walk(model, depth)
+    return found
+
+
+def chain_rows(x):
+    """What a model's ``kernel_data()`` holds for the per-row array ``x``.
+
+    ``x`` itself for an array read in place (numpy, memmap). For a store: inside a chain's
+    row feed (:class:`RowFeed`, this thread), the feed's in-memory array of full shape;
+    inside :func:`batch_data`, the rows that batch asks for (``read_rows``); otherwise a
+    TypeError (nothing reads a store's rows in place).
+    """
+    batch = _BATCH.get()
+    if batch is not None:
+        return batch.rows(x)
+    if isinstance(x, np.ndarray):
+        return x
+    feed = _FEEDS.get()
+    arr = None if feed is None else feed.arrays.get(id(x))
+    if arr is None:
+        raise TypeError(f"the rows of {getattr(x, 'name', type(x).__name__)} live in a store: "
+                        "compiled loops read them in a chain's row feed or a batch's rows")
+    return arr
+
+
+class _Batch:
+    """The rows ``idx`` of every per-row array a ``kernel_data()`` names, read once each."""
+
+    def __init__(self, idx):
+        self.idx = idx
+        self._read = {}
+
+    def rows(self, x):
+        got = self._read.get(id(x))
+        if got is None:
+            if isinstance(x, np.ndarray):
+                got = np.ascontiguousarray(x[self.idx])
+            else:
+                got = np.ascontiguousarray(x.read_rows(self.idx))
+            self._read[id(x)] = (x, got)   # keeps x alive while its id is a key
+        else:
+            got = got[1]
+        return got
+
+
+_BATCH: contextvars.ContextVar = contextvars.ContextVar("austerity_batch_rows", default=None)
+
+
+def batch_data(kernel_data, idx):
+    """``(data, rows)`` for a batch kernel over rows ``idx``: ``(kernel_data(), idx)`` when
+    the rows are in memory (or in this thread's chain feed); for a store-backed model outside
+    a feed, the tuple with each per-row array replaced by its rows ``idx`` (one
+    ``read_rows`` per array) and ``rows = arange(len(idx))``. The values computed are the
+    same bits either way: each row's arithmetic does not depend on where the row lives."""
+    try:
+        return kernel_data(), idx
+    except TypeError:
+        pass
+    token = _BATCH.set(_Batch(idx))
+    try:
+        data = kernel_data()
+    finally:
+        _BATCH.reset(token)
+    return data, np.arange(idx.shape[0], dtype=np.intp)
+
+
+@dataclass(frozen=True)
+class FeedStats:
+    """What a chain's row feed read from the store.
+
+    Attributes
+    ----------
+    rows_read : int
+        Rows the chain's order handed out (the rows its tests and proposals read).
+    rows_fetched : int
+        Rows fetched from the store (each store-backed array once per row), ahead and on
+        demand.
+    rows_on_demand : int
+        Of these, rows fetched when the order handed them out (beyond the prediction).
+    reads : int
+        Reads per store-backed array (one per sorted block fetched ahead, one per batch of
+        rows fetched on demand).
+    refills : int
+        Times half the slots were used and all were given back.
+    """
+
+    rows_read: int
+    rows_fetched: int
+    rows_on_demand: int
+    reads: int
+    refills: int
+
+
+class _Mapped:
+    """An array of a given shape over an anonymous private mapping: a page takes memory once
+    written; :meth:`release` gives back the pages from row ``start`` on."""
+
+    def __init__(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        size = max(count * dtype.itemsize, 1)
+        flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(
+            mmap, "MAP_NORESERVE", 0)
+        self._map = mmap.mmap(-1, size, flags=flags)
+        self.array = np.frombuffer(self._map, dtype=dtype, count=count).reshape(shape)
+        self._row_bytes = count * dtype.itemsize // max(shape[0], 1)
+
+    def release(self, start=0):
+        begin = -(-start * self._row_bytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        if begin < len(self._map) and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, begin, len(self._map) - begin)
+
+
+def _uniforms_of_raw(bit_generator) -> bool:
+    """Whether ``Generator.random()`` on this bit generator is ``(w >> 11) 2^-53`` of its
+    next raw 64-bit output (PCG64, PCG64DXSM, Philox, SFC64; not MT19937), checked on a
+    copy."""
+    try:
+        copy = type(bit_generator)()
+        copy.state = bit_generator.state
+        raw = copy.random_raw(8)
+        copy.state = bit_generator.state
+        u = np.random.Generator(copy).random(8)
+    except Exception:   # a bit generator without random_raw or a settable state
+        return False
+    return bool(np.array_equal(u, (raw >> np.uint64(11)).astype(np.float64) * 2.0**-53))
+
+
+class RowFeed:
+    """The rows of one chain's store-backed arrays, fetched ahead into slots in memory
+    (module notes).
+
+    Parameters
+    ----------
+    sources : list of RowSource
+        The model's store-backed arrays (:func:`store_sources`), N rows each.
+    rng : numpy.random.Generator
+        The chain's Generator (looked at, never advanced).
+    order : design._lib.rows.Order
+        The chain's row order (``IndexSampler.kernel_state()``): from now on it hands out
+        slots.
+    window, ahead, memory : int
+        Positions of a decision covered by the prediction, outputs of the bit generator
+        looked at per run of steps, and bytes of slots kept between refills.
+    """
+
+    def __init__(self, sources, rng, order, *, window=WINDOW, ahead=AHEAD, memory=MEMORY):
+        self.N = int(sources[0].shape[0])
+        self._sources = list(sources)
+        self._maps = [_Mapped(tuple(s.shape), s.dtype) for s in self._sources]
+        self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
+        self._fills = [_filler(s) for s in self._sources]
+        row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
+        #: Slots kept between refills.
+        self.capacity = int(min(self.N, max(8 * int(window), memory // max(row_bytes, 1))))
+        self._rng, self._order = rng, order
+        self.window, self.ahead = int(window), int(ahead)
+        self._peek = None
+        if _uniforms_of_raw(rng.bit_generator):
+            self._peek = type(rng.bit_generator)()
+        self._last_raw = np.empty(0, dtype=np.uint64)
+        self.rows_fetched = self.rows_on_demand = self.reads = self.refills = 0
+        self._number = register_feed(self._on_demand)
+        attach_feed(order, self._number)
+
+    def _fill(self, rows, slots) -> None:
+        """Read ``rows`` (sorted, int64) of every source into ``slots`` of its array."""
+        if rows.shape[0] == 0:
+            return
+        for fill, m in zip(self._fills, self._maps):
+            fill(rows, slots, m.array)
+        self.rows_fetched += rows.shape[0]
+        self.reads += 1
+
+    def _on_demand(self, rows):
+        """Called by the order (from compiled code) with the rows of a batch that have no
+        slot."""
+        rows = np.sort(rows.astype(np.int64))
+        self.rows_on_demand += rows.shape[0]
+        self._fill(rows, give_slots(self._order, rows))
+
+    def prefetch(self) -> None:
+        """Fetch, in one sorted read, the rows the next ``ahead`` outputs of the chain's bit
+        generator can give at positions below ``window`` (and rows ``0 .. window - 1``),
+        first giving every slot back if more than half of them are used (never when every
+        row has room)."""
+        if self.capacity < self.N and slots_given(self._order) > self.capacity // 2:
+            self.refill()
+        N, W = self.N, min(self.window, self.N)
+        lo, hi = [], []
+        if slots_given(self._order) == 0:
+            lo.append(np.zeros(1, dtype=np.int64))
+            hi.append(np.full(1, W - 1, dtype=np.int64))
+        if self._peek is not None:
+            self._peek.state = self._rng.bit_generator.state
+            raw = self._new_outputs(self._peek.random_raw(self.ahead))
+            if raw.shape[0]:
+                u = (raw >> np.uint64(11)).astype(np.float64) * 2.0**-53
+                i = W - 1
+                first = np.minimum((u * N).astype(np.int64), N - 1)
+                last = np.minimum(i + (u * (N - i)).astype(np.int64), N - 1)
+                lo.append(np.maximum(first - 1, 0))
+                hi.append(np.minimum(last + 1, N - 1))
+        if not lo:
+            return
+        lo, hi = np.concatenate(lo), np.concatenate(hi)
+        by = np.argsort(lo, kind="stable")
+        rows = rows_without_slot(self._order, lo[by], hi[by])
+        room = self.capacity - slots_given(self._order)
+        if rows.shape[0] > room:   # keep the slots within the capacity
+            rows = rows[:max(room, 0)]
+        self._fill(rows, give_slots(self._order, rows))
+
+    def _new_outputs(self, raw):
+        """The outputs of ``raw`` not looked at by the previous prefetch (which read the
+        same stream from an earlier point), unless a refill came between."""
+        last = self._last_raw
+        self._last_raw = raw
+        if last.shape[0] == 0:
+            return raw
+        hits = np.flatnonzero(last == raw[0])
+        if hits.shape[0] == 0:
+            return raw
+        overlap = last.shape[0] - int(hits[0])
+        if not np.array_equal(last[hits[0]:], raw[:overlap]):
+            return raw
+        return raw[overlap:]
+
+    def refill(self) -> None:
+        """Give every slot back (the rows are fetched again when needed), and the memory of
+        the slots beyond the capacity (used only by a decision that read more rows)."""
+        given = slots_given(self._order)
+        clear_slots(self._order)
+        if given > self.capacity:
+            for m in self._maps:
+                m.release(self.capacity)
+        self._last_raw = np.empty(0, dtype=np.uint64)
+        self.refills += 1
+
+    def steps_ahead(self, steps_done: int, dim: int) -> int:
+        """Steps to run before the next :meth:`prefetch`: about half the outputs looked at,
+        at the rows per step seen so far plus a proposal's and a threshold's draws."""
+        seen = feed_rows_seen(self._order)
+        per_step = (seen / steps_done if steps_done else self.window) + dim + 4
+        return max(1, int(self.ahead / 2 / per_step))
+
+    def stats(self) -> FeedStats:
+        """What the feed read so far (:class:`FeedStats`)."""
+        return FeedStats(int(feed_rows_seen(self._order)), self.rows_fetched,
+                         self.rows_on_demand, self.reads, self.refills)
+
+    def close(self) -> None:
+        """Hand out rows again and give back the memory."""
+        detach_feed(self._order)
+        unregister_feed(self._number)
+        for m in self._maps:
+            m.release()
+        self.arrays = {}
+
+    @contextmanager
+    def active(self):
+        """Within the block, :func:`chain_rows` in this thread gives this feed's arrays."""
+        token = _FEEDS.set(self)
+        try:
+            yield self
+        finally:
+            _FEEDS.reset(token)
+
+
+def _filler(source):
+    """``fill(rows, slots, out)``: ``out[slots] = source's rows`` for sorted int64 rows. A
+    source's own ``read_into(rows, slots, out)`` if it has one; for an uncompressed zarr
+    array in a local directory (``source.path``), a reader of its chunk files
+    (:mod:`samplers._shards`); else ``read_rows``."""
+    into = getattr(source, "read_into", None)
+    if callable(into):
+        return into
+    path = getattr(source, "path", None)
+    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
+        from ._shards import raw_rows
+
+        raw = raw_rows(os.fspath(path))
+        if (raw is not None and raw.shape == tuple(source.shape)
+                and raw.dtype == np.dtype(source.dtype)):
+            return raw.read_into
+
+    def fill(rows, slots, out):
+        out[slots] = np.asarray(source.read_rows(rows))
+
+    return fill
+
+
+def chain_feed(view, test, proposal, rng, batches):
+    """The :class:`RowFeed` of a chain on a store-backed model whose test and proposal read
+    rows only from the chain's order (``rows_from_order(view)``), or None (the model is in
+    memory, or the chain runs on the model's own batch methods)."""
+    sources = store_sources(view.model)
+    if not sources:
+        return None
+    for part in (test, proposal):
+        ask = getattr(part, "rows_from_order", None)
+        if ask is None or not ask(view):
+            return None
+    return RowFeed(sources, rng, batches.kernel_state())
