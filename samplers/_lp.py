@@ -125,7 +125,7 @@ def _log_posterior_at(view, model, theta) -> float:
     lp = float(view.logprior(theta))
     if not lp > -math.inf:
         return lp
-    if view.row_loglik is not None:
+    if view._loglik_chunks is not None:   # compiled chunks (on blocks for a store)
         return lp + view.full_loglik(theta)
     total = 0.0
     for idx in view.chunks():

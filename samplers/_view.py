@@ -11,7 +11,7 @@ from design._lib.jit import jit
 from design._lib.moments import RunningMoments, merge_moments
 from design._lib.passes import n_chunks, run_chunks
 
-from .models._base import BaseModel, check_data_files
+from .models._base import BaseModel, check_data_files, pass_blocks
 from .models._kernels import (
     chunk_grad_sums,
     chunk_grad_sums_rows,
@@ -69,6 +69,11 @@ class ModelView:
         self.row_loglik = self.row_grad = self.grad_rows = None
         #: The sequential-test engine's buffer of l_i, reused between decisions.
         self.engine_values = None
+        #: Compiled chunk kernels of the full passes (None: the passes call ``ratio`` /
+        #: ``grad`` chunk by chunk), and whether the model's rows are in a store (the passes
+        #: then run them on blocks of rows, :func:`~samplers.models._base.pass_blocks`).
+        self._ratio_chunks = self._loglik_chunks = self._grad_chunks = None
+        self._store = False
         if isinstance(model, BaseModel):
             # A built-in model or a wrapper (control variates): its own unchecked batch
             # methods, which know about per-pair shifts and user models they wrap.
@@ -79,6 +84,11 @@ class ModelView:
             self.grad_logprior = model.grad_logprior
             if is_compiled(model):
                 self._attach_kernels(model)
+            elif model._store_backed and model.pass_kernels() is not None:
+                # rows in a store: the chain reads them through read_rows (the Python
+                # path above); full passes run the kernels on blocks of rows
+                self._attach_pass_kernels(model.pass_kernels())
+                self._store = True
             return
         if is_compiled(model):
             batches = compiled_view(model)
@@ -123,6 +133,10 @@ class ModelView:
         decision_data = getattr(model, "decision_data", None)
         self.decision_data = (decision_data if decision_data is not None
                               else (lambda th, th_new: model.kernel_data()))
+        self._attach_pass_kernels(k)
+
+    def _attach_pass_kernels(self, k) -> None:
+        """The compiled chunk kernels of the full passes, from the row kernels ``k``."""
         self._ratio_chunks = (
             chunk_ratio_moments(k.ratio) if k.eta_rows2 is None
             else chunk_ratio_moments_eta(k.eta_rows2, k.eta_ratio))
@@ -131,6 +145,20 @@ class ModelView:
             self._loglik_chunks = (
                 chunk_loglik_sums(k.loglik) if k.eta_rows is None
                 else chunk_loglik_sums_eta(k.eta_rows, k.eta_loglik))
+        self._grad_chunks = None
+        if k.grad is not None:
+            self._grad_chunks = (chunk_grad_sums(k.grad) if k.grad_rows is None
+                                 else chunk_grad_sums_rows(k.grad_rows))
+
+    def _blocks(self):
+        """``(first chunk, rows, block model or None)`` covering all N rows: one block
+        (None: the view's own data) for data read in place; blocks of whole chunks read
+        from the store (the next one read while this one is computed) otherwise."""
+        if not self._store:
+            yield 0, self.N, None
+            return
+        for start, block in pass_blocks(self.model, FULL_CHUNK):
+            yield start // FULL_CHUNK, block.N, block
 
     def chunks(self):
         """Consecutive index blocks covering all N rows (for full-data passes)."""
@@ -145,27 +173,33 @@ class ModelView:
         with ``moments.mean`` that chunk's mean.
         """
         mom = RunningMoments()
-        if self.row_ratio is None:
+        if self._ratio_chunks is None:
             for idx in self.chunks():
                 if not mom.add(self.ratio(theta, theta_new, idx)):
                     return False, mom
             return True, mom
         count = n_chunks(self.N, FULL_CHUNK)
         means, m2s = np.empty(count), np.empty(count)
-        run_chunks(self._ratio_chunks, count, self.decision_data(theta, theta_new), theta,
-                   theta_new, self.N, FULL_CHUNK, means, m2s, threads=threads)
+        for c0, n, block in self._blocks():
+            data = (self.decision_data if block is None else block.decision_data)(theta, theta_new)
+            k = n_chunks(n, FULL_CHUNK)
+            run_chunks(self._ratio_chunks, k, data, theta, theta_new, n, FULL_CHUNK,
+                       means[c0:c0 + k], m2s[c0:c0 + k], threads=threads)
         ok, mom.n, mom.mean, mom.m2 = _merge_chunks(self.N, FULL_CHUNK, means, m2s)
         return bool(ok), mom
 
     def full_loglik(self, theta, *, threads=None) -> float:
         """Log-likelihood (tempered) of all N rows at ``theta`` (an O(N) pass on every core);
         built-in models only. Chunk sums are added in chunk order, whatever ``threads``."""
-        if self.row_loglik is None:
+        if self._loglik_chunks is None:
             raise TypeError(f"full_loglik needs a built-in model, got {type(self.model).__name__}")
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty(count)
-        run_chunks(self._loglik_chunks, count, self.kernel_data(), theta,
-                   self.N, FULL_CHUNK, sums, threads=threads)
+        for c0, n, block in self._blocks():
+            data = self.kernel_data() if block is None else block.kernel_data()
+            k = n_chunks(n, FULL_CHUNK)
+            run_chunks(self._loglik_chunks, k, data, theta, n, FULL_CHUNK, sums[c0:c0 + k],
+                       threads=threads)
         total = 0.0
         for value in sums:
             total += value
@@ -175,16 +209,17 @@ class ModelView:
         """Gradient of the log posterior over all N rows (an O(N) pass, on every core for a
         built-in model; chunk sums added in chunk order, so independent of ``threads``)."""
         total = np.asarray(self.grad_logprior(theta), dtype=float).copy()
-        if self.row_grad is None:
+        if self._grad_chunks is None:
             for idx in self.chunks():
                 total += self.grad(theta, idx).sum(axis=0)
             return total
         count = n_chunks(self.N, FULL_CHUNK)
         sums = np.empty((count, self.dim))
-        kernel = (chunk_grad_sums(self.row_grad) if self.grad_rows is None
-                  else chunk_grad_sums_rows(self.grad_rows))
-        run_chunks(kernel, count, self.kernel_data(), theta,
-                   self.N, FULL_CHUNK, sums, threads=threads)
+        for c0, n, block in self._blocks():
+            data = self.kernel_data() if block is None else block.kernel_data()
+            k = n_chunks(n, FULL_CHUNK)
+            run_chunks(self._grad_chunks, k, data, theta, n, FULL_CHUNK, sums[c0:c0 + k],
+                       threads=threads)
         for row in sums:
             total += row
         return total

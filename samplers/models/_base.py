@@ -30,10 +30,11 @@ chunked pass, never at construction.
 from __future__ import annotations
 
 import contextvars
+import copy
 import functools
 import math
-import mmap
 import os
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Protocol, runtime_checkable
 
@@ -41,12 +42,14 @@ import numpy as np
 
 from design._lib.checks import check_finite_array, check_positive
 from design._lib.progress import progress_bar
+from .. import sources as _sources
 from ..priors import FlatPrior, Prior
+from ..sources import memmap_spec as _memmap_spec, open_memmap_spec as _open_memmap_spec
 from ._kernels import batch_grad, batch_loglik, batch_ratio
 from .compiled import BlockModel, RowKernels, same_data
 
 __all__ = ["Model", "BaseModel", "loglik_ratio", "as_data_array", "check_data_files",
-           "regression_data", "scan_rows", "skip_data_checks"]
+           "data_rows", "regression_data", "scan_rows", "skip_data_checks"]
 
 #: Rows per chunk when a model scans its data once at construction.
 SCAN_CHUNK = 1 << 16
@@ -125,13 +128,53 @@ def as_data_array(name: str, arr, *, ndim: int) -> np.ndarray:
     return out
 
 
-def regression_data(X, y, *, entry: str = "value") -> tuple[np.ndarray, np.ndarray]:
+def _is_store(arr) -> bool:
+    """Whether ``arr`` is read through a row source (a Zarr array, an h5py dataset, a dask
+    array or a user's :class:`~samplers.sources.RowSource`) rather than in place."""
+    if isinstance(arr, np.ndarray) or isinstance(arr, (list, tuple)):
+        return False
+    mod = type(arr).__module__ or ""
+    return (mod.startswith(("zarr", "h5py", "dask"))
+            or all(hasattr(arr, a) for a in ("shape", "dtype", "read_range", "read_rows")))
+
+
+def _is_source(value) -> bool:
+    """A row source held by a model (not an array read in place, nor a constant)."""
+    return (value is not None and not isinstance(value, np.ndarray)
+            and hasattr(value, "read_range") and hasattr(value, "read_rows"))
+
+
+def data_rows(name: str, arr, *, ndim: int):
+    """A model's per-row data: a float array read in place (:func:`as_data_array`: numpy
+    arrays and memmaps, as before), or a :class:`~samplers.sources.RowSource` for a store
+    (Zarr, h5py, dask, a user's source), checked for ``ndim``, at least one row and a float
+    dtype without reading any row.
+    """
+    if not _is_store(arr):
+        return as_data_array(name, arr, ndim=ndim)
+    src = _sources.as_source(arr, name)
+    if len(src.shape) != ndim:
+        raise ValueError(f"{name} must have {ndim} dimension(s), got shape {tuple(src.shape)} "
+                         f"({src!r})")
+    if src.shape[0] < 1:
+        raise ValueError(f"{name} must have at least one row, got shape {tuple(src.shape)}")
+    if np.dtype(src.dtype) not in (np.float32, np.float64):
+        raise TypeError(f"{name} must hold float32 or float64 rows, got dtype {src.dtype} "
+                        f"({src!r})")
+    return src
+
+
+def regression_data(X, y, *, entry: str = "value"):
     """``X`` (2-D, finite) and ``y`` (one ``entry`` per row of ``X``) of a regression model;
-    ``y`` is left for the model to check (finite values, or labels)."""
-    X = as_data_array("X", X, ndim=2)
-    y = as_data_array("y", y, ndim=1)
+    ``y`` is left for the model to check (finite values, or labels). Each is a float array
+    or, for a store, a row source (:func:`data_rows`)."""
+    X = data_rows("X", X, ndim=2)
+    y = data_rows("y", y, ndim=1)
     if y.shape[0] != X.shape[0]:
-        raise ValueError(f"y must have one {entry} per row of X ({X.shape[0]}), got {y.shape[0]}")
+        store = "" if isinstance(X, np.ndarray) and isinstance(y, np.ndarray) else (
+            " (a store whose rows differ between X and y)")
+        raise ValueError(f"y must have one {entry} per row of X ({X.shape[0]}), got "
+                         f"{y.shape[0]}{store}")
     check_finite_rows("X", X)
     return X, y
 
@@ -170,9 +213,16 @@ def data_checks_skipped() -> bool:
     return _SKIP_CHECKS.get()
 
 
-def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data"):
+def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
+              verify: bool = False):
     """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass,
-    with a progress bar on a terminal)."""
+    with a progress bar on a terminal). A row source is read by blocks
+    (:func:`samplers.sources.read_blocks`: the next block read while ``fn`` runs), each
+    compared with the store's checksum if ``verify`` (a data check)."""
+    if not isinstance(arr, np.ndarray):
+        for _, block in _sources.read_blocks(arr, desc=desc, progress=None, verify=verify):
+            yield fn(block)
+        return
     with progress_bar(arr.shape[0], desc=desc, unit="row") as bar:
         for start in range(0, arr.shape[0], chunk):
             block = arr[start : start + chunk]
@@ -180,10 +230,25 @@ def scan_rows(arr: np.ndarray, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scan
             bar.update(block.shape[0])
 
 
-def check_finite_rows(name: str, arr: np.ndarray) -> None:
+def check_finite_rows(name: str, arr) -> None:
     """Refuse data with NaN or inf, naming the first bad row (one chunked pass, with a
-    progress bar on a terminal; skipped inside :func:`skip_data_checks`)."""
+    progress bar on a terminal; skipped inside :func:`skip_data_checks`).
+
+    A row source is read by blocks, each compared with the store's checksum when it has
+    one (:func:`samplers.sources.read_blocks`), and the error names the block's row range.
+    """
     if data_checks_skipped():
+        return
+    if not isinstance(arr, np.ndarray):
+        for start, block in _sources.read_blocks(arr, verify=True, desc=f"checking {name}"):
+            ok = np.isfinite(block)
+            if not ok.all():
+                bad = ok.reshape(block.shape[0], -1).all(axis=1)
+                row = start + int(np.flatnonzero(~bad)[0])
+                raise ValueError(
+                    f"{name} must be finite; rows [{start}, {start + block.shape[0]}) of "
+                    f"{arr.name!r} hold non-finite values, the first at row {row}: "
+                    f"{np.asarray(block[row - start]).tolist()!r}")
         return
     with progress_bar(arr.shape[0], desc=f"checking {name}", unit="row") as bar:
         for start in range(0, arr.shape[0], SCAN_CHUNK):
@@ -197,43 +262,51 @@ def check_finite_rows(name: str, arr: np.ndarray) -> None:
             bar.update(block.shape[0])
 
 
+# --- full-data passes over a store: blocks of rows as in-memory models ----------------------
+
+
+def block_rows(model, chunk: int) -> int:
+    """Rows per block of a full-data pass over ``model``'s store: a multiple of ``chunk``
+    (so the pass's chunks, and its results, are those of the in-memory pass) holding about
+    :data:`samplers.sources.BLOCK_BYTES` of rows."""
+    row_bytes = 0
+    for src in model.data_sources().values():
+        row_bytes += int(np.prod(src.shape[1:], dtype=np.int64)) * np.dtype(src.dtype).itemsize
+    per_block = _sources.BLOCK_BYTES // max(1, row_bytes * chunk)
+    return max(1, int(per_block)) * chunk
+
+
+def pass_blocks(model, chunk: int):
+    """Yield ``(first_row, block_model)`` covering all of ``model``'s rows in order.
+
+    A model that reads its data in place (numpy arrays, memmaps) is one block: itself. A
+    model whose rows are in a store is cut into :func:`block_rows` blocks
+    (:meth:`BaseModel.row_block`), the next block read on a second thread while the caller
+    computes on this one: at most two blocks are held.
+    """
+    if not (isinstance(model, BaseModel) and model._store_backed):
+        yield 0, model
+        return
+    N = model.N
+    step = block_rows(model, chunk)
+    starts = list(range(0, N, step))
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="austerity-read") as pool:
+        ahead = pool.submit(model.row_block, 0, min(step, N))
+        try:
+            for k, start in enumerate(starts):
+                block = ahead.result()
+                ahead = None
+                if k + 1 < len(starts):
+                    nxt = starts[k + 1]
+                    ahead = pool.submit(model.row_block, nxt, min(nxt + step, N))
+                yield start, block
+                del block
+        finally:
+            if ahead is not None:
+                ahead.cancel()
+
+
 # --- memmaps survive pickling (for process pools) without copying the data -----------------
-
-
-def _memmap_spec(arr: np.ndarray):
-    """Describe an array that lives in a memory-mapped file, or return None."""
-    base = arr
-    while base is not None and not isinstance(base, mmap.mmap):
-        if isinstance(base, np.memmap) and isinstance(getattr(base, "_mmap", None), mmap.mmap):
-            mm = base._mmap
-            filename = base.filename
-            break
-        base = getattr(base, "base", None)
-    else:
-        return None
-    if filename is None:
-        return None
-    map_start = np.frombuffer(mm, dtype=np.uint8).ctypes.data
-    # np.memmap maps from the allocation-granularity boundary below its offset.
-    file_start = base.offset - base.offset % mmap.ALLOCATIONGRANULARITY
-    byte_offset = file_start + (arr.ctypes.data - map_start)
-    return {
-        "filename": filename,
-        "dtype": arr.dtype.str,
-        "shape": arr.shape,
-        "strides": arr.strides,
-        "byte_offset": int(byte_offset),
-    }
-
-
-def _open_memmap_spec(spec) -> np.ndarray:
-    """Re-open, read-only, an array described by :func:`_memmap_spec`."""
-    dtype = np.dtype(spec["dtype"])
-    shape, strides = tuple(spec["shape"]), tuple(spec["strides"])
-    span = 1 + sum((n - 1) * abs(s) for n, s in zip(shape, strides)) if all(shape) else 1
-    raw = np.memmap(spec["filename"], dtype=np.uint8, mode="r", offset=spec["byte_offset"],
-                    shape=(span + dtype.itemsize - 1,))
-    return np.ndarray(shape, dtype=dtype, buffer=raw, offset=0, strides=strides)
 
 
 def _file_end(spec) -> int:
@@ -363,7 +436,18 @@ class BaseModel:
         """The per-row kernels, collected from ``_row_*`` (None without a ratio kernel, e.g.
         control variates around a user's model). Read per instance, so a wrapper whose
         kernels depend on the wrapped model (:class:`~samplers.ControlVariates`) supplies
-        them as properties."""
+        them as properties.
+
+        None for a model whose rows are in a store (:meth:`data_sources`): its chains run on
+        the Python loop, reading their rows through ``read_rows``, and its full-data passes
+        run these kernels on blocks of rows (:meth:`pass_kernels`, :meth:`row_block`)."""
+        if self._store_backed:
+            return None
+        return self.pass_kernels()
+
+    def pass_kernels(self) -> RowKernels | None:
+        """The per-row kernels a full-data pass runs on this model's row blocks (those of
+        :attr:`row_kernels`, also for a model whose rows are in a store)."""
         ratio = self._row_ratio
         if ratio is None:
             return None
@@ -374,7 +458,126 @@ class BaseModel:
 
     def kernel_data(self) -> tuple:
         """The tuple of arrays and constants the row kernels read (temperature included)."""
+        if self._store_backed:
+            raise TypeError(self._store_message("kernel_data()"))
         return self._kernel_data()
+
+    # -- rows in a store: blocks of rows as in-memory models -----------------------------------
+
+    #: Attributes holding one entry per row: a float array read in place, or a
+    #: :class:`~samplers.sources.RowSource` for a store. What :meth:`row_block` slices
+    #: (an array of another length, e.g. one value for every row, is kept as it is).
+    _row_fields: tuple = ()
+    #: Attributes holding a wrapped model whose rows are this model's (control variates).
+    _wrapped_fields: tuple = ()
+    #: Attributes reset in a block model (cached sums over all rows), with their value.
+    _block_reset: dict = {}
+
+    def data_sources(self) -> dict:
+        """``{attribute: RowSource}`` of the data this model reads from a store (empty for
+        numpy arrays and memmaps, which the kernels read in place)."""
+        out = {}
+        for name in self._row_fields:
+            value = self.__dict__.get(name)
+            if _is_source(value):
+                out[name] = value
+        for name in self._wrapped_fields:
+            inner = self.__dict__.get(name)
+            if isinstance(inner, BaseModel):
+                out.update({f"{name}.{k}": v for k, v in inner.data_sources().items()})
+        return out
+
+    @functools.cached_property
+    def _store_backed(self) -> bool:
+        return bool(self.data_sources())
+
+    def _store_message(self, what) -> str:
+        names = ", ".join(f"{k} ({v!r})" for k, v in self.data_sources().items())
+        return (f"{type(self).__name__} reads {names} from a store, so it has no in-memory "
+                f"{what}: its full-data passes read blocks of rows (row_block) and its "
+                "chains read rows through read_rows")
+
+    def _check_block(self, start, stop) -> tuple[int, int]:
+        for name, value in (("start", start), ("stop", stop)):
+            if isinstance(value, (bool, np.bool_)) or not isinstance(value, (int, np.integer)):
+                raise TypeError(f"{name} must be an integer row number, got {value!r}")
+        start, stop = int(start), int(stop)
+        if not 0 <= start < stop <= self.N:
+            raise ValueError(f"rows [start, stop) must satisfy 0 <= start < stop <= N = "
+                             f"{self.N}, got [{start}, {stop})")
+        return start, stop
+
+    def _with_rows(self, take, n: int):
+        """A shallow copy whose per-row data are ``take(data)`` (``n`` rows, in memory)."""
+        new = copy.copy(self)
+        state = new.__dict__
+        for name in self._row_fields:
+            value = state.get(name)
+            if _is_source(value) or (isinstance(value, np.ndarray) and value.ndim
+                                     and value.shape[0] == self.N):
+                state[name] = take(value)
+        for name in self._wrapped_fields:
+            inner = state.get(name)
+            if isinstance(inner, BaseModel):
+                state[name] = inner._with_rows(take, n)
+        state["N"] = n
+        state.update(self._block_reset)
+        state["_store_backed"] = bool(new.data_sources())
+        return new
+
+    def row_block(self, start, stop):
+        """An in-memory model of the same class over rows ``start .. stop - 1``.
+
+        The same prior, constants and temperature; its data are views of this model's
+        arrays (memmaps stay on disk) or, for a store, the block's rows read with
+        ``read_range``. Every full-data pass runs the compiled kernels on such blocks and
+        merges their results (sums, moments) in row order, so a store-backed model's pass
+        holds a few blocks, never N rows.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from samplers import GaussianMean
+        >>> model = GaussianMean(np.arange(10.0))
+        >>> block = model.row_block(2, 5)
+        >>> block.N, block.x.tolist()
+        (3, [2.0, 3.0, 4.0])
+        """
+        start, stop = self._check_block(start, stop)
+        return self._with_rows(
+            lambda v: v[start:stop] if isinstance(v, np.ndarray) else v.read_range(start, stop),
+            stop - start)
+
+    def block_recipe(self, start, stop):
+        """A small picklable zero-argument callable that returns :meth:`row_block(start,
+        stop) <row_block>`, for another process (an executor's worker).
+
+        For a model whose rows are in a store it pickles the sources' paths (the worker
+        reopens them and reads the block); for numpy arrays it pickles the block's slices
+        (memmaps as a reference to their file).
+
+        Examples
+        --------
+        >>> import pickle
+        >>> import numpy as np
+        >>> from samplers import GaussianMean
+        >>> recipe = GaussianMean(np.arange(10.0)).block_recipe(4, 6)
+        >>> pickle.loads(pickle.dumps(recipe))().x.tolist()
+        [4.0, 5.0]
+        """
+        start, stop = self._check_block(start, stop)
+        if not self._store_backed:
+            return _BlockRecipe(self.row_block(start, stop), 0, stop - start)
+        # the in-memory arrays cut to the block, the sources kept (they pickle as paths)
+        template = self._with_rows(
+            lambda v: v[start:stop] if isinstance(v, np.ndarray) else v, self.N)
+        template.__dict__.pop("_store_backed", None)
+        return _BlockRecipe(template, start, stop)
+
+    def _rows_model(self, idx):
+        """An in-memory model of rows ``idx`` (in that order), read with ``read_rows``."""
+        return self._with_rows(
+            lambda v: v[idx] if isinstance(v, np.ndarray) else v.read_rows(idx), idx.shape[0])
 
     def decision_data(self, theta, theta_new) -> tuple:
         """The tuple the ratio kernel reads in one decision between ``theta`` and
@@ -393,16 +596,23 @@ class BaseModel:
     # -- unchecked batch methods -------------------------------------------------------------
 
     def _loglik(self, theta, idx):
+        if self._store_backed:
+            return self._rows_model(idx)._loglik(theta, np.arange(idx.shape[0]))
         out = np.empty(idx.shape[0])
         batch_loglik(self._row_loglik, self._row_prefetch)(self._kernel_data(), idx, theta, out)
         return out
 
     def _loglik_ratio(self, theta, theta_new, idx):
+        if self._store_backed:
+            return self._rows_model(idx)._loglik_ratio(theta, theta_new,
+                                                       np.arange(idx.shape[0]))
         out = np.empty(idx.shape[0])
         batch_ratio(self._row_ratio, self._row_prefetch)(self._kernel_data(), idx, theta, theta_new, out)
         return out
 
     def _grad_loglik(self, theta, idx):
+        if self._store_backed:
+            return self._rows_model(idx)._grad_loglik(theta, np.arange(idx.shape[0]))
         out = np.empty((idx.shape[0], self.dim))
         batch_grad(self._row_grad, self._row_prefetch)(self._kernel_data(), idx, theta, out)
         return out
@@ -436,6 +646,8 @@ class BaseModel:
         :class:`BaseModel` (which the kernels reproduce), with a built-in prior and kernel
         data. ``view`` is the chain's model view (its row kernels)."""
         cls = type(self)
+        if self._store_backed:
+            return None
         if any(getattr(cls, name) is not getattr(BaseModel, name)
                for name in ("logprior", "grad_logprior", "_grad_loglik", "_decision_data")):
             return None
@@ -534,6 +746,23 @@ class BaseModel:
 
     def __repr__(self):
         return f"{type(self).__name__}(N={self.N}, dim={self.dim}, temperature={self.temperature:g})"
+
+
+class _BlockRecipe:
+    """``model.row_block(start, stop)`` as a picklable zero-argument callable
+    (:meth:`BaseModel.block_recipe`)."""
+
+    def __init__(self, model, start, stop):
+        self.model, self.start, self.stop = model, start, stop
+
+    def __call__(self):
+        start, stop = self.start, self.stop
+        return self.model._with_rows(
+            lambda v: v if isinstance(v, np.ndarray) else v.read_range(start, stop),
+            stop - start)
+
+    def __repr__(self):
+        return f"block_recipe({type(self.model).__name__}, rows [{self.start}, {self.stop}))"
 
 
 class _MemmapRef:

@@ -29,6 +29,7 @@ import numpy as np
 
 from design._lib.jit import jit, row_jit
 from design._lib.passes import n_chunks, run_chunks
+from ._base import pass_blocks
 from ._kernels import rows_dot
 from .gaussian import GaussianMean
 from .glm import GLM, _row_kernels
@@ -337,25 +338,29 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None):
     if glm is None:
         raise TypeError(f"glm_sums needs a built-in GLM, got {type(model).__name__}")
     kernel = _glm_sums_kernel(glm.link, glm.derivs, glm.scatter)
-    inner = model._kernel_data()
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     chunk = SUMS_CHUNK if chunk is None else chunk
-    N, d = model.N, theta.shape[0]
-    count = n_chunks(N, chunk)
+    d = theta.shape[0]
     L, g, H = 0.0, np.zeros(d), np.zeros((d, d))
-    for first in range(0, count, _GROUP):
-        last = min(first + _GROUP, count)
-        Ls = np.empty(last - first)
-        gs = np.empty((last - first, d))
-        Hs = np.empty((last - first, d, d) if hessian else (last - first, 0, 0))
-        run_chunks(kernel, last - first, inner, theta, N, chunk, hessian, first, Ls, gs, Hs)
-        for c in range(last - first):
-            if not math.isfinite(Ls[c]):
-                return float(Ls[c]), None, None
-            L += Ls[c]
-            g += gs[c]
-            if hessian:
-                H += Hs[c]
-        if progress is not None:
-            progress(min(last * chunk, N) - first * chunk)
+    # one block (the model) for data read in place; blocks of whole chunks from a store, so
+    # the chunks, and the order their sums are added in, are the in-memory pass's
+    for _, block in pass_blocks(model, chunk):
+        inner = block._kernel_data()
+        N = block.N
+        count = n_chunks(N, chunk)
+        for first in range(0, count, _GROUP):
+            last = min(first + _GROUP, count)
+            Ls = np.empty(last - first)
+            gs = np.empty((last - first, d))
+            Hs = np.empty((last - first, d, d) if hessian else (last - first, 0, 0))
+            run_chunks(kernel, last - first, inner, theta, N, chunk, hessian, first, Ls, gs, Hs)
+            for c in range(last - first):
+                if not math.isfinite(Ls[c]):
+                    return float(Ls[c]), None, None
+                L += Ls[c]
+                g += gs[c]
+                if hessian:
+                    H += Hs[c]
+            if progress is not None:
+                progress(min(last * chunk, N) - first * chunk)
     return L, g, np.tril(H) + np.tril(H, -1).T

@@ -107,8 +107,8 @@ def laplace_approximation(model: LogisticRegression, rows: int = 20_000, rng=Non
                 np.diag(prior_precision).astype(float) - scale * H)
 
     idx = np.sort(rng.choice(model.N, size=min(rows, model.N), replace=False))
-    subset = LogisticRegression(np.asarray(model.X[idx]), np.asarray(model.y[idx]),
-                                temperature=K)
+    rows = model._rows_model(idx)      # the subset's rows (read_rows from a store)
+    subset = LogisticRegression(np.asarray(rows.X), np.asarray(rows.y), temperature=K)
     theta = np.zeros(model.dim)
     for scale, rows_model, steps in ((model.N / idx.shape[0], subset, _SUBSET_STEPS),
                                      (1.0, model, _FULL_STEPS)):

@@ -417,6 +417,8 @@ class ControlVariates(BaseModel):
     True
     """
 
+    _wrapped_fields = ("model",)
+
     def __init__(self, model, center=None, order=2, *, start=None):
         if isinstance(order, bool) or order not in (1, 2):
             raise ValueError(f"order must be 1 or 2, got {order!r}")
@@ -434,6 +436,9 @@ class ControlVariates(BaseModel):
         self.order = int(order)
         self._order2 = 1.0 if self.order == 2 else 0.0
         self.N = check_int("model.N", model.N, low=1)
+        #: The rows the proxy's total is shared over (N; kept by a block of rows, whose
+        #: rows carry the same per-row shift P/N as in the whole model).
+        self._rows_total = self.N
         dim = getattr(model, "dim", None)
         if dim is None:
             ref = center if center is not None else start
@@ -833,7 +838,7 @@ class ControlVariates(BaseModel):
         :meth:`_decision_data` and :meth:`_grad_loglik` do; None for a user's model."""
         if self._glm is None:
             return None
-        return (self._data(0.0), self._g, self._H, float(self.N))
+        return (self._data(0.0), self._g, self._H, float(self._rows_total))
 
     def block_parts(self, view):
         """The compiled loop's parts (:class:`~samplers.models.compiled.BlockModel`) around a
@@ -861,10 +866,12 @@ class ControlVariates(BaseModel):
                         "_decision_data(theta, theta_new), not _kernel_data()")
 
     def _decision_data(self, theta, theta_new):
-        return self._data(self.proxy_total(theta, theta_new) / self.N)
+        return self._data(self.proxy_total(theta, theta_new) / self._rows_total)
 
     def _loglik(self, theta, idx):
-        shift = self._proxy_sum(theta) / self.N
+        if self._store_backed:
+            return self._rows_model(idx)._loglik(theta, np.arange(idx.shape[0]))
+        shift = self._proxy_sum(theta) / self._rows_total
         if self._glm is None:
             return (np.asarray(self.model.loglik(theta, idx), dtype=float)
                     - self._user_proxy(theta, idx) + shift)
@@ -873,7 +880,10 @@ class ControlVariates(BaseModel):
         return out
 
     def _loglik_ratio(self, theta, theta_new, idx):
-        shift = self.proxy_total(theta, theta_new) / self.N
+        if self._store_backed:
+            return self._rows_model(idx)._loglik_ratio(theta, theta_new,
+                                                       np.arange(idx.shape[0]))
+        shift = self.proxy_total(theta, theta_new) / self._rows_total
         if self._glm is None:
             fused = getattr(self.model, "residual_ratio", None)   # one call (JaxModel)
             if callable(fused):
@@ -886,7 +896,9 @@ class ControlVariates(BaseModel):
         return out
 
     def _grad_loglik(self, theta, idx):
-        shift = self._proxy_grad(theta) / self.N
+        if self._store_backed:
+            return self._rows_model(idx)._grad_loglik(theta, np.arange(idx.shape[0]))
+        shift = self._proxy_grad(theta) / self._rows_total
         if self._glm is None:
             c = self._theta_c
             G = self._row_grads_user(theta, idx) - self._row_grads_user(c, idx)
@@ -951,7 +963,7 @@ class ControlVariates(BaseModel):
     _ratio_range = staticmethod(cv_ratio_range)
 
     def _range_data(self):
-        return (self._g, self._H, self._theta_c, self._order2, float(self.N),
+        return (self._g, self._H, self._theta_c, self._order2, float(self._rows_total),
                 float(self.taylor_constant), self.max_row_norm)
 
     def _loglik_ratio_range(self, theta, theta_new):

@@ -10,7 +10,7 @@ from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
 from ..priors import FlatPrior, GaussianPrior, Prior
 from ._kernels import prefetch_data0
-from ._base import BaseModel, as_data_array, check_finite_rows, scan_rows
+from ._base import BaseModel, check_finite_rows, data_rows, scan_rows
 
 __all__ = ["GaussianMean", "Gaussian"]
 
@@ -89,8 +89,11 @@ class GaussianMean(BaseModel):
     _row_grad = staticmethod(_mean_row_grad)
     _row_prefetch = staticmethod(prefetch_data0)
 
+    _row_fields = ("x",)
+    _block_reset = {"_xsum": None}
+
     def __init__(self, x, sigma=1.0, *, prior: Prior | None = None, temperature=1.0):
-        self.x = as_data_array("x", x, ndim=1)
+        self.x = data_rows("x", x, ndim=1)
         check_finite_rows("x", self.x)
         self.N = self.x.shape[0]
         self.sigma = check_positive("sigma", sigma)
@@ -195,8 +198,10 @@ class Gaussian(BaseModel):
     _row_grad = staticmethod(_normal_row_grad)
     _row_prefetch = staticmethod(prefetch_data0)
 
+    _row_fields = ("x",)
+
     def __init__(self, x, *, prior: Prior | None = None, temperature=1.0):
-        self.x = as_data_array("x", x, ndim=1)
+        self.x = data_rows("x", x, ndim=1)
         check_finite_rows("x", self.x)
         self.N = self.x.shape[0]
         super().__init__(prior=prior, temperature=temperature, dim=2)

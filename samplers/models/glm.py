@@ -68,8 +68,8 @@ from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
 from design._lib.vecmath import log_sigmoid
 from ..priors import Prior
-from ._base import (SCAN_CHUNK, BaseModel, as_data_array, data_checks_skipped, regression_data,
-                    scan_rows)
+from ._base import (SCAN_CHUNK, BaseModel, _is_store, data_checks_skipped, data_rows,
+                    regression_data, scan_rows)
 from ._kernels import dots, prefetch_data01, step_range
 
 __all__ = ["GLM", "FAMILIES"]
@@ -394,6 +394,13 @@ class _Summary:
     df: float
 
 
+def _rows(arr, start, stop) -> np.ndarray:
+    """Rows ``start .. stop - 1`` of an array or a row source."""
+    if isinstance(arr, np.ndarray):
+        return np.asarray(arr[start:stop])
+    return arr.read_range(start, stop)
+
+
 class GLM(BaseModel):
     r"""A generalised linear model, compiled: ``y_i ~ family(g^{-1}(x_i . theta + o_i))``.
 
@@ -459,6 +466,8 @@ class GLM(BaseModel):
 
     _row_prefetch = staticmethod(prefetch_data01)
 
+    _row_fields = ("X", "y", "_trials", "_offset", "_weights")
+
     def __init__(self, X, y, family="bernoulli", link=None, *, offset=None, weights=None,
                  trials=None, dispersion=None, shape=None, scale=None, df=None,
                  prior: Prior | None = None, temperature=1.0):
@@ -521,22 +530,29 @@ class GLM(BaseModel):
 
     @staticmethod
     def _per_row(name, value, N):
-        if np.ndim(value) == 0:
+        if not _is_store(value) and np.ndim(value) == 0:
             if isinstance(value, (bool, np.bool_)) or not np.isrealobj(value):
                 raise TypeError(f"{name} must be a real number or an array of N = {N}, got "
                                 f"{value!r}")
             return np.full(1, float(value))
-        arr = as_data_array(name, value, ndim=1)
+        arr = data_rows(name, value, ndim=1)
         if arr.shape[0] != N:
             raise ValueError(f"{name} must have one entry per row of X ({N}), got "
                              f"{arr.shape[0]}")
         return arr
 
+    def _with_rows(self, take, n):
+        new = super()._with_rows(take, n)
+        for name in ("trials", "offset", "weights"):   # as given: the block's rows too
+            if getattr(self, name) is not None and not isinstance(getattr(self, name), float):
+                setattr(new, name, getattr(new, "_" + name))
+        return new
+
     @staticmethod
     def _as_given(value, arr):
         if value is None:
             return None
-        return float(arr[0]) if np.ndim(value) == 0 else arr
+        return float(arr[0]) if not _is_store(value) and np.ndim(value) == 0 else arr
 
     def _check_rows(self) -> None:
         """One chunked pass: y in the family's support, trials, offsets and weights valid."""
@@ -553,8 +569,9 @@ class GLM(BaseModel):
             self._scan("y", self.y, lambda v: (v == 0) | (v == 1), "0 or 1 (family 'bernoulli')")
         elif fam == "binomial":
             for start in range(0, self.N, SCAN_CHUNK):
-                v = np.asarray(self.y[start:start + SCAN_CHUNK])
-                t = n[0] if n.shape[0] == 1 else np.asarray(n[start:start + SCAN_CHUNK])
+                stop = min(start + SCAN_CHUNK, self.N)
+                v = _rows(self.y, start, stop)
+                t = _rows(n, 0, 1)[0] if n.shape[0] == 1 else _rows(n, start, stop)
                 bad = ~((v >= 0) & (v <= t) & (v == np.floor(v)))
                 if bad.any():
                     k = int(np.flatnonzero(bad)[0])
@@ -573,7 +590,7 @@ class GLM(BaseModel):
     @staticmethod
     def _scan(name, arr, ok, accepted):
         offset = 0
-        for block in scan_rows(arr, np.asarray, desc=f"checking {name}"):
+        for block in scan_rows(arr, np.asarray, desc=f"checking {name}", verify=True):
             good = ok(block)
             if not good.all():
                 k = int(np.flatnonzero(~good)[0])

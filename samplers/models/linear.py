@@ -97,6 +97,8 @@ class LinearRegression(BaseModel):
     _row_grad = staticmethod(_linear_row_grad)
     _row_prefetch = staticmethod(prefetch_data01)
 
+    _row_fields = ("X", "y")
+
     def __init__(self, X, y, noise_sd=1.0, *, prior: Prior | None = None, temperature=1.0):
         self.X, self.y = regression_data(X, y)
         self.N = self.X.shape[0]

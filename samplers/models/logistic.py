@@ -147,9 +147,11 @@ class LogisticRegression(BaseModel):
     Parameters
     ----------
     X : array of shape (N, d)
-        Covariates; add a column of ones for an intercept. Read in place (memmaps welcome).
+        Covariates; add a column of ones for an intercept. Read in place (memmaps welcome),
+        or by blocks of rows from a store (a Zarr array, an h5py dataset, a dask array or
+        any :class:`~samplers.sources.RowSource`).
     y : array of shape (N,)
-        Labels in {0, 1} or in {-1, +1}.
+        Labels in {0, 1} or in {-1, +1} (an array or a store, as ``X``).
     prior : Prior, optional
         Defaults to the flat prior.
     temperature : float
@@ -181,13 +183,14 @@ class LogisticRegression(BaseModel):
     _eta_loglik = staticmethod(_logistic_eta_loglik)
     _eta_ratio = staticmethod(_logistic_eta_ratio)
     _row_prefetch = staticmethod(prefetch_data01)
+    _row_fields = ("X", "y")
 
     def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0):
         self.X, self.y = regression_data(X, y, entry="label")
         self.N = self.X.shape[0]
         labels = set()
         quick = data_checks_skipped()   # then stop at the first chunk that decides
-        for block in scan_rows(self.y, np.unique, desc="checking labels"):
+        for block in scan_rows(self.y, np.unique, desc="checking labels", verify=True):
             labels.update(block.tolist())
             if quick and labels & {0.0, -1.0}:
                 break
@@ -226,6 +229,8 @@ class LogisticRegression(BaseModel):
         if thetas.ndim != 2 or thetas.shape[1] != self.dim:
             raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
         idx = self._check_idx(idx)
+        if self._store_backed:    # the rows read from the store (one call per chunk)
+            return self._rows_model(idx).loglik_many(thetas, np.arange(idx.shape[0]))
         out = np.empty((idx.shape[0], thetas.shape[0]))
         _logistic_loglik_many(self._kernel_data(), idx, np.ascontiguousarray(thetas.T), out)
         return out

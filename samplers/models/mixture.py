@@ -10,7 +10,7 @@ from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
 from ..priors import GaussianPrior, Prior
 from ._kernels import prefetch_data0
-from ._base import BaseModel, as_data_array, check_finite_rows
+from ._base import BaseModel, check_finite_rows, data_rows
 
 __all__ = ["GaussianMixture"]
 
@@ -108,8 +108,10 @@ class GaussianMixture(BaseModel):
     _row_grad = staticmethod(_mix_row_grad)
     _row_prefetch = staticmethod(prefetch_data0)
 
+    _row_fields = ("x",)
+
     def __init__(self, x, sigma_x2=2.0, *, prior: Prior | None = None, temperature=1.0):
-        self.x = as_data_array("x", x, ndim=1)
+        self.x = data_rows("x", x, ndim=1)
         check_finite_rows("x", self.x)
         self.N = self.x.shape[0]
         self.sigma_x2 = check_positive("sigma_x2", sigma_x2)

@@ -102,6 +102,8 @@ class RobustRegression(BaseModel):
     _row_grad = staticmethod(_robust_row_grad)
     _row_prefetch = staticmethod(prefetch_data01)
 
+    _row_fields = ("X", "y")
+
     def __init__(self, X, y, df=4.0, scale=1.0, *, prior: Prior | None = None, temperature=1.0):
         self.X, self.y = regression_data(X, y)
         self.N = self.X.shape[0]
