@@ -14,7 +14,6 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property, partial
 from typing import Any, NamedTuple
@@ -634,23 +633,14 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
         batches = IndexSampler(view.N, rng)
         state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
         feed = chain_feed(view, test, proposal, rng, batches)
-        with feeding(feed):
-            return _run(view, test, proposal, rng, batches, state, theta, n_samples, feed,
+        if feed is None:
+            return _run(view, test, proposal, rng, batches, state, theta, n_samples, None,
                         progress=progress, compiled=compiled)
-
-
-@contextmanager
-def feeding(feed):
-    """Run a chain inside its row feed (``feed.active()``), closed afterwards; nothing for
-    None."""
-    if feed is None:
-        yield
-        return
-    try:
-        with feed.active():
-            yield
-    finally:
-        feed.close()
+        try:   # rows from a store, fetched ahead (samplers/_rowfeed.py)
+            return _run(feed.view, test, proposal, rng, batches, state, theta, n_samples,
+                        feed, progress=progress, compiled=compiled)
+        finally:
+            feed.close()
 
 
 class FedBlock(Block):
@@ -658,8 +648,8 @@ class FedBlock(Block):
     rows ahead of each (``RowFeed.prefetch``); the chain does not depend on where the
     sub-blocks end."""
 
-    def __init__(self, block, feed, dim):
-        self._block, self._feed, self._dim = block, feed, dim
+    def __init__(self, block, feed):
+        self._block, self._feed = block, feed
 
     @property
     def theta(self):
@@ -671,8 +661,8 @@ class FedBlock(Block):
 
     def run(self, start, stop, samples):
         while start < stop:
-            self._feed.prefetch()
-            end = min(stop, start + self._feed.steps_ahead(start, self._dim))
+            end = min(stop, start + self._feed.steps_ahead(start))
+            self._feed.prefetch(end - start)
             self._block.run(start, end, samples)
             start = end
 
@@ -680,16 +670,17 @@ class FedBlock(Block):
         return self._block.stats(n)
 
 
-def _fed_step(step, feed, dim):
-    """``step`` preceded, every few steps, by ``feed.prefetch()`` (the Python loop)."""
+def _fed_step(step, feed, n_samples):
+    """``step`` preceded, every few steps, by ``feed.prefetch`` (the Python loop)."""
     if feed is None:
         return step
     count = [0, 0]   # steps made, step of the next prefetch
 
     def fed(state):
         if count[0] >= count[1]:
-            feed.prefetch()
-            count[1] = count[0] + feed.steps_ahead(count[0], dim)
+            ahead = min(feed.steps_ahead(count[0]), n_samples - count[0])
+            feed.prefetch(ahead)
+            count[1] = count[0] + ahead
         count[0] += 1
         return step(state)
 
@@ -714,7 +705,7 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
     reads = (lambda: None) if feed is None else feed.stats
     if block is not None:
         if feed is not None:
-            block = FedBlock(block, feed, view.dim)
+            block = FedBlock(block, feed)
 
         def finish_block(samples, done, wall):
             return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta,
@@ -735,7 +726,7 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
             stats[name] = np.array([getattr(s.test, name) for s in infos])
         return Chain(samples, stats, view.N, wall, test, proposal, theta, store_reads=reads())
 
-    step = _fed_step(lambda s: mh_step(rng, s, view, test, proposal, batches), feed, view.dim)
+    step = _fed_step(lambda s: mh_step(rng, s, view, test, proposal, batches), feed, n_samples)
     samples, infos, wall = run_chain(step, state, n_samples, progress=progress, finish=finish)
     chain, interrupted = keep_chain(finish, samples, infos, wall)
     return check_bias(chain, interrupted or len(infos) < n_samples)

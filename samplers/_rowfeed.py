@@ -45,123 +45,70 @@ chain's order (``rows_from_order(view)``: the sequential tests with a model rang
 random-walk, independence and minibatch Langevin proposals, SGLD and ``AcceptAll``). Any
 other chain on a store-backed model (an exact test's full pass, a range scanned from all
 rows, the Poisson-minibatch tests, a full-gradient Langevin) runs on the Python loop over
-the model's batch methods, which read the rows each batch needs with ``read_rows``
-(:func:`batch_data`).
+the store-backed model's batch methods, which read the rows each batch needs with
+``read_rows``.
 """
 
 from __future__ import annotations
 
-import contextvars
+import copy
 import math
 import mmap
 import os
-from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 
-from design._lib.rows import (attach_feed, clear_slots, detach_feed, feed_rows_seen,
-                              give_slots, register_feed, rows_without_slot, slots_given,
-                              unregister_feed)
+from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
+                              detach_feed, feed_rows_seen, give_slots, register_feed,
+                              slots_given, unregister_feed)
 
-__all__ = ["FeedStats", "RowFeed", "batch_data", "chain_feed", "chain_rows", "is_store",
-           "store_sources"]
+__all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model"]
 
 #: Positions of a decision's order covered by the prediction.
 WINDOW = 32
 #: Outputs of the bit generator looked at before each run of steps.
-AHEAD = 4096
+AHEAD = 1 << 14
 #: Bytes of slots (summed over a model's store-backed arrays) kept between refills.
 MEMORY = 1 << 27
 
-_FEEDS: contextvars.ContextVar = contextvars.ContextVar("austerity_row_feed", default=None)
+def _sources_of(model) -> list:
+    """The distinct row sources of a store-backed model (``model.data_sources()``, wrapped
+    models included)."""
+    ask = getattr(model, "data_sources", None)
+    found = {}
+    for source in ({} if ask is None else ask()).values():
+        found.setdefault(id(source), source)
+    return list(found.values())
 
 
-def is_store(x) -> bool:
-    """Whether ``x`` holds rows that are read through a store (a row source that is not a
-    numpy array: zarr, HDF5, a user's store), rather than in place."""
-    return (not isinstance(x, np.ndarray) and callable(getattr(x, "read_rows", None))
-            and hasattr(x, "shape") and hasattr(x, "dtype"))
+#: What a fed model asks of the store-backed model it copies: its ranges and bounds come from
+#: data summaries (maximum row norm, ...), which the store-backed model computes by passes
+#: over the store, while the copy's arrays hold only the fetched rows.
+_SUMMARIES = ("_range_data", "_loglik_ratio_bound", "_loglik_ratio_range",
+              "loglik_ratio_bound", "loglik_ratio_range")
 
 
-def store_sources(model, depth: int = 0) -> list:
-    """The store-backed row sources of a model and of the models it wraps (attributes of the
-    instance; each once)."""
-    found, seen = [], set()
-
-    def walk(obj, level):
-        for value in getattr(obj, "__dict__", {}).values():
-            if is_store(value):
-                if id(value) not in seen:
-                    seen.add(id(value))
-                    found.append(value)
-            elif level < 3 and hasattr(value, "__dict__") and hasattr(value, "N"):
-                walk(value, level + 1)
-
-    walk(model, depth)
-    return found
-
-
-def chain_rows(x):
-    """What a model's ``kernel_data()`` holds for the per-row array ``x``.
-
-    ``x`` itself for an array read in place (numpy, memmap). For a store: inside a chain's
-    row feed (:class:`RowFeed`, this thread), the feed's in-memory array of full shape;
-    inside :func:`batch_data`, the rows that batch asks for (``read_rows``); otherwise a
-    TypeError (nothing reads a store's rows in place).
-    """
-    batch = _BATCH.get()
-    if batch is not None:
-        return batch.rows(x)
-    if isinstance(x, np.ndarray):
-        return x
-    feed = _FEEDS.get()
-    arr = None if feed is None else feed.arrays.get(id(x))
-    if arr is None:
-        raise TypeError(f"the rows of {getattr(x, 'name', type(x).__name__)} live in a store: "
-                        "compiled loops read them in a chain's row feed or a batch's rows")
-    return arr
-
-
-class _Batch:
-    """The rows ``idx`` of every per-row array a ``kernel_data()`` names, read once each."""
-
-    def __init__(self, idx):
-        self.idx = idx
-        self._read = {}
-
-    def rows(self, x):
-        got = self._read.get(id(x))
-        if got is None:
-            if isinstance(x, np.ndarray):
-                got = np.ascontiguousarray(x[self.idx])
-            else:
-                got = np.ascontiguousarray(x.read_rows(self.idx))
-            self._read[id(x)] = (x, got)   # keeps x alive while its id is a key
-        else:
-            got = got[1]
-        return got
-
-
-_BATCH: contextvars.ContextVar = contextvars.ContextVar("austerity_batch_rows", default=None)
-
-
-def batch_data(kernel_data, idx):
-    """``(data, rows)`` for a batch kernel over rows ``idx``: ``(kernel_data(), idx)`` when
-    the rows are in memory (or in this thread's chain feed); for a store-backed model outside
-    a feed, the tuple with each per-row array replaced by its rows ``idx`` (one
-    ``read_rows`` per array) and ``rows = arange(len(idx))``. The values computed are the
-    same bits either way: each row's arithmetic does not depend on where the row lives."""
-    try:
-        return kernel_data(), idx
-    except TypeError:
-        pass
-    token = _BATCH.set(_Batch(idx))
-    try:
-        data = kernel_data()
-    finally:
-        _BATCH.reset(token)
-    return data, np.arange(idx.shape[0], dtype=np.intp)
+def fed_model(model, arrays):
+    """A shallow copy of a store-backed model whose per-row fields (``_row_fields``, and
+    those of the models it wraps, ``_wrapped_fields``) are the arrays ``arrays[id(source)]``
+    of a :class:`RowFeed`, so that its row kernels and ``kernel_data()`` work as for data in
+    memory; ranges and bounds stay the store-backed model's (:data:`_SUMMARIES`)."""
+    new = copy.copy(model)
+    state = new.__dict__
+    for name in getattr(model, "_row_fields", ()):
+        value = state.get(name)
+        if value is not None and id(value) in arrays:
+            state[name] = arrays[id(value)]
+    for name in getattr(model, "_wrapped_fields", ()):
+        inner = state.get(name)
+        if inner is not None and hasattr(inner, "data_sources"):
+            state[name] = fed_model(inner, arrays)
+    state["_store_backed"] = False
+    for name in _SUMMARIES:
+        if hasattr(model, name):
+            state[name] = getattr(model, name)
+    return new
 
 
 @dataclass(frozen=True)
@@ -239,20 +186,29 @@ class RowFeed:
     order : design._lib.rows.Order
         The chain's row order (``IndexSampler.kernel_state()``): from now on it hands out
         slots.
-    window, ahead, memory : int
+    dim : int
+        The parameter's dimension (a proposal draws about as many outputs per step).
+    window, ahead, memory : int, optional
         Positions of a decision covered by the prediction, outputs of the bit generator
-        looked at per run of steps, and bytes of slots kept between refills.
+        looked at per run of steps, and bytes of slots kept between refills (default the
+        module's :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
     """
 
-    def __init__(self, sources, rng, order, *, window=WINDOW, ahead=AHEAD, memory=MEMORY):
+    def __init__(self, sources, rng, order, dim, *, window=None, ahead=None, memory=None):
+        window = WINDOW if window is None else window
+        ahead = AHEAD if ahead is None else ahead
+        memory = MEMORY if memory is None else memory
         self.N = int(sources[0].shape[0])
         self._sources = list(sources)
-        self._maps = [_Mapped(tuple(s.shape), s.dtype) for s in self._sources]
+        # slots go by blocks of FEED_BLOCK rows: the last block's may pass row N - 1
+        padded = -(-self.N // FEED_BLOCK) * FEED_BLOCK
+        self._maps = [_Mapped((padded,) + tuple(s.shape[1:]), s.dtype) for s in self._sources]
         self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
         self._fills = [_filler(s) for s in self._sources]
         row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
         #: Slots kept between refills.
-        self.capacity = int(min(self.N, max(8 * int(window), memory // max(row_bytes, 1))))
+        self.capacity = int(min(padded, max(8 * int(window) + FEED_BLOCK,
+                                            memory // max(row_bytes, 1))))
         self._rng, self._order = rng, order
         self.window, self.ahead = int(window), int(ahead)
         self._peek = None
@@ -260,13 +216,22 @@ class RowFeed:
             self._peek = type(rng.bit_generator)()
         self._last_raw = np.empty(0, dtype=np.uint64)
         self.rows_fetched = self.rows_on_demand = self.reads = self.refills = 0
+        self.dim = int(dim)
+        self._steps = 0
         self._number = register_feed(self._on_demand)
         attach_feed(order, self._number)
 
-    def _fill(self, rows, slots) -> None:
-        """Read ``rows`` (sorted, int64) of every source into ``slots`` of its array."""
-        if rows.shape[0] == 0:
+    def _fill(self, blocks) -> None:
+        """Give ``blocks`` (sorted, int64, without slots) slots and read their rows of every
+        source into them, one read per source."""
+        if blocks.shape[0] == 0:
             return
+        first = give_slots(self._order, blocks)
+        offsets = np.arange(FEED_BLOCK, dtype=np.int64)
+        rows = (blocks[:, None] * FEED_BLOCK + offsets).reshape(-1)
+        slots = (first[:, None] + offsets).reshape(-1)
+        inside = rows < self.N
+        rows, slots = rows[inside], slots[inside]
         for fill, m in zip(self._fills, self._maps):
             fill(rows, slots, m.array)
         self.rows_fetched += rows.shape[0]
@@ -274,17 +239,19 @@ class RowFeed:
 
     def _on_demand(self, rows):
         """Called by the order (from compiled code) with the rows of a batch that have no
-        slot."""
-        rows = np.sort(rows.astype(np.int64))
+        slot: their blocks are fetched."""
+        blocks = np.unique(rows.astype(np.int64) // FEED_BLOCK)
         self.rows_on_demand += rows.shape[0]
-        self._fill(rows, give_slots(self._order, rows))
+        self._fill(blocks)
 
-    def prefetch(self) -> None:
-        """Fetch, in one sorted read, the rows the next ``ahead`` outputs of the chain's bit
-        generator can give at positions below ``window`` (and rows ``0 .. window - 1``),
-        first giving every slot back if more than half of them are used (never when every
-        row has room)."""
-        if self.capacity < self.N and slots_given(self._order) > self.capacity // 2:
+    def prefetch(self, steps=None) -> None:
+        """Fetch, in one sorted read, the rows the next outputs of the chain's bit generator
+        can give at positions below ``window`` (and rows ``0 .. window - 1``): ``ahead``
+        outputs, or those of the next ``steps`` steps (twice the outputs per step seen so
+        far) if fewer; first give every slot back if more than half of them are used (never
+        when every row has room)."""
+        if self.capacity < self._maps[0].array.shape[0] and (
+                slots_given(self._order) > self.capacity // 2):
             self.refill()
         N, W = self.N, min(self.window, self.N)
         lo, hi = [], []
@@ -293,7 +260,10 @@ class RowFeed:
             hi.append(np.full(1, W - 1, dtype=np.int64))
         if self._peek is not None:
             self._peek.state = self._rng.bit_generator.state
-            raw = self._new_outputs(self._peek.random_raw(self.ahead))
+            count = self.ahead
+            if steps is not None:
+                count = min(count, int(2 * steps * self._per_step()) + 64)
+            raw = self._new_outputs(self._peek.random_raw(count))
             if raw.shape[0]:
                 u = (raw >> np.uint64(11)).astype(np.float64) * 2.0**-53
                 i = W - 1
@@ -305,11 +275,11 @@ class RowFeed:
             return
         lo, hi = np.concatenate(lo), np.concatenate(hi)
         by = np.argsort(lo, kind="stable")
-        rows = rows_without_slot(self._order, lo[by], hi[by])
-        room = self.capacity - slots_given(self._order)
-        if rows.shape[0] > room:   # keep the slots within the capacity
-            rows = rows[:max(room, 0)]
-        self._fill(rows, give_slots(self._order, rows))
+        blocks = blocks_without_slot(self._order, lo[by], hi[by])
+        room = (self.capacity - slots_given(self._order)) // FEED_BLOCK
+        if blocks.shape[0] > room:   # keep the slots within the capacity
+            blocks = blocks[:max(room, 0)]
+        self._fill(blocks)
 
     def _new_outputs(self, raw):
         """The outputs of ``raw`` not looked at by the previous prefetch (which read the
@@ -321,8 +291,8 @@ class RowFeed:
         hits = np.flatnonzero(last == raw[0])
         if hits.shape[0] == 0:
             return raw
-        overlap = last.shape[0] - int(hits[0])
-        if not np.array_equal(last[hits[0]:], raw[:overlap]):
+        overlap = min(last.shape[0] - int(hits[0]), raw.shape[0])
+        if not np.array_equal(last[hits[0]:hits[0] + overlap], raw[:overlap]):
             return raw
         return raw[overlap:]
 
@@ -337,12 +307,17 @@ class RowFeed:
         self._last_raw = np.empty(0, dtype=np.uint64)
         self.refills += 1
 
-    def steps_ahead(self, steps_done: int, dim: int) -> int:
-        """Steps to run before the next :meth:`prefetch`: about half the outputs looked at,
-        at the rows per step seen so far plus a proposal's and a threshold's draws."""
-        seen = feed_rows_seen(self._order)
-        per_step = (seen / steps_done if steps_done else self.window) + dim + 4
-        return max(1, int(self.ahead / 2 / per_step))
+    def _per_step(self) -> float:
+        """Outputs of the bit generator per step: the rows handed out per step so far (the
+        window before the first step) plus a proposal's and a threshold's draws."""
+        rows = feed_rows_seen(self._order) / self._steps if self._steps else self.window
+        return rows + self.dim + 4
+
+    def steps_ahead(self, steps_done: int) -> int:
+        """Steps to run before the next :meth:`prefetch`: about half the outputs it looks
+        at."""
+        self._steps = steps_done
+        return max(1, int(self.ahead / 2 / self._per_step()))
 
     def stats(self) -> FeedStats:
         """What the feed read so far (:class:`FeedStats`)."""
@@ -357,15 +332,6 @@ class RowFeed:
             m.release()
         self.arrays = {}
 
-    @contextmanager
-    def active(self):
-        """Within the block, :func:`chain_rows` in this thread gives this feed's arrays."""
-        token = _FEEDS.set(self)
-        try:
-            yield self
-        finally:
-            _FEEDS.reset(token)
-
 
 def _filler(source):
     """``fill(rows, slots, out)``: ``out[slots] = source's rows`` for sorted int64 rows. A
@@ -376,6 +342,8 @@ def _filler(source):
     if callable(into):
         return into
     path = getattr(source, "path", None)
+    if isinstance(path, (str, os.PathLike)) and getattr(source, "array_name", ""):
+        path = os.path.join(path, source.array_name)   # a ZarrSource of a group's array
     if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
         from ._shards import raw_rows
 
@@ -393,12 +361,17 @@ def _filler(source):
 def chain_feed(view, test, proposal, rng, batches):
     """The :class:`RowFeed` of a chain on a store-backed model whose test and proposal read
     rows only from the chain's order (``rows_from_order(view)``), or None (the model is in
-    memory, or the chain runs on the model's own batch methods)."""
-    sources = store_sources(view.model)
+    memory, or the chain runs on the model's batch methods, which read rows with
+    ``read_rows``). The feed's :attr:`RowFeed.view` is the chain's model view."""
+    sources = _sources_of(view.model)
     if not sources:
         return None
     for part in (test, proposal):
         ask = getattr(part, "rows_from_order", None)
         if ask is None or not ask(view):
             return None
-    return RowFeed(sources, rng, batches.kernel_state())
+    from ._view import ModelView
+
+    feed = RowFeed(sources, rng, batches.kernel_state(), view.dim)
+    feed.view = ModelView(fed_model(view.model, feed.arrays), view.dim)
+    return feed

@@ -31,9 +31,10 @@ from .checks import as_generator, check_int
 from .jit import jit
 from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
-__all__ = ["IndexSampler", "Order", "attach_feed", "clear_slots", "detach_feed", "draw_rows",
+__all__ = ["FEED_BLOCK", "IndexSampler", "Order", "attach_feed", "clear_slots", "detach_feed",
+           "draw_rows",
            "feed_rows_seen", "give_slots", "new_order", "register_feed", "restart_order",
-           "row_total", "rows_taken", "rows_without_slot", "slot_of", "slots_given",
+           "row_total", "rows_taken", "blocks_without_slot", "slot_of", "slots_given",
            "take_rows", "unregister_feed"]
 
 #: Smallest hash table (slots; a power of two).
@@ -288,12 +289,13 @@ def draw_rows(rng, order, u, out):
 # --- row feeds: rows that live in a store, brought into memory before they are read --------
 #
 # A chain whose rows live in a store (zarr, HDF5, ...) reads them from arrays in memory that
-# hold the rows fetched so far, each in a slot (samplers' chain feed). The order hands out
-# the slots of its rows instead of the rows themselves: the kernels index those arrays with
-# them, exactly as they index the data with rows. A row without a slot is fetched at once,
-# in compiled code, by calling back into Python (numba's object mode) the feed that
-# :func:`attach_feed` registered, which gives it a slot (:func:`give_slots`). The rows
-# drawn never depend on this: a feed only decides where the data are read from.
+# hold the rows fetched so far, each in a slot (samplers' chain feed), by blocks of
+# FEED_BLOCK consecutive rows in consecutive slots. The order hands out the slots of its
+# rows instead of the rows themselves: the kernels index those arrays with them, exactly as
+# they index the data with rows. A row without a slot is fetched at once, in compiled code,
+# by calling back into Python (numba's object mode) the feed that :func:`attach_feed`
+# registered, which gives its block slots (:func:`give_slots`). The rows drawn never depend
+# on this: a feed only decides where the data are read from.
 
 #: Row feeds by number: ``fetch(rows)`` gives the rows slots and fills them.
 _FEEDS = {}
@@ -302,8 +304,8 @@ _NEXT_FEED = [0]
 
 def register_feed(fetch) -> int:
     """Register ``fetch(rows)`` (called with an int64 array of distinct rows without a slot;
-    it must give them slots, :func:`give_slots`, and fill them) and return its number for
-    :func:`attach_feed`."""
+    it must give their blocks slots, :func:`give_slots`, and fill them) and return its
+    number for :func:`attach_feed`."""
     _NEXT_FEED[0] += 1
     _FEEDS[_NEXT_FEED[0]] = fetch
     return _NEXT_FEED[0]
@@ -325,16 +327,23 @@ def _fetch_missing(number, rows):
         _call_feed(number, rows)
 
 
+#: Rows per block of a feed: a row's slot is its block's first slot plus its place in the
+#: block, so the hash table and the fetches work by blocks of consecutive rows.
+FEED_BLOCK = 16
+_BLOCK_SHIFT = 4
+
+
 @jit
 def slot_of(order, row):
     """The slot of ``row`` in the order's feed, or -1."""
     keys = order.slot_keys
     bits = _log2_len(keys)
     mask = keys.shape[0] - 1
-    s = _hash(row, bits)
+    block = row >> _BLOCK_SHIFT
+    s = _hash(block, bits)
     while keys[s] != _EMPTY:
-        if keys[s] == row:
-            return order.slot_vals[s]
+        if keys[s] == block:
+            return order.slot_vals[s] + (row & (FEED_BLOCK - 1))
         s = (s + 1) & mask
     return -1
 
@@ -348,22 +357,23 @@ def _log2_len(keys):
 
 
 @jit
-def _insert(keys, vals, row, slot):
+def _insert(keys, vals, key, value):
     bits = _log2_len(keys)
     mask = keys.shape[0] - 1
-    s = _hash(row, bits)
+    s = _hash(key, bits)
     while keys[s] != _EMPTY:
         s = (s + 1) & mask
-    keys[s] = row
-    vals[s] = slot
+    keys[s] = key
+    vals[s] = value
 
 
 @jit
-def give_slots(order, rows):
-    """Give the distinct rows ``rows`` (none with a slot) the next slots, in order, and
-    return them; the table doubles while it would be more than half full."""
+def give_slots(order, blocks):
+    """Give the distinct blocks ``blocks`` (of :data:`FEED_BLOCK` rows; none with slots)
+    the next slots, in order, and return the first slot of each; the table doubles while it
+    would be more than half full."""
     keys = order.slot_keys
-    need = 2 * (order.slots + rows.shape[0])
+    need = 2 * (order.slots // FEED_BLOCK + blocks.shape[0])
     if need > keys.shape[0]:
         size = max(keys.shape[0], _MIN_SLOTS)
         while size < need:
@@ -374,30 +384,30 @@ def give_slots(order, rows):
             if keys[s] != _EMPTY:
                 _insert(new_keys, new_vals, keys[s], order.slot_vals[s])
         order.slot_keys, order.slot_vals = new_keys, new_vals
-    out = np.empty(rows.shape[0], dtype=np.int64)
-    for t in range(rows.shape[0]):
+    out = np.empty(blocks.shape[0], dtype=np.int64)
+    for t in range(blocks.shape[0]):
         out[t] = order.slots
-        _insert(order.slot_keys, order.slot_vals, rows[t], order.slots)
-        order.slots += 1
+        _insert(order.slot_keys, order.slot_vals, blocks[t], order.slots)
+        order.slots += FEED_BLOCK
     return out
 
 
 @jit
-def rows_without_slot(order, lo, hi):
-    """The rows of the ranges ``[lo[k], hi[k]]`` (sorted by ``lo``) without a slot, in
-    increasing order and each once."""
+def blocks_without_slot(order, lo, hi):
+    """The blocks of :data:`FEED_BLOCK` rows meeting the row ranges ``[lo[k], hi[k]]``
+    (sorted by ``lo``) that have no slots, in increasing order and each once."""
     total = 0
     for k in range(lo.shape[0]):
-        total += hi[k] - lo[k] + 1
+        total += (hi[k] >> _BLOCK_SHIFT) - (lo[k] >> _BLOCK_SHIFT) + 1
     out = np.empty(total, dtype=np.int64)
     m = 0
     last = -1
     for k in range(lo.shape[0]):
-        for r in range(max(lo[k], last + 1), hi[k] + 1):
-            if slot_of(order, r) < 0:
-                out[m] = r
+        for b in range(max(lo[k] >> _BLOCK_SHIFT, last + 1), (hi[k] >> _BLOCK_SHIFT) + 1):
+            if slot_of(order, b << _BLOCK_SHIFT) < 0:
+                out[m] = b
                 m += 1
-        last = max(last, hi[k])
+            last = b
     return out[:m]
 
 
@@ -410,7 +420,8 @@ def clear_slots(order):
 
 @jit
 def _to_slots(order, rows):
-    """Replace each row of ``rows`` (distinct) by its slot, fetching the rows without one."""
+    """Replace each row of ``rows`` (distinct) by its slot, fetching the rows without one
+    (the feed is called with them, and fetches their blocks)."""
     order.seen += rows.shape[0]
     missing = 0
     for t in range(rows.shape[0]):
