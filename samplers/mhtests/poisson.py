@@ -285,8 +285,11 @@ class _PoissonFactorTest(AcceptanceTest):
             return True, ExactMinibatchInfo(0, 0, 0, rate, 0, False)
         idx = prep.batches.rows(rng, B)
         v = rng.random(B)
+        # rows read in place; or, from a store, the batch's rows read into memory
+        data, rows, c_all = ((prep.data, idx, rem.c) if not rem.store_backed
+                             else rem.rows_data(idx))
         status, log_ratio, n_read, n_kept, bad, delta, bound = prep.loop(
-            prep.data, idx, v, theta, theta_new, rem.c, prep.c_uniform, phi, lam / prep.C,
+            data, rows, v, theta, theta_new, c_all, prep.c_uniform, phi, lam / prep.C,
             self.gamma,
             self.gamma == 1.0 and self.chi == 0.0,
         )

@@ -76,7 +76,10 @@ def _x_scatter(data, i, w, out):
 
 
 def _x_design(model, start, stop):
-    return np.asarray(model.X[start:stop], dtype=np.float64)
+    X = model.X
+    if not isinstance(X, np.ndarray):     # a row source (a store): read the range
+        return np.asarray(X.read_range(start, stop), dtype=np.float64)
+    return np.asarray(X[start:stop], dtype=np.float64)
 
 
 def _x_max_row_norm(model):

@@ -127,6 +127,17 @@ def batch_pair_grads(row_eta, row_prefetch):
 # --- the shared machinery of Gaussian-in-eta bounds ----------------------------------------
 
 
+def _refuse_store(who, model) -> None:
+    """Firefly's compiled steps read rows and their bound coefficients in place: refuse a
+    model whose rows are in a store (before any O(N) work)."""
+    if getattr(model, "_store_backed", False):
+        raise TypeError(f"{who} needs a model whose rows are read in place (numpy arrays or "
+                        f"memmaps): Firefly's compiled steps read rows and their bound "
+                        f"coefficients directly, and {type(model).__name__} reads "
+                        f"{', '.join(model.data_sources())} from a store; write the data to "
+                        "a .npy file and build the model from np.load(path, mmap_mode='r')")
+
+
 class QuadraticBound:
     """Base of the built-in bounds: ``log B_n = (a_n + b_n eta_n - c_n eta_n^2) / K``.
 
@@ -153,6 +164,7 @@ class QuadraticBound:
         if not isinstance(model, self.model_type):
             raise TypeError(f"{type(self).__name__} bounds a {self.model_type.__name__}, "
                             f"got {type(model).__name__}")
+        _refuse_store(type(self).__name__, model)
         self.model = model
         self.N = model.N
         self.dim = model.dim
@@ -199,6 +211,7 @@ class QuadraticBound:
         -------
         The bound, with ``theta_tuned`` set to the tuning point.
         """
+        _refuse_store(cls.__name__, model)
         if theta is None:
             theta = map_estimate(model, n_steps=n_steps, batch_size=batch_size, rng=rng)
         theta = model._check_theta("theta", theta)

@@ -185,6 +185,22 @@ class TaylorRemainder:
             return self.model._kernel_data()
         return self.cv._data(0.0)
 
+    @property
+    def store_backed(self) -> bool:
+        """Whether the model's rows are in a store (read per decision: :meth:`rows_data`)."""
+        return bool(getattr(self.model, "_store_backed", False))
+
+    def rows_data(self, idx) -> tuple:
+        """``(data, local rows, c)`` for a decision on rows ``idx``: :meth:`decision_data`,
+        ``idx`` and :attr:`c` when the kernels read the rows in place; for a model whose rows
+        are in a store, the rows ``idx`` read into memory (``read_rows``), ``0 .. len(idx) -
+        1`` and ``c[idx]``: the same values, O(len(idx)) read."""
+        if not self.store_backed:
+            return self.decision_data(), idx, self.c
+        rows = (self.model if self.cv is None else self.cv)._rows_model(idx)
+        data = rows._kernel_data() if self.cv is None else rows._data(0.0)
+        return data, np.arange(idx.shape[0], dtype=np.intp), self.c[idx]
+
     def phi(self, theta, theta_new) -> float:
         """``phi_k = ||theta' - theta|| (||theta - c||^k + ||theta' - c||^k) / 2``, c the centre."""
         step = math.sqrt(float(np.dot(theta_new - theta, theta_new - theta)))
@@ -221,7 +237,8 @@ class TaylorRemainder:
         """``(delta_i, c_i)`` for rows ``idx`` (compiled; an O(len(idx)) read)."""
         idx = np.asarray(idx, dtype=np.intp)
         delta, c = np.empty(idx.shape[0]), np.empty(idx.shape[0])
+        data, rows, c_all = self.rows_data(idx)
         _ratio_loop(self.row_ratio, self.row_prefetch)(
-            self.decision_data(), idx, np.asarray(theta, float), np.asarray(theta_new, float),
-            self.c, delta, c)
+            data, rows, np.asarray(theta, float), np.asarray(theta_new, float),
+            c_all, delta, c)
         return delta, c

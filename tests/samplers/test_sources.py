@@ -442,3 +442,40 @@ def test_a_store_changed_after_it_was_written_is_refused(tmp_path):
     arr.attrs[sources.CHECKSUM_ATTR] = dict(src.attrs, shape=[99, 2])
     with pytest.raises(ValueError, match="changed after it was written"):
         sources.ZarrSource(tmp_path / "a.zarr")
+
+
+def test_firefly_bounds_refuse_a_store(tmp_path):
+    from samplers import JaakkolaJordanBound
+
+    build, arrays, dim = MODELS["logistic"]
+    on_store = build(store("zarr", arrays, tmp_path))
+    with pytest.raises(TypeError, match="JaakkolaJordanBound needs a model whose rows are read "
+                                        "in place.*X, y from a store"):
+        JaakkolaJordanBound(on_store, 1.0)
+    with pytest.raises(TypeError, match="JaakkolaJordanBound needs"):
+        JaakkolaJordanBound.map_tuned(on_store, np.zeros(dim))
+
+
+def test_row_scales_of_a_store_model_equal_the_in_memory_ones(tmp_path):
+    from samplers.models.exact_rows import row_scales
+
+    build, arrays, dim = MODELS["logistic"]
+    cv_mem = ControlVariates(build(arrays))
+    cv_store = ControlVariates(build(store("h5", arrays, tmp_path)))
+    np.testing.assert_array_equal(row_scales(cv_store), row_scales(cv_mem))
+
+
+@pytest.mark.parametrize("test", ["TunaMHTest", "ScalableSubsamplingTest"])
+def test_exact_minibatch_chains_on_a_store_equal_the_in_memory_chains(test, tmp_path):
+    """TunaMH and MH-SS read their Poisson batch's rows from the store each decision (the
+    Python loop): the chain is the in-memory chain, bit for bit."""
+    import samplers
+    from samplers import RandomWalk
+
+    build, arrays, dim = MODELS["logistic"]
+    mem, on_store = build(arrays), build(store("zarr", arrays, tmp_path))
+    start = ControlVariates(mem).center.theta
+    chains = [sample(m, getattr(samplers, test)(), RandomWalk(0.01), start, 40, rng=5,
+                     progress=False) for m in (mem, on_store)]
+    np.testing.assert_array_equal(chains[1].samples, chains[0].samples)
+    np.testing.assert_array_equal(chains[1].stats["n_used"], chains[0].stats["n_used"])

@@ -1,4 +1,5 @@
-"""The ``austerity`` command line: ``austerity demo`` and the design and table tools."""
+"""The ``austerity`` command line: ``austerity demo``, the design and table tools, and
+``austerity convert`` (data to a sharded Zarr store)."""
 
 from __future__ import annotations
 
@@ -70,11 +71,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_demo(sub)
+    from .convert import add_convert_parser
     from .correction_cli import add_correction_parser
     from .design_cli import add_design_parser
 
     add_design_parser(sub)
     add_correction_parser(sub)
+    add_convert_parser(sub)
     return parser
 
 
