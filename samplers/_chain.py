@@ -597,6 +597,14 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
     the same arithmetic, so equal seeds give bit-identical chains on either loop; progress
     and Ctrl-C are handled between blocks.
 
+    On a model whose rows are in a store (zarr, HDF5, a :class:`~samplers.sources.RowSource`)
+    a chain whose test and proposal read rows only from the chain's row order (the
+    sequential tests with a model range; random-walk, independence and minibatch Langevin
+    proposals; SGLD) fetches its rows ahead, in sorted reads, into memory
+    (``samplers/_rowfeed.py``): the chain is bit-identical to the chain on the same rows in
+    memory, and ``chain.store_reads`` says what was read. Other chains on a store read the
+    rows each step needs through the model (``read_rows``).
+
     Examples
     --------
     >>> import numpy as np

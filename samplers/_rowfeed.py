@@ -30,7 +30,7 @@ kernels must find them where they read rows today: ``X[i, j]`` of the model's
   (``random_raw``) and fetches, in one sorted read, for each output w the rows its uniform
   would give at positions ``0 .. window - 1`` (the range ``[j(0), j(window - 1)]``: j is
   nondecreasing in i, by steps of 0 or 1) plus the rows ``0 .. window - 1`` (displaced
-  rows). Outputs that become proposal or threshold draws fetch rows that are never read:
+  rows); the window follows the rows read per step (:data:`WINDOW`, :data:`WINDOW_MAX`). Outputs that become proposal or threshold draws fetch rows that are never read:
   the price of not knowing which output becomes which draw (a few per step, against tens of
   rows). A range of ``window`` consecutive rows costs a row-chunked store about what one row
   costs (one chunk). A decision reading more than ``window`` rows finds its later rows on
@@ -65,20 +65,41 @@ from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clea
 
 __all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model"]
 
-#: Positions of a decision's order covered by the prediction.
+#: Positions of a decision's order covered by the prediction before the first step; then
+#: the rows read per step so far, rounded up to a multiple of 8, within [8, WINDOW_MAX]
+#: (the rows of a longer decision are fetched on demand).
 WINDOW = 32
+WINDOW_MAX = 64
 #: Outputs of the bit generator looked at before each run of steps.
 AHEAD = 1 << 14
 #: Bytes of slots (summed over a model's store-backed arrays) kept between refills.
 MEMORY = 1 << 27
 
-def _sources_of(model) -> list:
-    """The distinct row sources of a store-backed model (``model.data_sources()``, wrapped
-    models included)."""
-    ask = getattr(model, "data_sources", None)
+
+def _per_row(model, value) -> bool:
+    """Whether a model's field holds one entry per row: a row source, or an array of N
+    rows (what ``BaseModel.row_block`` cuts too)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim > 0 and value.shape[0] == model.N
+    return value is not None and hasattr(value, "read_rows") and hasattr(value, "read_range")
+
+
+def _row_arrays(model) -> list:
+    """The distinct per-row fields of a model and of the models it wraps
+    (``_row_fields``, ``_wrapped_fields``): the arrays a chain's rows are read from."""
     found = {}
-    for source in ({} if ask is None else ask()).values():
-        found.setdefault(id(source), source)
+
+    def walk(m):
+        for name in getattr(m, "_row_fields", ()):
+            value = m.__dict__.get(name)
+            if _per_row(m, value):
+                found.setdefault(id(value), value)
+        for name in getattr(m, "_wrapped_fields", ()):
+            inner = m.__dict__.get(name)
+            if inner is not None:
+                walk(inner)
+
+    walk(model)
     return list(found.values())
 
 
@@ -91,9 +112,10 @@ _SUMMARIES = ("_range_data", "_loglik_ratio_bound", "_loglik_ratio_range",
 
 def fed_model(model, arrays):
     """A shallow copy of a store-backed model whose per-row fields (``_row_fields``, and
-    those of the models it wraps, ``_wrapped_fields``) are the arrays ``arrays[id(source)]``
-    of a :class:`RowFeed`, so that its row kernels and ``kernel_data()`` work as for data in
-    memory; ranges and bounds stay the store-backed model's (:data:`_SUMMARIES`)."""
+    those of the models it wraps, ``_wrapped_fields``; in a store or in memory) are the
+    slot arrays ``arrays[id(field)]`` of a :class:`RowFeed`, so that its row kernels and
+    ``kernel_data()`` work as for data in memory, indexed by slots; ranges and bounds stay
+    the store-backed model's (:data:`_SUMMARIES`)."""
     new = copy.copy(model)
     state = new.__dict__
     for name in getattr(model, "_row_fields", ()):
@@ -179,8 +201,9 @@ class RowFeed:
 
     Parameters
     ----------
-    sources : list of RowSource
-        The model's store-backed arrays (:func:`store_sources`), N rows each.
+    sources : list of RowSource or numpy.ndarray
+        The model's per-row fields (row sources, and arrays in memory beside them), N rows
+        each: the order hands out slots, so every per-row field is read through them.
     rng : numpy.random.Generator
         The chain's Generator (looked at, never advanced).
     order : design._lib.rows.Order
@@ -253,7 +276,7 @@ class RowFeed:
         if self.capacity < self._maps[0].array.shape[0] and (
                 slots_given(self._order) > self.capacity // 2):
             self.refill()
-        N, W = self.N, min(self.window, self.N)
+        N, W = self.N, min(self._window(), self.N)
         lo, hi = [], []
         if slots_given(self._order) == 0:
             lo.append(np.zeros(1, dtype=np.int64))
@@ -307,6 +330,14 @@ class RowFeed:
         self._last_raw = np.empty(0, dtype=np.uint64)
         self.refills += 1
 
+    def _window(self) -> int:
+        """Positions covered: ``window`` before the first step, then the rows read per step
+        so far rounded up to a multiple of 8, within [8, max(window, WINDOW_MAX)]."""
+        if not self._steps:
+            return self.window
+        rows = feed_rows_seen(self._order) / self._steps
+        return int(min(max(8, 8 * math.ceil(rows / 8)), max(self.window, WINDOW_MAX)))
+
     def _per_step(self) -> float:
         """Outputs of the bit generator per step: the rows handed out per step so far (the
         window before the first step) plus a proposal's and a threshold's draws."""
@@ -338,6 +369,12 @@ def _filler(source):
     source's own ``read_into(rows, slots, out)`` if it has one; for an uncompressed zarr
     array in a local directory (``source.path``), a reader of its chunk files
     (:mod:`samplers._shards`); else ``read_rows``."""
+    if isinstance(source, np.ndarray):   # a per-row array in memory beside a store's
+
+        def copy_rows(rows, slots, out):
+            out[slots] = source[rows]
+
+        return copy_rows
     into = getattr(source, "read_into", None)
     if callable(into):
         return into
@@ -363,9 +400,10 @@ def chain_feed(view, test, proposal, rng, batches):
     rows only from the chain's order (``rows_from_order(view)``), or None (the model is in
     memory, or the chain runs on the model's batch methods, which read rows with
     ``read_rows``). The feed's :attr:`RowFeed.view` is the chain's model view."""
-    sources = _sources_of(view.model)
-    if not sources:
+    model = view.model
+    if not getattr(model, "_store_backed", False):
         return None
+    sources = _row_arrays(model)
     for part in (test, proposal):
         ask = getattr(part, "rows_from_order", None)
         if ask is None or not ask(view):

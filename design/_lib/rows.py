@@ -329,8 +329,8 @@ def _fetch_missing(number, rows):
 
 #: Rows per block of a feed: a row's slot is its block's first slot plus its place in the
 #: block, so the hash table and the fetches work by blocks of consecutive rows.
-FEED_BLOCK = 16
-_BLOCK_SHIFT = 4
+FEED_BLOCK = 8
+_BLOCK_SHIFT = 3
 
 
 @jit
@@ -423,20 +423,25 @@ def _to_slots(order, rows):
     """Replace each row of ``rows`` (distinct) by its slot, fetching the rows without one
     (the feed is called with them, and fetches their blocks)."""
     order.seen += rows.shape[0]
+    slots = np.empty(rows.shape[0], dtype=np.int64)
     missing = 0
     for t in range(rows.shape[0]):
-        if slot_of(order, rows[t]) < 0:
+        slots[t] = slot_of(order, rows[t])
+        if slots[t] < 0:
             missing += 1
     if missing:
         out = np.empty(missing, dtype=np.int64)
         m = 0
         for t in range(rows.shape[0]):
-            if slot_of(order, rows[t]) < 0:
+            if slots[t] < 0:
                 out[m] = rows[t]
                 m += 1
         _fetch_missing(order.feed, out)
+        for t in range(rows.shape[0]):
+            if slots[t] < 0:
+                slots[t] = slot_of(order, rows[t])
     for t in range(rows.shape[0]):
-        rows[t] = slot_of(order, rows[t])
+        rows[t] = slots[t]
 
 
 @jit

@@ -85,7 +85,7 @@ def test_rows_fetched_grow_with_rows_read_not_n(tmp_path):
     _same(a, b)
     reads = b.store_reads
     outputs = reads.rows_read + steps * (D + 4)    # rows' uniforms, proposal, threshold
-    per_output = rowfeed.WINDOW + 2 * FEED_BLOCK + 2
+    per_output = max(rowfeed.WINDOW, rowfeed.WINDOW_MAX) + 2 * FEED_BLOCK + 2
     assert reads.rows_fetched <= per_output * (2 * outputs + 64 * reads.reads)
     assert reads.rows_fetched < n / 4
     assert reads.rows_on_demand <= reads.rows_read
@@ -197,3 +197,46 @@ def test_raw_zarr_reader_matches_zarr(tmp_path):
         assert np.array_equal(out[slots], arr[:][rows])
     zarr.create_array(tmp_path / "z.zarr", shape=x.shape, dtype=x.dtype, chunks=(16, 3))
     assert raw_rows(str(tmp_path / "z.zarr")) is None
+
+
+def test_rows_in_memory_beside_a_store_are_read_through_the_slots(models):
+    """X in the store and y in memory: the order hands out slots, so y is copied into slots
+    too (else the kernels would read y at a slot's number)."""
+    memory, store = models
+    lr = store.model
+    mixed = LogisticRegression(lr.X, lr.y.read_range(0, N), prior=memory.model.prior)
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    a = sample(memory.model, test, walk, memory.centre.theta, 100, rng=6)
+    b = sample(mixed, test, walk, memory.centre.theta, 100, rng=6)
+    _same(a, b)
+    assert b.store_reads is not None
+
+
+class _FailingStore:
+    """A user's row source whose small reads (the rows fetched on demand) fail."""
+
+    def __init__(self, arr):
+        self._arr, self.shape, self.dtype, self.name = arr, arr.shape, arr.dtype, "X"
+
+    def read_range(self, start, stop):
+        return np.ascontiguousarray(self._arr[start:stop])
+
+    def read_rows(self, idx):
+        if len(idx) < 200:
+            raise OSError("the store went away")
+        return self._arr[idx]
+
+    def reopen(self):
+        return self
+
+
+def test_a_failed_read_on_demand_stops_the_chain_with_its_error(models, monkeypatch):
+    """A row fetched from compiled code (object mode) whose read fails: the store's error
+    comes out of ``sample``."""
+    monkeypatch.setattr(rowfeed, "WINDOW", 2)
+    X, y = _data()
+    model = LogisticRegression(_FailingStore(X), y)
+    with pytest.raises(OSError, match="went away"):
+        sample(model, AustereTest(m=30, epsilon=0.05), RandomWalk(0.05), np.zeros(D), 50,
+               rng=1)
