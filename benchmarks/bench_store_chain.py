@@ -10,7 +10,8 @@ enter the page cache) and a timed run of ``--steps`` steps from another seed; th
 counters of the timed run are printed (rows read, rows fetched ahead and on demand, reads).
 
 Run: ``python benchmarks/bench_store_chain.py --N 1000000 10000000``. Writes
-``results/bench_store_chain.json``. One run per configuration; the load is printed.
+``results/bench_store_chain.json`` (``--tag long``: ``bench_store_chain_long.json``). One
+run per configuration; the load is printed.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ def main():
     parser.add_argument("--h5-steps", type=int, default=2000,
                         help="timed steps on the HDF5 file (its reads are slower)")
     parser.add_argument("--dir", default=None, help="where the stores are written")
+    parser.add_argument("--tag", default="", help="appended to the results file's name")
     args = parser.parse_args()
     results = []
     test = AustereTest(m=30, epsilon=0.05)
@@ -111,7 +113,8 @@ def main():
                       f"({row['rows_on_demand_per_step']:.2f} on demand)  identical {same}  "
                       f"load {row['load']:.1f}", flush=True)
             del X, y, memory, stores
-    write("bench_store_chain", {"machine": machine(), "results": results})
+    write("bench_store_chain" + (f"_{args.tag}" if args.tag else ""),
+          {"machine": machine(), "results": results})
 
 
 if __name__ == "__main__":
