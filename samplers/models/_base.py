@@ -108,6 +108,10 @@ def as_data_array(name: str, arr, *, ndim: int) -> np.ndarray:
     """
     if isinstance(arr, np.ndarray) and arr.dtype in (np.float32, np.float64):
         out = arr
+    elif _is_store(arr):
+        raise TypeError(f"{name} is a store ({type(arr).__name__}), which this model reads in "
+                        "place only as a numpy array or memmap: it is not loaded into memory "
+                        "here; write it to a .npy file and pass np.load(path, mmap_mode='r')")
     else:
         if isinstance(arr, np.memmap):
             raise TypeError(
@@ -558,11 +562,10 @@ class BaseModel:
 
         Examples
         --------
-        >>> import pickle
         >>> import numpy as np
         >>> from samplers import GaussianMean
         >>> recipe = GaussianMean(np.arange(10.0)).block_recipe(4, 6)
-        >>> pickle.loads(pickle.dumps(recipe))().x.tolist()
+        >>> recipe().x.tolist()           # (on a worker: pickle.loads(pickle.dumps(recipe))())
         [4.0, 5.0]
         """
         start, stop = self._check_block(start, stop)

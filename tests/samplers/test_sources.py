@@ -99,11 +99,13 @@ def store(kind, arrays, tmp_path):
             np.save(path, a)
             out[key] = np.load(path, mmap_mode="r")
         return out
-    if kind in ("zarr", "dask"):
+    if kind in ("zarr", "zarr_zstd", "dask"):
         group = zarr.open_group(str(tmp_path / "data.zarr"), mode="w")
         out = {}
+        # zarr_zstd: compressed, so read through Zarr's codecs rather than the shard reader
+        codecs = {} if kind == "zarr_zstd" else {"compressors": None}
         for key, a in arrays.items():
-            arr = group.create_array(key, shape=a.shape, dtype=a.dtype, compressors=None,
+            arr = group.create_array(key, shape=a.shape, dtype=a.dtype, **codecs,
                                      chunks=(64,) + a.shape[1:], shards=(512,) + a.shape[1:])
             arr[:] = a
             out[key] = arr
@@ -121,8 +123,8 @@ def store(kind, arrays, tmp_path):
     raise AssertionError(kind)
 
 
-KINDS = ["array", "memmap", "zarr", "h5", "dask", "user"]
-STORE_KINDS = ["zarr", "h5", "user"]   # dask: below (its reads are slow)
+KINDS = ["array", "memmap", "zarr", "zarr_zstd", "h5", "dask", "user"]
+STORE_KINDS = ["zarr", "zarr_zstd", "h5", "user"]   # dask: below (its reads are slow)
 
 
 # --- the sources --------------------------------------------------------------------------
@@ -421,6 +423,24 @@ def test_passes_on_a_dask_array_equal_the_in_memory_passes(name, tmp_path, monke
     assert (a.n, a.mean, a.m2) == (b.n, b.mean, b.m2)
     idx = np.array([N - 1, 4, 4])          # random rows from the backing store
     np.testing.assert_array_equal(on_dask.loglik(theta, idx), mem.loglik(theta, idx))
+
+
+def test_a_dask_array_from_a_store_finds_its_backing_store(tmp_path):
+    da = pytest.importorskip("dask.array")
+    arr = store("zarr", {"x": X1}, tmp_path)["x"]
+    for loaded in (da.from_zarr(arr), da.from_zarr(str(tmp_path / "data.zarr"), component="x"),
+                   da.from_array(h5py.File(_h5(tmp_path), "r")["x"], chunks=500)):
+        src = sources.as_source(loaded, "x")
+        assert src.backing is not None
+        np.testing.assert_array_equal(src.read_rows(np.array([9, 2])), X1[[9, 2]])
+    assert sources.as_source(da.from_zarr(arr) * 2.0, "x").backing is None   # not the store's rows
+
+
+def _h5(tmp_path):
+    path = tmp_path / "x.h5"
+    with h5py.File(path, "w") as f:
+        f["x"] = X1
+    return path
 
 
 def test_a_dask_array_without_a_backing_store_refuses_random_rows(tmp_path):
