@@ -54,7 +54,6 @@ from __future__ import annotations
 import copy
 import math
 import mmap
-import os
 from dataclasses import dataclass
 
 import numpy as np
@@ -365,10 +364,9 @@ class RowFeed:
 
 
 def _filler(source):
-    """``fill(rows, slots, out)``: ``out[slots] = source's rows`` for sorted int64 rows. A
-    source's own ``read_into(rows, slots, out)`` if it has one; for an uncompressed zarr
-    array in a local directory (``source.path``), a reader of its chunk files
-    (:mod:`samplers._shards`); else ``read_rows``."""
+    """``fill(rows, slots, out)``: ``out[slots] = source's rows`` for sorted int64 rows:
+    the source's own ``read_into(rows, slots, out)`` if it has one, else ``read_rows`` (an
+    uncompressed zarr array is read straight from its shard files, ``samplers.sources``)."""
     if isinstance(source, np.ndarray):   # a per-row array in memory beside a store's
 
         def copy_rows(rows, slots, out):
@@ -378,16 +376,6 @@ def _filler(source):
     into = getattr(source, "read_into", None)
     if callable(into):
         return into
-    path = getattr(source, "path", None)
-    if isinstance(path, (str, os.PathLike)) and getattr(source, "array_name", ""):
-        path = os.path.join(path, source.array_name)   # a ZarrSource of a group's array
-    if isinstance(path, (str, os.PathLike)) and os.path.isdir(path):
-        from ._shards import raw_rows
-
-        raw = raw_rows(os.fspath(path))
-        if (raw is not None and raw.shape == tuple(source.shape)
-                and raw.dtype == np.dtype(source.dtype)):
-            return raw.read_into
 
     def fill(rows, slots, out):
         out[slots] = np.asarray(source.read_rows(rows))

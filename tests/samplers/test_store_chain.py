@@ -14,7 +14,6 @@ from design._lib.rows import (FEED_BLOCK, IndexSampler, attach_feed, blocks_with
                               give_slots, slot_of)
 from samplers import (AustereTest, ControlVariates, ExactTest, GaussianPrior, Langevin,
                       LogisticRegression, RandomWalk, TunaMHTest, sample)
-from samplers._shards import raw_rows
 from samplers.sources import open_store, write_store
 
 zarr = pytest.importorskip("zarr")
@@ -173,30 +172,6 @@ def test_slot_table_against_a_dict():
     want = sorted({b for a, z in zip(lo, hi) for b in range(a // FEED_BLOCK, z // FEED_BLOCK + 1)
                    if b not in given})
     assert blocks_without_slot(order, lo, hi).tolist() == want
-
-
-def test_raw_zarr_reader_matches_zarr(tmp_path):
-    """Sharded (with a missing inner chunk) and unsharded uncompressed arrays read straight
-    from their files equal zarr's reads; a compressed array is left to zarr."""
-    rng = np.random.default_rng(2)
-    x = rng.normal(size=(1000, 3)).astype(np.float32)
-    a = zarr.create_array(tmp_path / "s.zarr", shape=x.shape, dtype=x.dtype, chunks=(16, 3),
-                          shards=(128, 3), compressors=None, fill_value=7.0)
-    a[:600] = x[:600]
-    a[640:] = x[640:]          # rows 600..639: chunks never written
-    b = zarr.create_array(tmp_path / "u.zarr", shape=x.shape, dtype=x.dtype, chunks=(50, 3),
-                          compressors=None)
-    b[:] = x
-    rows = np.sort(rng.choice(1000, 300, replace=False)).astype(np.int64)
-    for arr, path in ((a, "s.zarr"), (b, "u.zarr")):
-        reader = raw_rows(str(tmp_path / path))
-        assert np.array_equal(reader.read_rows(rows), arr[:][rows])
-        out = np.zeros((400, 3), dtype=np.float32)
-        slots = rng.permutation(400)[:300].astype(np.int64)
-        reader.read_into(rows, slots, out)
-        assert np.array_equal(out[slots], arr[:][rows])
-    zarr.create_array(tmp_path / "z.zarr", shape=x.shape, dtype=x.dtype, chunks=(16, 3))
-    assert raw_rows(str(tmp_path / "z.zarr")) is None
 
 
 def test_rows_in_memory_beside_a_store_are_read_through_the_slots(models):
