@@ -26,7 +26,8 @@ from design._lib.interrupts import HeldInterrupt, caused_by_interrupt
 from design._lib.rows import IndexSampler
 from design._lib.progress import compile_notice, progress_bar, progress_enabled
 from design._lib.summary import short_array, short_repr
-from ._blocks import compiled_parts, mh_block
+from ._blocks import Block, compiled_parts, mh_block
+from ._rowfeed import chain_feed
 from ._view import check_model
 from .proposals import Proposal
 
@@ -108,6 +109,10 @@ class Chain:
         What made each step when it is not a test and a proposal, e.g. Firefly's
         :class:`~samplers.FireflyKernel` (its bound, z-update and theta-update); None
         otherwise.
+    store_reads
+        For a chain whose rows were read from a store (zarr, HDF5, a user's row source),
+        what it read (``FeedStats``: rows handed out, rows fetched ahead and on demand, read
+        calls, releases); None for data in memory.
     """
 
     samples: np.ndarray
@@ -118,6 +123,7 @@ class Chain:
     proposal: Proposal | None
     theta0: np.ndarray = field(repr=False)
     kernel: Any = field(default=None, repr=False)
+    store_reads: Any = field(default=None, repr=False)
 
     def _made_by(self) -> str:
         if self.kernel is not None:
@@ -591,6 +597,14 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
     the same arithmetic, so equal seeds give bit-identical chains on either loop; progress
     and Ctrl-C are handled between blocks.
 
+    On a model whose rows are in a store (zarr, HDF5, a :class:`~samplers.sources.RowSource`)
+    a chain whose test and proposal read rows only from the chain's row order (the
+    sequential tests with a model range; random-walk, independence and minibatch Langevin
+    proposals; SGLD) fetches its rows ahead, in sorted reads, into memory
+    (``samplers/_rowfeed.py``): the chain is bit-identical to the chain on the same rows in
+    memory, and ``chain.store_reads`` says what was read. Other chains on a store read the
+    rows each step needs through the model (``read_rows``).
+
     Examples
     --------
     >>> import numpy as np
@@ -626,40 +640,102 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
 
         batches = IndexSampler(view.N, rng)
         state = State(theta, float(view.logprior(theta)), proposal.init(view, theta))
-        block = None
-        if compiled is not False:
-            parts = compiled_parts(view, test, proposal, state, n_samples)
-            block = mh_block(view, test, proposal, rng, batches, state, n_samples, parts)
-            if block is None and compiled:
-                raise TypeError(f"no compiled chain loop for {type(model).__name__} with "
-                                f"{type(test).__name__} and {type(proposal).__name__}: "
-                                f"{parts.missing}; pass compiled=None (or False) to run the "
-                                "Python loop")
-            if block is None:
-                python_loop_notice(parts.missing, progress_enabled(progress))
-        if block is not None:
-            def finish_block(samples, done, wall):
-                return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta)
+        feed = chain_feed(view, test, proposal, rng, batches)
+        if feed is None:
+            return _run(view, test, proposal, rng, batches, state, theta, n_samples, None,
+                        progress=progress, compiled=compiled)
+        try:   # rows from a store, fetched ahead (samplers/_rowfeed.py)
+            return _run(feed.view, test, proposal, rng, batches, state, theta, n_samples,
+                        feed, progress=progress, compiled=compiled)
+        finally:
+            feed.close()
 
-            samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
-            chain, interrupted = keep_chain(finish_block, samples, done, wall)
-            return check_bias(chain, interrupted or done < n_samples)
 
-        def finish(samples, infos, wall):
-            n = len(infos)
-            stats = {
-                "accepted": np.fromiter((s.accepted for s in infos), bool, n),
-                "log_const": np.fromiter((s.log_const for s in infos), float, n),
-                "n_grad": np.fromiter((s.n_grad for s in infos), np.int64, n),
-            }
-            for name in type(infos[0].test)._fields:
-                stats[name] = np.array([getattr(s.test, name) for s in infos])
-            return Chain(samples, stats, view.N, wall, test, proposal, theta)
+class FedBlock(Block):
+    """A compiled chain on a row feed: each block runs in sub-blocks, the feed fetching the
+    rows ahead of each (``RowFeed.prefetch``); the chain does not depend on where the
+    sub-blocks end."""
 
-        samples, infos, wall = run_chain(
-            lambda s: mh_step(rng, s, view, test, proposal, batches), state, n_samples,
-            progress=progress, finish=finish,
-        )
+    def __init__(self, block, feed):
+        self._block, self._feed = block, feed
+
+    @property
+    def theta(self):
+        return self._block.theta
+
+    @property
+    def done(self):
+        return self._block.done
+
+    def run(self, start, stop, samples):
+        while start < stop:
+            end = min(stop, start + self._feed.steps_ahead(start))
+            self._feed.prefetch(end - start)
+            self._block.run(start, end, samples)
+            start = end
+
+    def stats(self, n):
+        return self._block.stats(n)
+
+
+def _fed_step(step, feed, n_samples):
+    """``step`` preceded, every few steps, by ``feed.prefetch`` (the Python loop)."""
+    if feed is None:
+        return step
+    count = [0, 0]   # steps made, step of the next prefetch
+
+    def fed(state):
+        if count[0] >= count[1]:
+            ahead = min(feed.steps_ahead(count[0]), n_samples - count[0])
+            feed.prefetch(ahead)
+            count[1] = count[0] + ahead
+        count[0] += 1
+        return step(state)
+
+    return fed
+
+
+def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, progress,
+         compiled):
+    """The loops of :func:`sample`, after its checks."""
+    model = view.model
+    block = None
+    if compiled is not False:
+        parts = compiled_parts(view, test, proposal, state, n_samples)
+        block = mh_block(view, test, proposal, rng, batches, state, n_samples, parts)
+        if block is None and compiled:
+            raise TypeError(f"no compiled chain loop for {type(model).__name__} with "
+                            f"{type(test).__name__} and {type(proposal).__name__}: "
+                            f"{parts.missing}; pass compiled=None (or False) to run the "
+                            "Python loop")
+        if block is None:
+            python_loop_notice(parts.missing, progress_enabled(progress))
+    reads = (lambda: None) if feed is None else feed.stats
+    if block is not None:
+        if feed is not None:
+            block = FedBlock(block, feed)
+
+        def finish_block(samples, done, wall):
+            return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta,
+                         store_reads=reads())
+
+        samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
+        chain, interrupted = keep_chain(finish_block, samples, done, wall)
+        return check_bias(chain, interrupted or done < n_samples)
+
+    def finish(samples, infos, wall):
+        n = len(infos)
+        stats = {
+            "accepted": np.fromiter((s.accepted for s in infos), bool, n),
+            "log_const": np.fromiter((s.log_const for s in infos), float, n),
+            "n_grad": np.fromiter((s.n_grad for s in infos), np.int64, n),
+        }
+        for name in type(infos[0].test)._fields:
+            stats[name] = np.array([getattr(s.test, name) for s in infos])
+        return Chain(samples, stats, view.N, wall, test, proposal, theta, store_reads=reads())
+
+    step = _fed_step(lambda s: mh_step(rng, s, view, test, proposal, batches), feed, n_samples)
+    samples, infos, wall = run_chain(step, state, n_samples, progress=progress, finish=finish)
     chain, interrupted = keep_chain(finish, samples, infos, wall)
     return check_bias(chain, interrupted or len(infos) < n_samples)
 

@@ -321,6 +321,15 @@ class Proposal:
     def propose(self, rng, view, batches, theta, pstate):
         raise NotImplementedError
 
+    def rows_from_order(self, view) -> bool:
+        """Whether every row this proposal reads comes from the chain's row order
+        (``batches.take``, or ``draw_rows`` in compiled code), so that a chain on a
+        store-backed model can fetch the rows as the order hands them out
+        (:mod:`samplers._rowfeed`). False (the default) for a proposal that reads other
+        rows (a full-data gradient): its chains on a store read rows through the model's
+        batch methods."""
+        return False
+
     def compiled_move(self, view, model, state, n_samples) -> Move | None:
         """The move in compiled form for the block loop (:class:`Move`), or None (the
         default: the chain runs on the Python loop).
@@ -404,6 +413,10 @@ class RandomWalk(Proposal):
         z = rng.standard_normal(theta.shape[0])
         step = self._factor @ z if self._factor.ndim == 2 else self._factor * z
         return theta + step, 0.0, None, 0
+
+    def rows_from_order(self, view) -> bool:
+        """True: a random walk reads no rows."""
+        return unchanged_below(self, RandomWalk, "propose")
 
     def compiled_move(self, view, model, state, n_samples):
         if not unchanged_below(self, RandomWalk, "propose", "_kernel"):
@@ -503,6 +516,12 @@ class Langevin(Proposal):
 
     def init(self, view, theta):
         return view.full_grad(theta) if self.batch_size is None else None
+
+    def rows_from_order(self, view) -> bool:
+        """With a minibatch (``batch_size`` set), whose rows the order hands out; not with
+        full-data gradients."""
+        return self.batch_size is not None and unchanged_below(
+            self, Langevin, "propose", "_propose_preconditioned", "init")
 
     def compiled_move(self, view, model, state, n_samples):
         """The minibatch move (``batch_size`` set); None for full-data gradients."""
@@ -657,6 +676,10 @@ class Independence(Proposal):
         if self.mean.shape[0] != view.dim:
             raise ValueError(f"mean has {self.mean.shape[0]} element(s) but theta has "
                              f"{view.dim}")
+
+    def rows_from_order(self, view) -> bool:
+        """True: an independence proposal reads no rows."""
+        return unchanged_below(self, Independence, "propose")
 
     def compiled_move(self, view, model, state, n_samples):
         if not unchanged_below(self, Independence, "propose", "_kernel", "log_density"):

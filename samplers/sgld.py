@@ -192,6 +192,10 @@ class AcceptAll(AcceptanceTest):
     def null_info(self):
         return AcceptAllInfo(0, 0)
 
+    def rows_from_order(self, view) -> bool:
+        """True: accepting reads no rows."""
+        return unchanged_below(self, AcceptAll, "decide")
+
     def compiled_decision(self, view):
         if not unchanged_below(self, AcceptAll, "decide", "null_info"):
             return None
@@ -251,6 +255,10 @@ class SGLD(Proposal):
 
     def check(self, view):
         check_gradient_model(self, view)
+
+    def rows_from_order(self, view) -> bool:
+        """True: the minibatch's rows come from the order."""
+        return unchanged_below(self, SGLD, "propose", "_gradient")
 
     def compiled_move(self, view, model, state, n_samples):
         """The move with the step-size schedule evaluated in Python block by block (so any

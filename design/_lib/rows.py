@@ -24,15 +24,18 @@ same rows as that code did.
 from __future__ import annotations
 
 import numpy as np
-from numba import types
+from numba import objmode, types
 from numba.experimental import structref
 
 from .checks import as_generator, check_int
 from .jit import jit
 from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
-__all__ = ["IndexSampler", "Order", "draw_rows", "new_order", "restart_order", "row_total",
-           "rows_taken", "take_rows"]
+__all__ = ["FEED_BLOCK", "IndexSampler", "Order", "attach_feed", "clear_slots", "detach_feed",
+           "draw_rows",
+           "feed_rows_seen", "give_slots", "new_order", "register_feed", "restart_order",
+           "row_total", "rows_taken", "blocks_without_slot", "slot_of", "slots_given",
+           "take_rows", "unregister_feed"]
 
 #: Smallest hash table (slots; a power of two).
 _MIN_SLOTS = 1024
@@ -64,7 +67,10 @@ class Order(structref.StructRefProxy):
     (log2 of the table's slots), ``table`` (slot s holds a position at ``2 s`` and the row
     there at ``2 s + 1``, one cache line for both; position ``-1`` marks an empty slot) and
     ``dense`` (an int32 permutation of all N rows once the order has been densified,
-    otherwise empty).
+    otherwise empty); with a row feed (:func:`attach_feed`): ``feed`` (its number, 0 for
+    none), ``slot_keys`` / ``slot_vals`` (a hash table from the rows in memory to their
+    slots in the feed's arrays: open addressing, key -1 for an empty slot), ``slots``
+    (slots given out) and ``seen`` (rows handed out).
     """
 
 
@@ -74,7 +80,10 @@ structref.define_attributes(OrderType)
 _ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
                     ("entries", types.int64), ("bits", types.int64),
                     ("table", types.int64[::1]),
-                    ("dense", types.int32[::1])])
+                    ("dense", types.int32[::1]),
+                    ("feed", types.int64), ("slot_keys", types.int64[::1]),
+                    ("slot_vals", types.int64[::1]), ("slots", types.int64),
+                    ("seen", types.int64)])
 
 
 def _log2(slots):
@@ -94,6 +103,11 @@ def new_order(n_total):
     order.bits = _MIN_BITS
     order.table = np.full(2 * _MIN_SLOTS, _EMPTY, dtype=np.int64)
     order.dense = np.empty(0, dtype=np.int32)
+    order.feed = 0
+    order.slot_keys = np.empty(0, dtype=np.int64)
+    order.slot_vals = np.empty(0, dtype=np.int64)
+    order.slots = 0
+    order.seen = 0
     return order
 
 
@@ -257,6 +271,8 @@ def take_rows(order, u, out):
     else:
         _sparse_shuffle(order, u, out)
     order.taken += k
+    if order.feed != 0:
+        _to_slots(order, out)
 
 
 @jit
@@ -268,6 +284,196 @@ def draw_rows(rng, order, u, out):
     for t in range(u.shape[0]):
         u[t] = rng.random()
     take_rows(order, u, out)
+
+
+# --- row feeds: rows that live in a store, brought into memory before they are read --------
+#
+# A chain whose rows live in a store (zarr, HDF5, ...) reads them from arrays in memory that
+# hold the rows fetched so far, each in a slot (samplers' chain feed), by blocks of
+# FEED_BLOCK consecutive rows in consecutive slots. The order hands out the slots of its
+# rows instead of the rows themselves: the kernels index those arrays with them, exactly as
+# they index the data with rows. A row without a slot is fetched at once, in compiled code,
+# by calling back into Python (numba's object mode) the feed that :func:`attach_feed`
+# registered, which gives its block slots (:func:`give_slots`). The rows drawn never depend
+# on this: a feed only decides where the data are read from.
+
+#: Row feeds by number: ``fetch(rows)`` gives the rows slots and fills them.
+_FEEDS = {}
+_NEXT_FEED = [0]
+
+
+def register_feed(fetch) -> int:
+    """Register ``fetch(rows)`` (called with an int64 array of distinct rows without a slot;
+    it must give their blocks slots, :func:`give_slots`, and fill them) and return its
+    number for :func:`attach_feed`."""
+    _NEXT_FEED[0] += 1
+    _FEEDS[_NEXT_FEED[0]] = fetch
+    return _NEXT_FEED[0]
+
+
+def unregister_feed(number) -> None:
+    """Forget feed ``number`` (after :func:`detach_feed` on every order that used it)."""
+    _FEEDS.pop(number, None)
+
+
+def _call_feed(number, rows):
+    _FEEDS[number](rows)
+
+
+@jit(nogil=False)
+def _fetch_missing(number, rows):
+    """Call feed ``number`` from compiled code (object mode holds the GIL)."""
+    with objmode():
+        _call_feed(number, rows)
+
+
+#: Rows per block of a feed: a row's slot is its block's first slot plus its place in the
+#: block, so the hash table and the fetches work by blocks of consecutive rows.
+FEED_BLOCK = 8
+_BLOCK_SHIFT = 3
+
+
+@jit
+def slot_of(order, row):
+    """The slot of ``row`` in the order's feed, or -1."""
+    keys = order.slot_keys
+    bits = _log2_len(keys)
+    mask = keys.shape[0] - 1
+    block = row >> _BLOCK_SHIFT
+    s = _hash(block, bits)
+    while keys[s] != _EMPTY:
+        if keys[s] == block:
+            return order.slot_vals[s] + (row & (FEED_BLOCK - 1))
+        s = (s + 1) & mask
+    return -1
+
+
+@jit
+def _log2_len(keys):
+    n, bits = keys.shape[0], 0
+    while (1 << bits) < n:
+        bits += 1
+    return bits
+
+
+@jit
+def _insert(keys, vals, key, value):
+    bits = _log2_len(keys)
+    mask = keys.shape[0] - 1
+    s = _hash(key, bits)
+    while keys[s] != _EMPTY:
+        s = (s + 1) & mask
+    keys[s] = key
+    vals[s] = value
+
+
+@jit
+def give_slots(order, blocks):
+    """Give the distinct blocks ``blocks`` (of :data:`FEED_BLOCK` rows; none with slots)
+    the next slots, in order, and return the first slot of each; the table doubles while it
+    would be more than half full."""
+    keys = order.slot_keys
+    need = 2 * (order.slots // FEED_BLOCK + blocks.shape[0])
+    if need > keys.shape[0]:
+        size = max(keys.shape[0], _MIN_SLOTS)
+        while size < need:
+            size *= 2
+        new_keys = np.full(size, _EMPTY, dtype=np.int64)
+        new_vals = np.empty(size, dtype=np.int64)
+        for s in range(keys.shape[0]):
+            if keys[s] != _EMPTY:
+                _insert(new_keys, new_vals, keys[s], order.slot_vals[s])
+        order.slot_keys, order.slot_vals = new_keys, new_vals
+    out = np.empty(blocks.shape[0], dtype=np.int64)
+    for t in range(blocks.shape[0]):
+        out[t] = order.slots
+        _insert(order.slot_keys, order.slot_vals, blocks[t], order.slots)
+        order.slots += FEED_BLOCK
+    return out
+
+
+@jit
+def blocks_without_slot(order, lo, hi):
+    """The blocks of :data:`FEED_BLOCK` rows meeting the row ranges ``[lo[k], hi[k]]``
+    (sorted by ``lo``) that have no slots, in increasing order and each once."""
+    total = 0
+    for k in range(lo.shape[0]):
+        total += (hi[k] >> _BLOCK_SHIFT) - (lo[k] >> _BLOCK_SHIFT) + 1
+    out = np.empty(total, dtype=np.int64)
+    m = 0
+    last = -1
+    for k in range(lo.shape[0]):
+        for b in range(max(lo[k] >> _BLOCK_SHIFT, last + 1), (hi[k] >> _BLOCK_SHIFT) + 1):
+            if slot_of(order, b << _BLOCK_SHIFT) < 0:
+                out[m] = b
+                m += 1
+            last = b
+    return out[:m]
+
+
+@jit
+def clear_slots(order):
+    """Forget every slot (the feed then refills from slot 0)."""
+    order.slot_keys[:] = _EMPTY
+    order.slots = 0
+
+
+@jit
+def _to_slots(order, rows):
+    """Replace each row of ``rows`` (distinct) by its slot, fetching the rows without one
+    (the feed is called with them, and fetches their blocks)."""
+    order.seen += rows.shape[0]
+    slots = np.empty(rows.shape[0], dtype=np.int64)
+    missing = 0
+    for t in range(rows.shape[0]):
+        slots[t] = slot_of(order, rows[t])
+        if slots[t] < 0:
+            missing += 1
+    if missing:
+        out = np.empty(missing, dtype=np.int64)
+        m = 0
+        for t in range(rows.shape[0]):
+            if slots[t] < 0:
+                out[m] = rows[t]
+                m += 1
+        _fetch_missing(order.feed, out)
+        for t in range(rows.shape[0]):
+            if slots[t] < 0:
+                slots[t] = slot_of(order, rows[t])
+    for t in range(rows.shape[0]):
+        rows[t] = slots[t]
+
+
+@jit
+def attach_feed(order, number):
+    """Hand out the slots of rows in feed ``number`` (:func:`register_feed`) instead of the
+    rows, fetching rows without a slot."""
+    order.slot_keys = np.full(_MIN_SLOTS, _EMPTY, dtype=np.int64)
+    order.slot_vals = np.empty(_MIN_SLOTS, dtype=np.int64)
+    order.slots = 0
+    order.feed = number
+    order.seen = 0
+
+
+@jit
+def detach_feed(order):
+    """Hand out rows again."""
+    order.feed = 0
+    order.slot_keys = np.empty(0, dtype=np.int64)
+    order.slot_vals = np.empty(0, dtype=np.int64)
+    order.slots = 0
+
+
+@jit
+def feed_rows_seen(order):
+    """Rows the order has handed out since :func:`attach_feed`."""
+    return order.seen
+
+
+@jit
+def slots_given(order):
+    """Slots given out since the last :func:`clear_slots`."""
+    return order.slots
 
 
 @jit

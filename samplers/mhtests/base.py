@@ -60,6 +60,15 @@ class AcceptanceTest:
         """Info recorded for a proposal that the prior rejects without reading data."""
         raise NotImplementedError
 
+    def rows_from_order(self, view) -> bool:
+        """Whether every row this test reads in a chain comes from the chain's row order
+        (``batches.take``, or ``draw_rows`` on its order in compiled code), so that a chain
+        on a store-backed model can fetch the rows as the order hands them out
+        (:mod:`samplers._rowfeed`). False (the default) for a test that reads other rows (a full
+        pass, rows it draws itself): its chains on a store read rows through the model's
+        batch methods."""
+        return False
+
     def compiled_decision(self, view) -> Decision | None:
         """The test's compiled decision on this model (:class:`~samplers.mhtests.compiled.
         Decision`), or None (the default): the chain then runs on the Python loop.
@@ -172,6 +181,11 @@ class SequentialTest(AcceptanceTest):
             return self._more_settings(N, int(state[4]), settings)
 
         return Decision(decide, base, self.carry0, more, refuse)
+
+    def rows_from_order(self, view) -> bool:
+        """True: the engine reads the rows of the chain's order, nothing else (unless a
+        subclass rewrites ``decide``)."""
+        return unchanged_below(self, SequentialTest, "decide")
 
     def _compiled_settings(self, view):
         """``(prepare, base, refuse)`` of the compiled decision, or None: by default the

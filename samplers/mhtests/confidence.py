@@ -266,6 +266,10 @@ class ConfidenceTest(IntervalTest):
                 "(an O(N) scan per step)"
             )
 
+    def rows_from_order(self, view) -> bool:
+        """Only with the model's range: ``range="full-data"`` reads every row each step."""
+        return self.range == "model" and super().rows_from_order(view)
+
     def _range(self, view, theta, theta_new):
         """``(center, C, rows scanned)``: every l_i lies in ``[center - C, center + C]``.
 

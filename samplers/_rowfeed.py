@@ -1,0 +1,403 @@
+"""A chain's rows from a store: fetched ahead in sorted blocks, read from memory by the kernels.
+
+A minibatch chain reads a few random rows per step. From a chunked store (zarr, HDF5, a
+user's :class:`~samplers.sources.RowSource`) every read call costs far more than a step in
+memory, so the rows must be fetched ahead, in few large sorted reads, and the compiled
+kernels must find them where they read rows today: ``X[i, j]`` of the model's
+``kernel_data()``. A :class:`RowFeed` does both, for one chain:
+
+* **Where the rows go: slots.** Each store-backed array of the model gets an array in
+  memory (an anonymous private mapping of the array's full shape, no swap reserved: only
+  the pages written take memory). Fetched rows go to consecutive *slots* (rows of that
+  array), and the chain's row order hands out the slot of each row it draws instead of the
+  row (:func:`design._lib.rows.attach_feed`: a hash table from rows to slots, in compiled
+  code). Inside the chain the model's ``kernel_data()`` holds these arrays
+  (:func:`chain_rows`), so every compiled loop runs unchanged, the same machine code as on
+  an in-memory array, on rows that sit together in memory. When more than half of
+  ``capacity`` slots (``memory`` bytes) are used, they are all given back and filled again
+  from slot 0 (:meth:`RowFeed.refill`): the memory is fixed, and after the first fill no
+  page fault is paid again.
+* **No row is read before it is fetched.** A row the order draws that has no slot is
+  fetched at once, from compiled code (numba's object mode calls the feed), with the rest of
+  its batch. Correctness never depends on the prediction below; only speed does.
+* **Which rows come next** (the prediction). The rows a decision draws are
+  ``j = i + floor(u (N - i))`` for position i of its order and a uniform u, or a row an
+  earlier swap of the same order displaced, which is below the number of rows that order has
+  handed out (every displaced position holds a row from a position before the current one).
+  Each uniform is one 64-bit output of the chain's bit generator, ``(w >> 11) 2^-53``, and
+  the stream of outputs is fixed by the seed, whatever theta does. So, before a run of
+  steps, the feed copies the generator's state, reads its next ``ahead`` outputs
+  (``random_raw``) and fetches, in one sorted read, for each output w the rows its uniform
+  would give at positions ``0 .. window - 1`` (the range ``[j(0), j(window - 1)]``: j is
+  nondecreasing in i, by steps of 0 or 1) plus the rows ``0 .. window - 1`` (displaced
+  rows); the window follows the rows read per step (:data:`WINDOW`, :data:`WINDOW_MAX`). Outputs that become proposal or threshold draws fetch rows that are never read:
+  the price of not knowing which output becomes which draw (a few per step, against tens of
+  rows). A range of ``window`` consecutive rows costs a row-chunked store about what one row
+  costs (one chunk). A decision reading more than ``window`` rows finds its later rows on
+  demand. The steps then run in sub-blocks short enough not to use up the outputs looked at.
+
+Because only the physical place of the rows changes, a chain on a store is **bit-identical
+to the chain on the same data in memory** at equal seeds, on either loop, whatever the
+window, the look-ahead or the memory.
+
+Which chains read their rows this way: those whose test and proposal read rows only from the
+chain's order (``rows_from_order(view)``: the sequential tests with a model range, the
+random-walk, independence and minibatch Langevin proposals, SGLD and ``AcceptAll``). Any
+other chain on a store-backed model (an exact test's full pass, a range scanned from all
+rows, the Poisson-minibatch tests, a full-gradient Langevin) runs on the Python loop over
+the store-backed model's batch methods, which read the rows each batch needs with
+``read_rows``.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import mmap
+from dataclasses import dataclass
+
+import numpy as np
+
+from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
+                              detach_feed, feed_rows_seen, give_slots, register_feed,
+                              slots_given, unregister_feed)
+
+__all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model"]
+
+#: Positions of a decision's order covered by the prediction before the first step; then
+#: the rows read per step so far, rounded up to a multiple of 8, within [8, WINDOW_MAX]
+#: (the rows of a longer decision are fetched on demand).
+WINDOW = 32
+WINDOW_MAX = 64
+#: Outputs of the bit generator looked at before each run of steps.
+AHEAD = 1 << 14
+#: Bytes of slots (summed over a model's store-backed arrays) kept between refills.
+MEMORY = 1 << 27
+
+
+def _per_row(model, value) -> bool:
+    """Whether a model's field holds one entry per row: a row source, or an array of N
+    rows (what ``BaseModel.row_block`` cuts too)."""
+    if isinstance(value, np.ndarray):
+        return value.ndim > 0 and value.shape[0] == model.N
+    return value is not None and hasattr(value, "read_rows") and hasattr(value, "read_range")
+
+
+def _row_arrays(model) -> list:
+    """The distinct per-row fields of a model and of the models it wraps
+    (``_row_fields``, ``_wrapped_fields``): the arrays a chain's rows are read from."""
+    found = {}
+
+    def walk(m):
+        for name in getattr(m, "_row_fields", ()):
+            value = m.__dict__.get(name)
+            if _per_row(m, value):
+                found.setdefault(id(value), value)
+        for name in getattr(m, "_wrapped_fields", ()):
+            inner = m.__dict__.get(name)
+            if inner is not None:
+                walk(inner)
+
+    walk(model)
+    return list(found.values())
+
+
+#: What a fed model asks of the store-backed model it copies: its ranges and bounds come from
+#: data summaries (maximum row norm, ...), which the store-backed model computes by passes
+#: over the store, while the copy's arrays hold only the fetched rows.
+_SUMMARIES = ("_range_data", "_loglik_ratio_bound", "_loglik_ratio_range",
+              "loglik_ratio_bound", "loglik_ratio_range")
+
+
+def fed_model(model, arrays):
+    """A shallow copy of a store-backed model whose per-row fields (``_row_fields``, and
+    those of the models it wraps, ``_wrapped_fields``; in a store or in memory) are the
+    slot arrays ``arrays[id(field)]`` of a :class:`RowFeed`, so that its row kernels and
+    ``kernel_data()`` work as for data in memory, indexed by slots; ranges and bounds stay
+    the store-backed model's (:data:`_SUMMARIES`)."""
+    new = copy.copy(model)
+    state = new.__dict__
+    for name in getattr(model, "_row_fields", ()):
+        value = state.get(name)
+        if value is not None and id(value) in arrays:
+            state[name] = arrays[id(value)]
+    for name in getattr(model, "_wrapped_fields", ()):
+        inner = state.get(name)
+        if inner is not None and hasattr(inner, "data_sources"):
+            state[name] = fed_model(inner, arrays)
+    state["_store_backed"] = False
+    for name in _SUMMARIES:
+        if hasattr(model, name):
+            state[name] = getattr(model, name)
+    return new
+
+
+@dataclass(frozen=True)
+class FeedStats:
+    """What a chain's row feed read from the store.
+
+    Attributes
+    ----------
+    rows_read : int
+        Rows the chain's order handed out (the rows its tests and proposals read).
+    rows_fetched : int
+        Rows fetched from the store (each store-backed array once per row), ahead and on
+        demand.
+    rows_on_demand : int
+        Of these, rows fetched when the order handed them out (beyond the prediction).
+    reads : int
+        Reads per store-backed array (one per sorted block fetched ahead, one per batch of
+        rows fetched on demand).
+    refills : int
+        Times half the slots were used and all were given back.
+    """
+
+    rows_read: int
+    rows_fetched: int
+    rows_on_demand: int
+    reads: int
+    refills: int
+
+
+class _Mapped:
+    """An array of a given shape over an anonymous private mapping: a page takes memory once
+    written; :meth:`release` gives back the pages from row ``start`` on."""
+
+    def __init__(self, shape, dtype):
+        dtype = np.dtype(dtype)
+        count = math.prod(shape)
+        size = max(count * dtype.itemsize, 1)
+        flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(
+            mmap, "MAP_NORESERVE", 0)
+        self._map = mmap.mmap(-1, size, flags=flags)
+        self.array = np.frombuffer(self._map, dtype=dtype, count=count).reshape(shape)
+        self._row_bytes = count * dtype.itemsize // max(shape[0], 1)
+
+    def release(self, start=0):
+        begin = -(-start * self._row_bytes // mmap.PAGESIZE) * mmap.PAGESIZE
+        if begin < len(self._map) and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, begin, len(self._map) - begin)
+
+
+def _uniforms_of_raw(bit_generator) -> bool:
+    """Whether ``Generator.random()`` on this bit generator is ``(w >> 11) 2^-53`` of its
+    next raw 64-bit output (PCG64, PCG64DXSM, Philox, SFC64; not MT19937), checked on a
+    copy."""
+    try:
+        copy = type(bit_generator)()
+        copy.state = bit_generator.state
+        raw = copy.random_raw(8)
+        copy.state = bit_generator.state
+        u = np.random.Generator(copy).random(8)
+    except Exception:   # a bit generator without random_raw or a settable state
+        return False
+    return bool(np.array_equal(u, (raw >> np.uint64(11)).astype(np.float64) * 2.0**-53))
+
+
+class RowFeed:
+    """The rows of one chain's store-backed arrays, fetched ahead into slots in memory
+    (module notes).
+
+    Parameters
+    ----------
+    sources : list of RowSource or numpy.ndarray
+        The model's per-row fields (row sources, and arrays in memory beside them), N rows
+        each: the order hands out slots, so every per-row field is read through them.
+    rng : numpy.random.Generator
+        The chain's Generator (looked at, never advanced).
+    order : design._lib.rows.Order
+        The chain's row order (``IndexSampler.kernel_state()``): from now on it hands out
+        slots.
+    dim : int
+        The parameter's dimension (a proposal draws about as many outputs per step).
+    window, ahead, memory : int, optional
+        Positions of a decision covered by the prediction, outputs of the bit generator
+        looked at per run of steps, and bytes of slots kept between refills (default the
+        module's :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
+    """
+
+    def __init__(self, sources, rng, order, dim, *, window=None, ahead=None, memory=None):
+        window = WINDOW if window is None else window
+        ahead = AHEAD if ahead is None else ahead
+        memory = MEMORY if memory is None else memory
+        self.N = int(sources[0].shape[0])
+        self._sources = list(sources)
+        # slots go by blocks of FEED_BLOCK rows: the last block's may pass row N - 1
+        padded = -(-self.N // FEED_BLOCK) * FEED_BLOCK
+        self._maps = [_Mapped((padded,) + tuple(s.shape[1:]), s.dtype) for s in self._sources]
+        self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
+        self._fills = [_filler(s) for s in self._sources]
+        row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
+        #: Slots kept between refills.
+        self.capacity = int(min(padded, max(8 * int(window) + FEED_BLOCK,
+                                            memory // max(row_bytes, 1))))
+        self._rng, self._order = rng, order
+        self.window, self.ahead = int(window), int(ahead)
+        self._peek = None
+        if _uniforms_of_raw(rng.bit_generator):
+            self._peek = type(rng.bit_generator)()
+        self._last_raw = np.empty(0, dtype=np.uint64)
+        self.rows_fetched = self.rows_on_demand = self.reads = self.refills = 0
+        self.dim = int(dim)
+        self._steps = 0
+        self._number = register_feed(self._on_demand)
+        attach_feed(order, self._number)
+
+    def _fill(self, blocks) -> None:
+        """Give ``blocks`` (sorted, int64, without slots) slots and read their rows of every
+        source into them, one read per source."""
+        if blocks.shape[0] == 0:
+            return
+        first = give_slots(self._order, blocks)
+        offsets = np.arange(FEED_BLOCK, dtype=np.int64)
+        rows = (blocks[:, None] * FEED_BLOCK + offsets).reshape(-1)
+        slots = (first[:, None] + offsets).reshape(-1)
+        inside = rows < self.N
+        rows, slots = rows[inside], slots[inside]
+        for fill, m in zip(self._fills, self._maps):
+            fill(rows, slots, m.array)
+        self.rows_fetched += rows.shape[0]
+        self.reads += 1
+
+    def _on_demand(self, rows):
+        """Called by the order (from compiled code) with the rows of a batch that have no
+        slot: their blocks are fetched."""
+        blocks = np.unique(rows.astype(np.int64) // FEED_BLOCK)
+        self.rows_on_demand += rows.shape[0]
+        self._fill(blocks)
+
+    def prefetch(self, steps=None) -> None:
+        """Fetch, in one sorted read, the rows the next outputs of the chain's bit generator
+        can give at positions below ``window`` (and rows ``0 .. window - 1``): ``ahead``
+        outputs, or those of the next ``steps`` steps (twice the outputs per step seen so
+        far) if fewer; first give every slot back if more than half of them are used (never
+        when every row has room)."""
+        if self.capacity < self._maps[0].array.shape[0] and (
+                slots_given(self._order) > self.capacity // 2):
+            self.refill()
+        N, W = self.N, min(self._window(), self.N)
+        lo, hi = [], []
+        if slots_given(self._order) == 0:
+            lo.append(np.zeros(1, dtype=np.int64))
+            hi.append(np.full(1, W - 1, dtype=np.int64))
+        if self._peek is not None:
+            self._peek.state = self._rng.bit_generator.state
+            count = self.ahead
+            if steps is not None:
+                count = min(count, int(2 * steps * self._per_step()) + 64)
+            raw = self._new_outputs(self._peek.random_raw(count))
+            if raw.shape[0]:
+                u = (raw >> np.uint64(11)).astype(np.float64) * 2.0**-53
+                i = W - 1
+                first = np.minimum((u * N).astype(np.int64), N - 1)
+                last = np.minimum(i + (u * (N - i)).astype(np.int64), N - 1)
+                lo.append(np.maximum(first - 1, 0))
+                hi.append(np.minimum(last + 1, N - 1))
+        if not lo:
+            return
+        lo, hi = np.concatenate(lo), np.concatenate(hi)
+        by = np.argsort(lo, kind="stable")
+        blocks = blocks_without_slot(self._order, lo[by], hi[by])
+        room = (self.capacity - slots_given(self._order)) // FEED_BLOCK
+        if blocks.shape[0] > room:   # keep the slots within the capacity
+            blocks = blocks[:max(room, 0)]
+        self._fill(blocks)
+
+    def _new_outputs(self, raw):
+        """The outputs of ``raw`` not looked at by the previous prefetch (which read the
+        same stream from an earlier point), unless a refill came between."""
+        last = self._last_raw
+        self._last_raw = raw
+        if last.shape[0] == 0:
+            return raw
+        hits = np.flatnonzero(last == raw[0])
+        if hits.shape[0] == 0:
+            return raw
+        overlap = min(last.shape[0] - int(hits[0]), raw.shape[0])
+        if not np.array_equal(last[hits[0]:hits[0] + overlap], raw[:overlap]):
+            return raw
+        return raw[overlap:]
+
+    def refill(self) -> None:
+        """Give every slot back (the rows are fetched again when needed), and the memory of
+        the slots beyond the capacity (used only by a decision that read more rows)."""
+        given = slots_given(self._order)
+        clear_slots(self._order)
+        if given > self.capacity:
+            for m in self._maps:
+                m.release(self.capacity)
+        self._last_raw = np.empty(0, dtype=np.uint64)
+        self.refills += 1
+
+    def _window(self) -> int:
+        """Positions covered: ``window`` before the first step, then the rows read per step
+        so far rounded up to a multiple of 8, within [8, max(window, WINDOW_MAX)]."""
+        if not self._steps:
+            return self.window
+        rows = feed_rows_seen(self._order) / self._steps
+        return int(min(max(8, 8 * math.ceil(rows / 8)), max(self.window, WINDOW_MAX)))
+
+    def _per_step(self) -> float:
+        """Outputs of the bit generator per step: the rows handed out per step so far (the
+        window before the first step) plus a proposal's and a threshold's draws."""
+        rows = feed_rows_seen(self._order) / self._steps if self._steps else self.window
+        return rows + self.dim + 4
+
+    def steps_ahead(self, steps_done: int) -> int:
+        """Steps to run before the next :meth:`prefetch`: about half the outputs it looks
+        at."""
+        self._steps = steps_done
+        return max(1, int(self.ahead / 2 / self._per_step()))
+
+    def stats(self) -> FeedStats:
+        """What the feed read so far (:class:`FeedStats`)."""
+        return FeedStats(int(feed_rows_seen(self._order)), self.rows_fetched,
+                         self.rows_on_demand, self.reads, self.refills)
+
+    def close(self) -> None:
+        """Hand out rows again and give back the memory."""
+        detach_feed(self._order)
+        unregister_feed(self._number)
+        for m in self._maps:
+            m.release()
+        self.arrays = {}
+
+
+def _filler(source):
+    """``fill(rows, slots, out)``: ``out[slots] = source's rows`` for sorted int64 rows:
+    the source's own ``read_into(rows, slots, out)`` if it has one, else ``read_rows`` (an
+    uncompressed zarr array is read straight from its shard files, ``samplers.sources``)."""
+    if isinstance(source, np.ndarray):   # a per-row array in memory beside a store's
+
+        def copy_rows(rows, slots, out):
+            out[slots] = source[rows]
+
+        return copy_rows
+    into = getattr(source, "read_into", None)
+    if callable(into):
+        return into
+
+    def fill(rows, slots, out):
+        out[slots] = np.asarray(source.read_rows(rows))
+
+    return fill
+
+
+def chain_feed(view, test, proposal, rng, batches):
+    """The :class:`RowFeed` of a chain on a store-backed model whose test and proposal read
+    rows only from the chain's order (``rows_from_order(view)``), or None (the model is in
+    memory, or the chain runs on the model's batch methods, which read rows with
+    ``read_rows``). The feed's :attr:`RowFeed.view` is the chain's model view."""
+    model = view.model
+    if not getattr(model, "_store_backed", False):
+        return None
+    sources = _row_arrays(model)
+    for part in (test, proposal):
+        ask = getattr(part, "rows_from_order", None)
+        if ask is None or not ask(view):
+            return None
+    from ._view import ModelView
+
+    feed = RowFeed(sources, rng, batches.kernel_state(), view.dim)
+    feed.view = ModelView(fed_model(view.model, feed.arrays), view.dim)
+    return feed
