@@ -417,7 +417,7 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None, 
     d, tried = proxy.cv.dim, []
     kind, got = proposal, draws
     if proposal is None:
-        kind, got = _ladder(proxy, draws, rng, tried)
+        kind, got = _ladder(proxy, draws, rng, tried, executor)
     elif proposal in ("t", "mixture"):
         got = proposal_draws(proxy, proposal, draws.trial.n_pairs, rng, executor=executor)
     lines = [f"2. proposal: {_proposal_name(kind, d)} "
@@ -432,7 +432,7 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None, 
                           tuple(lines), got, got.ess_per_step, tuple(tried))
 
 
-def _ladder(proxy, draws, rng, tried):
+def _ladder(proxy, draws, rng, tried, executor=None):
     """The unforced choice: (kind, its draws); appends to ``tried`` what it looked at."""
     def fits(kind, got, limit):
         tried.append((kind, got.pareto_k, float(np.std(got.log_weights))))
