@@ -34,7 +34,10 @@ from design._lib.checks import check_finite_array, check_positive
 from design._lib.jit import jit, row_jit
 from design._lib.prefetch import prefetch_ahead, prefetch_row
 from ._base import SCAN_CHUNK
+from ._glm import glm_kernels
 from ._map import map_estimate
+from .control_variates import ControlVariates
+from .glm import GLM
 from .logistic import LogisticRegression, log_sigmoid
 from .robust import RobustRegression, t_log_density, t_score
 
@@ -554,8 +557,6 @@ class GLMBound(QuadraticBound):
     @staticmethod
     def _curvature(model):
         """The model's per-row curvature bound (:data:`_CURVATURE`), or the TypeError."""
-        from .glm import GLM
-
         if not isinstance(model, GLM):
             raise TypeError(f"GLMBound bounds a GLM, got {type(model).__name__}")
         family = "binomial" if model.family == "bernoulli" else model.family
@@ -572,8 +573,6 @@ class GLMBound(QuadraticBound):
     @property
     def _kernels(self):
         """``(row_eta, coefficients)`` of the model's family (looked up: the bound pickles)."""
-        from ._glm import glm_kernels
-
         glm = glm_kernels(self.model)
         return _glm_bound_kernels(glm.link, glm.derivs)
 
@@ -588,8 +587,6 @@ class GLMBound(QuadraticBound):
         :class:`~samplers.ControlVariates`)."""
         cls._curvature(model)   # a family without a bound: refused before the mode search
         if theta is None:
-            from .control_variates import ControlVariates
-
             theta = ControlVariates(model).center.theta.copy()
         return super().map_tuned(model, theta, **kwargs)
 
