@@ -150,6 +150,7 @@ class Route:
     families: tuple
     build: Callable
     compiled: bool = True
+    fit: bool = True        # False: timed only (its accuracy run lives elsewhere)
 
 
 # --- a user's own model: numba row kernels (RowModel), and a JaxModel, translated or not ----
@@ -229,6 +230,11 @@ ROUTES = [
     Route("JaxModel numba", ("poisson",), lambda d: compile_jax_model(jax_model(d), warn=False)),
     Route("JaxModel JAX", ("poisson",), jax_model, compiled=False),
     Route("python protocol", ("poisson",), lambda d: PoissonProtocol(d.X, d.y), compiled=False),
+    # the dispersion estimated: theta = (beta, log r), prior N(0, 3^2) on log r
+    Route("GLM r estimated", ("negative_binomial",), lambda d: GLM(
+        d.X, d.y, "negative_binomial", prior=GaussianPrior(0.0, np.r_[np.full(D + 1, PRIOR_SD),
+                                                                      3.0])),
+          fit=False),   # fit's accuracy with r estimated: bench_models_accuracy.py
 ]
 
 
@@ -391,7 +397,7 @@ def main(argv=None):
                   "of the built-in logistic", flush=True)
             rows.append(row)
             save()
-            if args.fit and N <= args.fit_max_n:
+            if args.fit and N <= args.fit_max_n and route.fit:
                 models[N, family, route.name] = (model, row)
     # 2. validation.fit against a reference chain
     refs = {}

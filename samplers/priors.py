@@ -116,8 +116,15 @@ class FlatPrior(Prior):
         return (FLAT, _NONE, _NONE, 0.0) if type(self) is FlatPrior else None
 
 
-def _broadcast(name, value, d):
-    arr = check_finite_array(name, value, ndim=(0, 1))
+def _broadcast(name, value, d, allow_inf=False):
+    if allow_inf:   # +inf allowed (a flat coordinate), NaN and -inf not
+        try:
+            arr = np.array(value, dtype=float)
+        except (TypeError, ValueError):
+            arr = check_finite_array(name, value, ndim=(0, 1))   # raises, naming the argument
+        check_finite_array(name, np.where(arr == np.inf, 1.0, arr), ndim=(0, 1))
+    else:
+        arr = check_finite_array(name, value, ndim=(0, 1))
     if arr.ndim == 1 and arr.shape[0] not in (1, d):
         raise ValueError(f"{name} must be a scalar or have length {d}, got length {arr.shape[0]}")
     out = np.broadcast_to(arr, (d,)).copy()
@@ -132,7 +139,8 @@ class GaussianPrior(Prior):
     Parameters
     ----------
     mean, sd : float or array of shape (d,)
-        Prior means and standard deviations (sd > 0).
+        Prior means and standard deviations (sd > 0; ``sd = inf`` makes a coordinate's prior
+        flat, e.g. the coefficients beside a proper prior on a dispersion).
 
     Examples
     --------
@@ -148,10 +156,15 @@ class GaussianPrior(Prior):
 
     def bind(self, d):
         mean = _broadcast("mean", self.mean, d)
-        sd = _broadcast("sd", self.sd, d)
+        sd = _broadcast("sd", self.sd, d, allow_inf=True)
         if np.any(sd <= 0):
             raise ValueError(f"sd must be > 0, got {self.sd!r}")
-        return GaussianPrior(mean, sd, d, float(-np.sum(np.log(sd)) - 0.5 * d * _LOG_2PI))
+        finite = sd[np.isfinite(sd)]   # sd = inf: a flat coordinate, no normalising term
+        if finite.shape[0] == d:
+            log_norm = float(-np.sum(np.log(sd)) - 0.5 * d * _LOG_2PI)
+        else:
+            log_norm = float(-np.sum(np.log(finite)) - 0.5 * finite.shape[0] * _LOG_2PI)
+        return GaussianPrior(mean, sd, d, log_norm)
 
     def logpdf(self, theta):
         z = (theta - self.mean) / self.sd

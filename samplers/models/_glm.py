@@ -33,7 +33,7 @@ from design._lib.passes import n_chunks, run_chunks
 from ._base import pass_blocks
 from ._kernels import rows_dot
 from .gaussian import GaussianMean
-from .glm import GLM, _row_kernels
+from .glm import GLM, _nuisance_row_kernels, _row_kernels
 from .linear import LinearRegression
 from .logistic import LogisticRegression, log_sigmoid
 from .robust import RobustRegression, t_log_density, t_score
@@ -50,6 +50,10 @@ class GLMKernels(NamedTuple):
     max_row_norm: Callable
     m2: Callable
     m3: Callable
+    #: True for a GLM whose family parameter s = theta[d] is estimated: then ``link(data, i,
+    #: eta, s)`` and ``derivs(data, i, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)`` take s, and
+    #: ``design`` gives the rows ``(x_i, 1)`` (the gradient's direction in theta).
+    nuisance: bool = False
 
 
 # --- rows x_i of a design matrix X = data[0] ------------------------------------------------
@@ -80,6 +84,10 @@ def _x_design(model, start, stop):
     X = model.X          # an array read in place, or a row source (a store): its range
     rows = X[start:stop] if isinstance(X, np.ndarray) else X.read_range(start, stop)
     return np.asarray(rows, dtype=np.float64)
+
+
+def _x1_design(model, start, stop):
+    return np.column_stack([_x_design(model, start, stop), np.ones(stop - start)])
 
 
 def _x_max_row_norm(model):
@@ -209,18 +217,22 @@ _REGISTRY = {
 
 
 @cache
-def _family_kernels(core, const, derivs) -> GLMKernels:
+def _family_kernels(core, const, derivs, nuisance=False) -> GLMKernels:
     """The GLM kernels of one family and link of :class:`~samplers.models.glm.GLM`: the
     link and derivatives of its row kernels, its suprema from the model (inf where the
-    family has none: ``GLM._sup``)."""
-    link, derivs_ = _row_kernels(core, const, derivs)[3:]
-    return GLMKernels(_x_dots3, link, derivs_, _x_scatter, _x_design, _x_max_row_norm,
-                      m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"))
+    family has none: ``GLM._sup``); with ``nuisance``, those of a family whose parameter is
+    estimated (``theta[d]``)."""
+    rows = _nuisance_row_kernels if nuisance else _row_kernels
+    link, derivs_ = rows(core, const, derivs)[3:]
+    return GLMKernels(_x_dots3, link, derivs_, _x_scatter,
+                      _x1_design if nuisance else _x_design, _x_max_row_norm,
+                      m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"), nuisance=nuisance)
 
 
 #: Models whose GLM kernels depend on the instance (the family), by exact class.
 _PER_INSTANCE = {
-    GLM: lambda m: _family_kernels(m._spec.core, m._spec.const, m._spec.derivs),
+    GLM: lambda m: _family_kernels(m._spec.core, m._spec.const, m._spec.derivs,
+                                   bool(m._spec.nuisance)),
 }
 
 
@@ -292,29 +304,100 @@ def _glm_sums_kernel(link, derivs, scatter):
                     x = xb[r]
                     for j in range(d):
                         g[j] += w1 * x[j]
-                if not hessian:
-                    continue
-                r = 0
-                while r + 4 <= k:
-                    x0, x1, x2, x3 = xb[r], xb[r + 1], xb[r + 2], xb[r + 3]
-                    w0, w1, w2, w3 = f2[r], f2[r + 1], f2[r + 2], f2[r + 3]
-                    for j in range(d):
-                        u0, u1, u2, u3 = w0 * x0[j], w1 * x1[j], w2 * x2[j], w3 * x3[j]
-                        h = H[j]
-                        for q in range(j + 1):
-                            h[q] += (u0 * x0[q] + u1 * x1[q]) + (u2 * x2[q] + u3 * x3[q])
-                    r += 4
-                while r < k:
-                    x0 = xb[r]
-                    for j in range(d):
-                        u0 = f2[r] * x0[j]
-                        h = H[j]
-                        for q in range(j + 1):
-                            h[q] += u0 * x0[q]
-                    r += 1
+                if hessian:
+                    _add_hess_rows(xb, f2, k, H)
             Ls[c] = total
 
     return kernel
+
+
+@row_jit
+def _add_hess_rows(xb, w, k, H):
+    """``H[j, :j+1] += sum_{r<k} w_r x_rj x_r[:j+1]`` for ``j < xb.shape[1]`` (the lower
+    triangle), four rows at a time (a contiguous loop the compiler vectorises)."""
+    d = xb.shape[1]
+    r = 0
+    while r + 4 <= k:
+        x0, x1, x2, x3 = xb[r], xb[r + 1], xb[r + 2], xb[r + 3]
+        w0, w1, w2, w3 = w[r], w[r + 1], w[r + 2], w[r + 3]
+        for j in range(d):
+            u0, u1, u2, u3 = w0 * x0[j], w1 * x1[j], w2 * x2[j], w3 * x3[j]
+            h = H[j]
+            for q in range(j + 1):
+                h[q] += (u0 * x0[q] + u1 * x1[q]) + (u2 * x2[q] + u3 * x3[q])
+        r += 4
+    while r < k:
+        x0 = xb[r]
+        for j in range(d):
+            u0 = w[r] * x0[j]
+            h = H[j]
+            for q in range(j + 1):
+                h[q] += u0 * x0[q]
+        r += 1
+
+
+@cache
+def _glm_sums_kernel_nuisance(link, derivs, scatter):
+    """:func:`_glm_sums_kernel` for a GLM whose family parameter ``s = theta[d]`` is
+    estimated (``theta`` of length d + 1): the x-part as there, plus ``g[d] += f_s``,
+    ``H[d, :d] += f_es x_i`` and ``H[d, d] += f_ss``."""
+
+    @jit
+    def kernel(inner, theta, N, chunk, hessian, base, Ls, gs, Hs, c0, c1):
+        d = theta.shape[0] - 1
+        s = theta[d]
+        xb = np.zeros((_SUM_BLOCK, d))
+        eta = np.empty(_SUM_BLOCK)
+        f = np.empty(_SUM_BLOCK)
+        fe = np.empty(_SUM_BLOCK)
+        fs = np.empty(_SUM_BLOCK)
+        fee = np.empty(_SUM_BLOCK)
+        fes = np.empty(_SUM_BLOCK)
+        fss = np.empty(_SUM_BLOCK)
+        for c in range(c0, c1):
+            g = gs[c]
+            H = Hs[c]
+            g[:] = 0.0
+            H[:, :] = 0.0
+            total = 0.0
+            end = min((base + c + 1) * chunk, N)
+            for b in range((base + c) * chunk, end, _SUM_BLOCK):
+                k = min(_SUM_BLOCK, end - b)
+                for r in range(k):
+                    scatter(inner, b + r, 1.0, xb[r])
+                rows_dot(xb, 0, k, theta, eta)
+                for r in range(k):
+                    f[r] = link(inner, b + r, eta[r], s)
+                for r in range(k):
+                    total += f[r]
+                for r in range(k):
+                    fe[r], fs[r], fee[r], fes[r], fss[r] = derivs(inner, b + r, eta[r], s)
+                for r in range(k):
+                    w1 = fe[r]
+                    x = xb[r]
+                    for j in range(d):
+                        g[j] += w1 * x[j]
+                    g[d] += fs[r]
+                if not hessian:
+                    continue
+                _add_hess_rows(xb, fee, k, H)
+                h = H[d]
+                for r in range(k):
+                    w2 = fes[r]
+                    x = xb[r]
+                    for j in range(d):
+                        h[j] += w2 * x[j]
+                    h[d] += fss[r]
+            Ls[c] = total
+
+    return kernel
+
+
+def _sums_kernel(glm):
+    """The compiled per-chunk sums of a GLM's kernels (with the family parameter's row and
+    column when it is estimated)."""
+    return (_glm_sums_kernel_nuisance if glm.nuisance else _glm_sums_kernel)(
+        glm.link, glm.derivs, glm.scatter)
 
 
 def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None, executor=None,
@@ -347,7 +430,7 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None, executor=
     glm = glm_kernels(model)
     if glm is None:
         raise TypeError(f"glm_sums needs a built-in GLM, got {type(model).__name__}")
-    kernel = _glm_sums_kernel(glm.link, glm.derivs, glm.scatter)
+    kernel = _sums_kernel(glm)
     theta = np.ascontiguousarray(theta, dtype=np.float64)
     chunk = SUMS_CHUNK if chunk is None else chunk
     d = theta.shape[0]
@@ -382,8 +465,7 @@ def glm_sums(model, theta, *, hessian=True, progress=None, chunk=None, executor=
 def glm_chunk_sums(model, theta, hessian, chunk, first=0, last=None):
     """Per-chunk ``(Ls, gs, Hs)`` of :func:`glm_sums` for chunks ``first <= c < last`` (all
     of the model's by default): one call of the compiled kernel on every core."""
-    glm = glm_kernels(model)
-    kernel = _glm_sums_kernel(glm.link, glm.derivs, glm.scatter)
+    kernel = _sums_kernel(glm_kernels(model))
     d = theta.shape[0]
     last = n_chunks(model.N, chunk) if last is None else last
     Ls = np.empty(last - first)

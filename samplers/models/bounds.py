@@ -34,11 +34,14 @@ from design._lib.checks import check_finite_array, check_positive
 from design._lib.jit import jit, row_jit
 from design._lib.prefetch import prefetch_ahead, prefetch_row
 from ._base import SCAN_CHUNK
+from ._glm import glm_kernels
 from ._map import map_estimate
+from .control_variates import ControlVariates
+from .glm import GLM
 from .logistic import LogisticRegression, log_sigmoid
 from .robust import RobustRegression, t_log_density, t_score
 
-__all__ = ["Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound"]
+__all__ = ["Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound", "GLMBound"]
 
 
 @runtime_checkable
@@ -431,3 +434,175 @@ class StudentTBound(QuadraticBound):
     @staticmethod
     def _tight_points(X, y, theta):
         return np.abs(y - X @ theta)
+
+
+# --- GLM families whose curvature in eta is bounded: a Taylor bound ------------------------
+# data = GLM._kernel_data() + (coef,) with coef[i] = (a_i, b_i, c_i), untempered
+
+
+#: Per-row ``sup_eta |f''|`` (before the weight) of the GLM families and links that have one,
+#: as a function of the responses y, the trials n and the model; the others have no
+#: quadratic lower bound in eta (their curvature grows without bound).
+_CURVATURE = {
+    ("binomial", "logit"): lambda y, n, m: 0.25 * n,
+    ("binomial", "probit"): lambda y, n, m: n,          # -(log Phi)'' = lambda (x + lambda) < 1
+    ("negative_binomial", "log"): lambda y, n, m: 0.25 * (y + m.dispersion),
+    ("gaussian", "identity"): lambda y, n, m: np.full_like(y, 1.0 / m.scale**2),
+    ("student_t", "identity"): lambda y, n, m: np.full_like(
+        y, (m.df + 1.0) / (m.df * m.scale**2)),
+}
+
+
+@cache
+def _glm_bound_kernels(link, derivs):
+    """``(row_eta, coefficients)`` of :class:`GLMBound` for one family and link (its GLM
+    kernels ``link`` / ``derivs``)."""
+
+    @row_jit
+    def row_eta(data, i, eta):
+        X, y, trials, offset, weights, params, inv_temp, coef = data
+        inner = (X, y, trials, offset, weights, params, inv_temp)
+        ll = link(inner, i, eta)
+        dll, _ = derivs(inner, i, eta)
+        a, b, c = coef[i, 0], coef[i, 1], coef[i, 2]
+        return ll, (a + b * eta - c * eta * eta) * inv_temp, dll, (b - 2.0 * c * eta) * inv_temp
+
+    @jit
+    def coefficients(inner, start, xi, half_curv, coef):
+        # f(xi) + f'(xi) (eta - xi) - c (eta - xi)^2 = (f - f' xi - c xi^2) + (f' + 2 c xi) eta
+        # - c eta^2, with inner untempered (1/K = 1) and c = w_i sup|f''| / 2
+        for t in range(xi.shape[0]):
+            i = start + t
+            x = xi[t]
+            f = link(inner, i, x)
+            f1, _ = derivs(inner, i, x)
+            c = half_curv[t]
+            coef[t, 0] = f - f1 * x - c * x * x
+            coef[t, 1] = f1 + 2.0 * c * x
+            coef[t, 2] = c
+
+    return row_eta, coefficients
+
+
+class GLMBound(QuadraticBound):
+    r"""A Gaussian lower bound in the linear predictor for the :class:`~samplers.GLM`
+    families whose curvature is bounded: ``log B_i = w_i (f(xi_i) + f'(xi_i) (eta_i - xi_i)
+    - M_i (eta_i - xi_i)^2 / 2) / K``, tight at ``eta_i = xi_i``.
+
+    ``f`` is the row's log-likelihood in ``eta_i = x_i . theta`` (offset included) and
+    ``M_i >= sup_eta |f''|`` the row's curvature bound, so by Taylor's theorem with the
+    remainder ``f(eta) >= f(xi) + f'(xi)(eta - xi) - M_i (eta - xi)^2 / 2`` for every eta:
+
+    ======================  ==============================================
+    family, link            M_i
+    ======================  ==============================================
+    binomial, logit         n_i / 4 (Jaakkola-Jordan is tighter: same model class only)
+    binomial, probit        n_i (``-(log Phi)'' = lambda (x + lambda) < 1``)
+    negative binomial       (y_i + r) / 4 (dispersion r fixed)
+    gaussian                1 / scale^2 (the bound is the likelihood)
+    Student-t               (df + 1) / (df scale^2)
+    ======================  ==============================================
+
+    Poisson, gamma and cloglog have none (``f'' = -e^eta``, ``-k y e^-eta``, ``-(n - y)
+    e^eta + ...`` are unbounded), nor a GLM whose family parameter is estimated: a TypeError
+    says so. Any Gaussian in eta below ``e^(y eta - e^eta)`` fails for large eta, so no
+    collapsible bound of this kind exists for them.
+
+    Parameters
+    ----------
+    model : GLM
+    xi : float or array of shape (N,)
+        The linear predictor ``x_i . theta`` (offset excluded) at which each bound is tight.
+        :meth:`map_tuned` sets ``xi_i = x_i . theta_MAP``; :meth:`samplers.GLM.firefly_bound`
+        tunes at the posterior mode.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from samplers import GLM
+    >>> rng = np.random.default_rng(0)
+    >>> X = np.column_stack([np.ones(1000), rng.normal(size=1000)])
+    >>> y = (rng.random(1000) < 0.5 + 0.3 * np.tanh(X[:, 1])).astype(float)
+    >>> model = GLM(X, y, link="probit")
+    >>> bound = GLMBound(model, xi=X @ [0.0, 0.8])
+    >>> theta, idx = np.array([0.1, 0.6]), np.arange(1000)
+    >>> bool(np.all(bound.log_bound(theta, idx) <= model.loglik(theta, idx)))
+    True
+    >>> bool(np.isclose(bound.log_bound(theta, idx).sum(), bound.log_bound_sum(theta)))
+    True
+    """
+
+    def __init__(self, model, xi):
+        curvature = self._curvature(model)
+        self.model = model
+        self.N, self.dim = model.N, model.dim
+        self.theta_tuned = None
+        if np.ndim(xi) == 0:
+            self.xi = float(check_finite_array("xi", xi, ndim=0))
+        else:
+            self.xi = check_finite_array("xi", xi, ndim=1)
+            if self.xi.shape[0] != self.N:
+                raise ValueError(f"xi must be a scalar or have one value per row ({self.N}), "
+                                 f"got length {self.xi.shape[0]}")
+            self.xi.setflags(write=False)
+        coefficients = self._kernels[1]
+        inner = model._kernel_data()[:-1] + (1.0,)
+        self._coef = np.empty((self.N, 3))
+        c0, b, A = 0.0, np.zeros(self.dim), np.zeros((self.dim, self.dim))
+        for start in range(0, self.N, SCAN_CHUNK):
+            stop = min(start + SCAN_CHUNK, self.N)
+            Xb = np.asarray(model.X[start:stop], dtype=float)
+            xi_b = (self.xi[start:stop] if np.ndim(self.xi) else np.full(stop - start, self.xi))
+            y_b = np.asarray(model.y[start:stop], dtype=float)
+            n_b = np.broadcast_to(model._trials if model._trials.shape[0] == 1
+                                  else model._trials[start:stop], y_b.shape)
+            w_b = np.broadcast_to(model._weights if model._weights.shape[0] == 1
+                                  else model._weights[start:stop], y_b.shape)
+            half = 0.5 * w_b * curvature(y_b, n_b, model)
+            coef = self._coef[start:stop]
+            coefficients(inner, start, np.ascontiguousarray(xi_b), half, coef)
+            c0 += float(np.sum(coef[:, 0]))
+            b += Xb.T @ coef[:, 1]
+            A += Xb.T @ (coef[:, 2][:, None] * Xb)
+        self._c0, self._b, self._A = c0, b, 0.5 * (A + A.T)
+        self._inv_temp = model._inv_temp
+
+    @staticmethod
+    def _curvature(model):
+        """The model's per-row curvature bound (:data:`_CURVATURE`), or the TypeError."""
+        if not isinstance(model, GLM):
+            raise TypeError(f"GLMBound bounds a GLM, got {type(model).__name__}")
+        family = "binomial" if model.family == "bernoulli" else model.family
+        curvature = _CURVATURE.get((family, model.link))
+        if curvature is None or model.estimated is not None:
+            raise TypeError(
+                f"{model!r} has no quadratic lower bound in eta: "
+                + ("its family parameter is estimated" if model.estimated is not None else
+                   "its curvature f'' is unbounded in eta")
+                + "; Firefly needs one (bounded families: bernoulli/binomial with logit or "
+                "probit, negative_binomial with a fixed dispersion, gaussian, student_t)")
+        return curvature
+
+    @property
+    def _kernels(self):
+        """``(row_eta, coefficients)`` of the model's family (looked up: the bound pickles)."""
+        glm = glm_kernels(self.model)
+        return _glm_bound_kernels(glm.link, glm.derivs)
+
+    @property
+    def _row_eta(self):
+        return self._kernels[0]
+
+    @classmethod
+    def map_tuned(cls, model, theta=None, **kwargs):
+        """Bounds tight at ``theta``, each row at ``xi_i = x_i . theta``; by default
+        ``theta`` is the posterior mode (Newton's method in compiled full passes,
+        :class:`~samplers.ControlVariates`)."""
+        cls._curvature(model)   # a family without a bound: refused before the mode search
+        if theta is None:
+            theta = ControlVariates(model).center.theta.copy()
+        return super().map_tuned(model, theta, **kwargs)
+
+    @staticmethod
+    def _tight_points(X, y, theta):
+        return X @ theta

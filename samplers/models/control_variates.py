@@ -215,6 +215,56 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     return row_ratio, row_loglik, row_grad, row_prefetch
 
 
+@cache
+def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch):
+    """:func:`_cv_kernels` for a GLM whose rows depend on theta through ``eta_i = x_i .
+    theta[:d]`` and ``s = theta[d]`` (an estimated family parameter): the proxy is the Taylor
+    polynomial in ``(eta, s)``, ``q(e, t) = e (f_e + o (f_ee e / 2 + f_es t)) + t (f_s + o
+    f_ss t / 2)`` with ``e = eta - eta*``, ``t = s - s*``, ``o = order2`` and the derivatives
+    ``derivs(inner, i, eta*, s*)``."""
+
+    @row_jit
+    def proxy(f_e, f_s, f_ee, f_es, f_ss, order2, e, t):
+        return e * (f_e + order2 * (0.5 * f_ee * e + f_es * t)) + t * (f_s + 0.5 * order2 * f_ss * t)
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        inner, center, order2, shift = data
+        k = center.shape[0] - 1
+        a, a_new, a_c = dots3(inner, i, theta, theta_new, center)
+        s, s_new, s_c = theta[k], theta_new[k], center[k]
+        f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, s_c)
+        q_new = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a_new - a_c, s_new - s_c)
+        q = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a - a_c, s - s_c)
+        return (link(inner, i, a_new, s_new) - link(inner, i, a, s)) - (q_new - q) + shift
+
+    @row_jit
+    def row_loglik(data, i, theta):
+        inner, center, order2, shift = data
+        k = center.shape[0] - 1
+        a, _, a_c = dots3(inner, i, theta, theta, center)
+        f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, center[k])
+        q = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a - a_c, theta[k] - center[k])
+        return (link(inner, i, a, theta[k]) - link(inner, i, a_c, center[k])) - q + shift
+
+    @row_jit
+    def row_grad(data, i, theta, out):
+        inner, center, order2, shift = data
+        k = center.shape[0] - 1
+        a, _, a_c = dots3(inner, i, theta, theta, center)
+        e, t = a - a_c, theta[k] - center[k]
+        g_e, g_s, _, _, _ = derivs(inner, i, a, theta[k])
+        f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, center[k])
+        scatter(inner, i, g_e - f_e - order2 * (f_ee * e + f_es * t), out)
+        out[k] = g_s - f_s - order2 * (f_es * e + f_ss * t)
+
+    @row_jit
+    def row_prefetch(data, i):
+        inner_prefetch(data[0], i)
+
+    return row_ratio, row_loglik, row_grad, row_prefetch
+
+
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
 
 
@@ -1107,7 +1157,8 @@ class ControlVariates(BaseModel):
             if getattr(k, "hess", None) is None or k.loglik is None or k.grad is None:
                 return None
             return _cv_row_kernels(k.loglik, k.grad, k.hess, k.hvp, k.prefetch)
-        return _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
+        kernels = _cv_kernels_nuisance if glm.nuisance else _cv_kernels
+        return kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
 
     @property
     def _row_ratio(self):
@@ -1225,7 +1276,7 @@ class ControlVariates(BaseModel):
         True
         """
         glm = self._glm
-        if glm is None or self._store_backed:   # a store's rows are read by blocks
+        if glm is None or glm.nuisance or self._store_backed:   # scalar-eta GLMs in memory
             return None
         kernel = _cv_loglik_many(glm.link, glm.derivs, glm.scatter)
 

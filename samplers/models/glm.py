@@ -46,11 +46,32 @@ gaussian, identity   none (f' ~ eta)       1 / s^2                   0
 Student-t, identity  (df+1)/(2 s sqrt df)  (df+1)/(df s^2)           as RobustRegression
 ===================  ====================  ========================  ========================
 
+negative binomial, gamma and gaussian with their parameter estimated: none (see below).
+
 A family without ``M2`` / ``M3`` still gets the compiled chain loop, the compiled full passes
 (mode by Newton, control-variate sums) and every test that reads no bound (exact, Austere,
 Barker, FPC-normal, and the confidence test with ``range="full-data"``); its
 :meth:`GLM.loglik_ratio_bound` and the control variates' ``residual_bound`` refuse with a
 TypeError that says so.
+
+The family parameter, estimated
+-------------------------------
+``GLM(X, y, "negative_binomial")`` without ``dispersion=`` (likewise ``"gamma"`` without
+``shape=``, ``"gaussian"`` with ``scale="estimate"``) estimates it: theta gets a last
+coordinate ``s``, the log of the dispersion r, the shape k or the noise sd. The rows are then
+functions of two predictors, ``l_i = w_i f(y_i, eta_i, s) / K``, with gradient
+``(f_e x_i, f_s)`` and Hessian ``[[f_ee x_i x_i^T, f_es x_i], [f_es x_i^T, f_ss]]``; a family
+is ``core(y, n, eta, s)``, ``const(y, n)`` and ``derivs(y, n, eta, s) -> (f_e, f_s, f_ee, f_es,
+f_ss)`` (table :data:`NUISANCE`), the full passes (:func:`samplers.models._glm.glm_sums`), the
+control variates (a Taylor proxy in ``(eta, s)``) and the chain loop stay compiled. The
+digamma and trigamma functions the negative binomial's and gamma's derivatives in s need are
+:func:`_digamma` and :func:`_trigamma` (tested against SciPy). No bound holds: every
+derivative in s grows without bound with r, k or 1/sigma, so the confidence test needs
+``range="full-data"`` and the control variates have no residual bound (exact, Austere,
+Barker and FPC-normal tests read none). The default prior is flat on the coefficients and
+``N(0, 3^2)`` on s (:data:`NUISANCE_PRIOR_SD`): the negative binomial needs a proper one, its
+likelihood tending to the Poisson's as r grows. A ``prior=`` given covers all d + 1
+coordinates (a ``GaussianPrior`` with ``sd=inf`` is flat on a coordinate).
 """
 
 from __future__ import annotations
@@ -67,9 +88,9 @@ from scipy import special
 from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
 from design._lib.vecmath import log_sigmoid
-from ..priors import Prior
-from ._base import (SCAN_CHUNK, BaseModel, _is_store, data_checks_skipped, data_rows,
-                    regression_data, scan_rows)
+from ..priors import GaussianPrior, Prior
+from ._base import (SCAN_CHUNK, BaseModel, _is_store, as_data_array, data_checks_skipped,
+                    data_rows, regression_data, scan_rows)
 from ._kernels import dots, prefetch_data01, step_range
 
 __all__ = ["GLM", "FAMILIES"]
@@ -273,6 +294,182 @@ def _student_derivs(y, n, eta, p):
     return (p[1] + 1.0) * r / den, -(p[1] + 1.0) * (v - r * r) / (den * den)
 
 
+# --- families whose parameter is estimated: s = log r, log k or log sigma is theta[d] --------
+# ``core(y, n, eta, s)`` the part of log p(y | eta, s) that depends on eta or s, ``const(y, n)``
+# the rest, ``derivs(y, n, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)`` (subscripts: partial
+# derivatives in eta and s).
+
+
+@row_jit
+def _digamma(x):
+    """``psi(x)`` for x > 0: the recurrence ``psi(x) = psi(x + 1) - 1/x`` up to x >= 10, then
+    the asymptotic series to x^-14 (truncation below 1e-16 there)."""
+    acc = 0.0
+    while x < 10.0:
+        acc -= 1.0 / x
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = f * (1.0 / 12.0 - f * (1.0 / 120.0 - f * (1.0 / 252.0 - f * (
+        1.0 / 240.0 - f * (1.0 / 132.0 - f * (691.0 / 32760.0 - f / 12.0))))))
+    return acc + math.log(x) - 0.5 / x - series
+
+
+@row_jit
+def _trigamma(x):
+    """``psi'(x)`` for x > 0: ``psi'(x) = psi'(x + 1) + 1/x^2`` up to x >= 10, then the
+    asymptotic series to x^-15."""
+    acc = 0.0
+    while x < 10.0:
+        acc += 1.0 / (x * x)
+        x += 1.0
+    z = 1.0 / x
+    f = z * z
+    series = z + 0.5 * f + z * f * (1.0 / 6.0 - f * (1.0 / 30.0 - f * (1.0 / 42.0 - f * (
+        1.0 / 30.0 - f * (5.0 / 66.0 - f * (691.0 / 2730.0 - f * 7.0 / 6.0))))))
+    return acc + series
+
+
+@row_jit
+def _psi_diffs(y, r):
+    """``(psi(y + r) - psi(r), psi'(y + r) - psi'(r))`` for a count y >= 0: the sums
+    ``sum_{j<y} 1/(r+j)`` and ``-sum_{j<y} 1/(r+j)^2`` for y < 16 (no cancellation), else
+    the differences of :func:`_digamma` and :func:`_trigamma`."""
+    if y < 16.0:
+        a = 0.0
+        b = 0.0
+        for j in range(int(y)):
+            q = 1.0 / (r + j)
+            a += q
+            b -= q * q
+        return a, b
+    return _digamma(y + r) - _digamma(r), _trigamma(y + r) - _trigamma(r)
+
+
+@row_jit
+def _negbin2_core(y, n, eta, s):
+    # s = log r: y (eta - s) + (y + r) log sigmoid(s - eta) + lgamma(y + r) - lgamma(r)
+    r = math.exp(s)
+    return y * (eta - s) + (y + r) * log_sigmoid(s - eta) + math.lgamma(y + r) - math.lgamma(r)
+
+
+@row_jit
+def _negbin2_const(y, n):
+    return -math.lgamma(y + 1.0)
+
+
+@row_jit
+def _negbin2_derivs(y, n, eta, s):
+    # p = mu / (r + mu) = sigmoid(eta - s), c = y + r, D1, D2 the psi differences:
+    # f_e = y - c p, f_s = -y + r log(1 - p) + c p + r D1, f_ee = -c p (1 - p),
+    # f_es = -r p + c p (1 - p), f_ss = r log(1 - p) + 2 r p - c p (1 - p) + r D1 + r^2 D2
+    r = math.exp(s)
+    t = eta - s
+    e = math.exp(-abs(t))
+    p = 1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e)
+    pq = e / ((1.0 + e) * (1.0 + e))
+    c = y + r
+    d1, d2 = _psi_diffs(y, r)
+    rl = r * log_sigmoid(-t)
+    return (y - c * p, -y + rl + c * p + r * d1, -c * pq, -r * p + c * pq,
+            rl + 2.0 * r * p - c * pq + r * d1 + r * r * d2)
+
+
+@row_jit
+def _gamma2_core(y, n, eta, s):
+    # s = log k: k s - lgamma(k) + k log y - k (eta + y e^-eta)
+    k = math.exp(s)
+    return k * (s + math.log(y) - eta - y * math.exp(-eta)) - math.lgamma(k)
+
+
+@row_jit
+def _gamma2_const(y, n):
+    return -math.log(y)
+
+
+@row_jit
+def _gamma2_derivs(y, n, eta, s):
+    # v = y e^-eta: f_e = k (v - 1), f_ee = -k v, f_es = f_e,
+    # f_s = k (s + 1 - psi(k) + log y - eta - v), f_ss = f_s + k - k^2 psi'(k)
+    k = math.exp(s)
+    v = y * math.exp(-eta)
+    f_e = k * (v - 1.0)
+    f_s = k * (s + 1.0 - _digamma(k) + math.log(y) - eta - v)
+    return f_e, f_s, -k * v, f_e, f_s + k - k * k * _trigamma(k)
+
+
+@row_jit
+def _gaussian2_core(y, n, eta, s):
+    # s = log sigma: -s - (y - eta)^2 e^(-2 s) / 2
+    r = y - eta
+    return -s - 0.5 * r * r * math.exp(-2.0 * s)
+
+
+@row_jit
+def _gaussian2_const(y, n):
+    return -_HALF_LOG_2PI
+
+
+@row_jit
+def _gaussian2_derivs(y, n, eta, s):
+    r = y - eta
+    w = math.exp(-2.0 * s)
+    rw = r * w
+    return rw, r * rw - 1.0, -w, -2.0 * rw, -2.0 * r * rw
+
+
+@cache
+def _nuisance_row_kernels(core, const, derivs):
+    """``(row_loglik, row_ratio, row_grad, link, derivs)`` of a family whose parameter
+    ``s = theta[d]`` is estimated (d the columns of X): ``link(data, i, eta, s)`` and
+    ``derivs(data, i, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)``, weighted and tempered."""
+
+    @row_jit
+    def link(data, i, eta, s):
+        X, y, trials, offset, weights, params, inv_temp = data
+        n = _at(trials, i)
+        e = eta + _at(offset, i)
+        return _at(weights, i) * (core(y[i], n, e, s) + const(y[i], n)) * inv_temp
+
+    @row_jit
+    def row_derivs(data, i, eta, s):
+        X, y, trials, offset, weights, params, inv_temp = data
+        f_e, f_s, f_ee, f_es, f_ss = derivs(y[i], _at(trials, i), eta + _at(offset, i), s)
+        w = _at(weights, i) * inv_temp
+        return w * f_e, w * f_s, w * f_ee, w * f_es, w * f_ss
+
+    @row_jit
+    def row_loglik(data, i, theta):
+        X = data[0]
+        a = 0.0
+        for j in range(X.shape[1]):
+            a += X[i, j] * theta[j]
+        return link(data, i, a, theta[X.shape[1]])
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        X, y, trials, offset, weights, params, inv_temp = data
+        a, a_new = dots(X, i, theta, theta_new)
+        d = X.shape[1]
+        n = _at(trials, i)
+        o = _at(offset, i)
+        diff = core(y[i], n, a_new + o, theta_new[d]) - core(y[i], n, a + o, theta[d])
+        return _at(weights, i) * diff * inv_temp
+
+    @row_jit
+    def row_grad(data, i, theta, out):
+        X = data[0]
+        d = X.shape[1]
+        a = 0.0
+        for j in range(d):
+            a += X[i, j] * theta[j]
+        f_e, f_s, _, _, _ = row_derivs(data, i, a, theta[d])
+        for j in range(d):
+            out[j] = f_e * X[i, j]
+        out[d] = f_s
+
+    return row_loglik, row_ratio, row_grad, link, row_derivs
+
+
 # --- row kernels over data = (X, y, trials, offset, weights, params, 1/K) --------------------
 
 
@@ -340,6 +537,9 @@ class _Link:
     m2: Callable | None
     m3: Callable | None
     why: str = ""   # for a link without M2 / M3: which derivative is unbounded
+    #: The family parameter estimated as theta[d] (its log), or "": then ``core`` and
+    #: ``derivs`` take ``s`` in place of ``params`` and ``const`` takes no ``params``.
+    nuisance: str = ""
 
 
 def _student_m3(s):
@@ -378,11 +578,35 @@ FAMILIES = {
         m2=lambda s: (s.df + 1.0) / (s.df * s.scale**2), m3=_student_m3)},
 }
 
+_ESTIMATED_WHY = ("its parameter is estimated (theta's last coordinate), and the row "
+                  "log-likelihood's derivatives in it are unbounded")
+
+#: ``family -> {link: _Link}`` of the families whose parameter is estimated: its log is the
+#: last coordinate of theta (no bounds: every supremum grows without bound in it).
+NUISANCE = {
+    "negative_binomial": {"log": _Link(_negbin2_core, _negbin2_const, _negbin2_derivs, None,
+                                       None, None, _ESTIMATED_WHY, "dispersion")},
+    "gamma": {"log": _Link(_gamma2_core, _gamma2_const, _gamma2_derivs, None, None, None,
+                           _ESTIMATED_WHY, "shape")},
+    "gaussian": {"identity": _Link(_gaussian2_core, _gaussian2_const, _gaussian2_derivs, None,
+                                   None, None, _ESTIMATED_WHY, "scale")},
+}
+#: sd of the default prior ``N(0, NUISANCE_PRIOR_SD^2)`` on the estimated parameter's log
+#: (the coefficients' default prior stays flat).
+NUISANCE_PRIOR_SD = 3.0
+
 #: The family parameters each family takes (keyword arguments of :class:`GLM`).
 _PARAMS = {"bernoulli": (), "binomial": ("trials",), "poisson": (), "negative_binomial":
            ("dispersion",), "gamma": ("shape",), "gaussian": ("scale",),
            "student_t": ("df", "scale")}
 _DEFAULTS = {"df": 4.0, "scale": 1.0}
+#: The family parameter each family can estimate (``="estimate"``; None too for the first two).
+_ESTIMABLE = {"negative_binomial": ("dispersion",), "gamma": ("shape",), "gaussian": ("scale",)}
+
+
+def _estimate(value) -> bool:
+    """Whether a family parameter is to be estimated: not given, or ``"estimate"``."""
+    return value is None or (isinstance(value, str) and value == "estimate")
 
 
 @dataclass(frozen=True)
@@ -424,16 +648,19 @@ class GLM(BaseModel):
         Frequency weights ``w_i >= 0``: row i counts ``w_i`` times (collapse duplicate rows).
     trials : int or array of shape (N,)
         Binomial trials ``n_i >= 1`` (``"binomial"`` only; required).
-    dispersion : float
-        ``r > 0`` of the negative binomial, variance ``mu + mu^2 / r`` (required).
-    shape : float
-        ``k > 0`` of the gamma family, variance ``mu^2 / k`` (required).
-    scale : float
-        Noise sd of ``"gaussian"`` or scale of ``"student_t"`` (default 1).
+    dispersion : float or "estimate", optional
+        ``r > 0`` of the negative binomial, variance ``mu + mu^2 / r``; not given (or
+        ``"estimate"``): estimated, ``log r`` the last coordinate of theta.
+    shape : float or "estimate", optional
+        ``k > 0`` of the gamma family, variance ``mu^2 / k``; not given: estimated (``log k``).
+    scale : float or "estimate"
+        Noise sd of ``"gaussian"`` (default 1; ``"estimate"``: ``log sd`` the last coordinate
+        of theta) or scale of ``"student_t"`` (default 1).
     df : float
         Degrees of freedom of ``"student_t"`` (default 4).
     prior : Prior, optional
-        Defaults to the flat prior.
+        Defaults to the flat prior; with an estimated family parameter, flat on the
+        coefficients and ``N(0, 3^2)`` on the parameter's log.
     temperature : float
         K > 0; the likelihood is raised to 1/K.
 
@@ -462,6 +689,13 @@ class GLM(BaseModel):
     >>> ref = stats.poisson.logpmf(y[:3], exposure[:3] * np.exp(X[:3] @ theta))
     >>> bool(np.allclose(model.loglik(theta, np.arange(3)), ref))
     True
+
+    The negative binomial's dispersion estimated: theta is ``(beta, log r)``.
+
+    >>> y = rng.negative_binomial(2.0, 2.0 / (2.0 + np.exp(X @ [0.5, -0.3])))
+    >>> nb = GLM(X, y.astype(float), family="negative_binomial")
+    >>> nb.dim, nb.names
+    (3, ('beta0', 'beta1', 'log_dispersion'))
     """
 
     _row_prefetch = staticmethod(prefetch_data01)
@@ -498,16 +732,28 @@ class GLM(BaseModel):
         if family == "binomial" and trials is None:
             raise TypeError("family 'binomial' needs trials= (an int or one per row); "
                             "use family='bernoulli' for 0/1 responses")
+        for name, value in given.items():
+            if isinstance(value, str) and not (value == "estimate" and name in _ESTIMABLE.get(
+                    family, ())):
+                can = _ESTIMABLE.get(family, ())
+                raise ValueError(f"{name} must be a positive number" + (
+                    " or 'estimate'" if name in can else "") + f" for family {family!r}, got "
+                    f"{value!r}" + ("" if name in can else " (estimable: dispersion of "
+                                    "'negative_binomial', shape of 'gamma', scale of 'gaussian')"))
         self.dispersion = self.shape = self.scale = self.df = None
-        if family == "negative_binomial":
-            if dispersion is None:
-                raise TypeError("family 'negative_binomial' needs dispersion= (r > 0, variance "
-                                "mu + mu^2 / r)")
+        #: The family parameter estimated as ``exp(theta[-1])`` (``"dispersion"``,
+        #: ``"shape"`` or ``"scale"``), or None.
+        self.estimated = None
+        if family == "negative_binomial" and _estimate(dispersion):
+            self.estimated, params = "dispersion", ()
+        elif family == "gamma" and _estimate(shape):
+            self.estimated, params = "shape", ()
+        elif family == "gaussian" and isinstance(scale, str) and scale == "estimate":
+            self.estimated, params = "scale", ()
+        elif family == "negative_binomial":
             r = self.dispersion = check_positive("dispersion", dispersion)
             params = (r, math.log(r), math.lgamma(r))
         elif family == "gamma":
-            if shape is None:
-                raise TypeError("family 'gamma' needs shape= (k > 0, variance mu^2 / k)")
             k = self.shape = check_positive("shape", shape)
             params = (k, k * math.log(k) - math.lgamma(k))
         elif family in ("gaussian", "student_t"):
@@ -520,8 +766,15 @@ class GLM(BaseModel):
         else:
             params = ()
         self._params = np.array(params + (0.0,) * (3 - len(params)))
-        super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
-        if links[link].m1 is None:
+        d = self.X.shape[1]
+        if self.estimated is not None:
+            #: Coordinate names (ArviZ): the coefficients, then the estimated parameter's log.
+            self.names = tuple(f"beta{j}" for j in range(d)) + (f"log_{self.estimated}",)
+            if prior is None:   # flat on the coefficients, N(0, 3^2) on the log parameter
+                prior = GaussianPrior(0.0, np.r_[np.full(d, np.inf), NUISANCE_PRIOR_SD])
+        super().__init__(prior=prior, temperature=temperature,
+                         dim=d + (self.estimated is not None))
+        if self._spec.m1 is None:
             # no range of the l_i: the samplers' view sees none, so ConfidenceTest(range=
             # "model") refuses the model when the chain starts, naming range="full-data"
             self._loglik_ratio_range = self._loglik_ratio_bound = None
@@ -603,12 +856,12 @@ class GLM(BaseModel):
     @property
     def _spec(self) -> _Link:
         """The family and link's kernels and suprema (looked up: the instance pickles)."""
-        return FAMILIES[self.family][self.link]
+        return (FAMILIES if self.estimated is None else NUISANCE)[self.family][self.link]
 
     @property
     def _kernels(self):
         s = self._spec
-        return _row_kernels(s.core, s.const, s.derivs)
+        return (_nuisance_row_kernels if s.nuisance else _row_kernels)(s.core, s.const, s.derivs)
 
     @property
     def _row_loglik(self):
@@ -667,6 +920,15 @@ class GLM(BaseModel):
         if self._spec.m1 is None:
             raise self._no_bound("bound on |l_i| (loglik_ratio_bound)")
         return super().loglik_ratio_bound(theta, theta_new)
+
+    def firefly_bound(self, theta=None):
+        """A collapsible lower bound on the rows' likelihoods for Firefly Monte Carlo
+        (:func:`samplers.firefly`): :class:`~samplers.models.bounds.GLMBound`, each row's
+        bound tight at ``x_i . theta`` (default: the posterior mode). A TypeError for the
+        families without one (Poisson, gamma, cloglog, an estimated family parameter)."""
+        from .bounds import GLMBound
+
+        return GLMBound.map_tuned(self, theta)
 
     def __repr__(self):
         return (f"GLM(N={self.N}, dim={self.dim}, family={self.family!r}, link={self.link!r}, "
