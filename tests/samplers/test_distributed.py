@@ -95,7 +95,10 @@ def test_every_pass_on_the_cluster_is_the_local_pass(client, model, local_cv, mo
                   rng=3, progress=False)
     b = clt_check(local, (thetas[:2], news[:2]), batch_size=200, n_sim=4000, search=False,
                   rng=3, progress=False, executor=client)
-    np.testing.assert_array_equal(a.ks_distance, b.ks_distance)
+    # locally the verdict reads both pairs' l_i from one pass (each a difference of two
+    # log-likelihood columns, loglik_many); on the cluster each pair's fused ratio: the
+    # same l_i to rounding, so the KS distances agree to ~1e-9 relative, not bit for bit
+    np.testing.assert_allclose(a.ks_distance, b.ks_distance, rtol=1e-8)
 
 
 @pytest.mark.parametrize("kind", ["zarr", "h5"])
@@ -126,8 +129,11 @@ def test_a_store_on_the_cluster_gives_the_in_memory_results(client, model, local
     thetas, news = pairs(local_cv, 3, 2)
     a = design.TrialChain.from_model(local_cv, thetas, news, progress=False)
     b = design.TrialChain.from_model(remote, thetas, news, progress=False, executor=client)
-    np.testing.assert_array_equal(a.mu, b.mu)
-    np.testing.assert_array_equal(a.abs_z3, b.abs_z3)
+    # in memory the control variates' trial pairs come from one pass of loglik_many
+    # (differences of log-likelihood columns); a store's blocks give each pair's fused
+    # ratio: equal to rounding (1e-9 relative), not bit for bit
+    np.testing.assert_allclose(a.mu, b.mu, rtol=1e-9, atol=1e-15)
+    np.testing.assert_allclose(a.abs_z3, b.abs_z3, rtol=1e-9)
     np.testing.assert_array_equal(log_posterior(local_cv, thetas[None], progress=False),
                                   log_posterior(remote, thetas[None], progress=False,
                                                 executor=client))
