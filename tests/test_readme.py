@@ -55,7 +55,7 @@ def test_readme_own_model_glm_runs():
     _run_own_model(0)
 
 
-@pytest.mark.slow   # JAX's per-call dispatch: the chains run on the Python loop
+@pytest.mark.slow   # JAX tracing and numba compilation; the NumPyro prior runs on the Python loop
 @pytest.mark.parametrize("k, needs", [(1, ("jax",)), (2, ("jax", "numpyro"))],
                          ids=["jax", "numpyro"])
 def test_readme_own_model_jax_and_numpyro_run(k, needs):
