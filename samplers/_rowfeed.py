@@ -54,6 +54,7 @@ from __future__ import annotations
 import copy
 import math
 import mmap
+import sys
 from dataclasses import dataclass
 
 import numpy as np
@@ -167,8 +168,11 @@ class _Mapped:
         dtype = np.dtype(dtype)
         count = math.prod(shape)
         size = max(count * dtype.itemsize, 1)
-        flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(
-            mmap, "MAP_NORESERVE", 0)
+        # MAP_NORESERVE (Linux's 0x4000, absent from Python's mmap module): the mapping
+        # spans the store's rows but takes memory only where written, so it must not be
+        # charged against RAM + swap up front (a store larger than both would fail here)
+        noreserve = getattr(mmap, "MAP_NORESERVE", 0x4000 if sys.platform == "linux" else 0)
+        flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | noreserve
         self._map = mmap.mmap(-1, size, flags=flags)
         self.array = np.frombuffer(self._map, dtype=dtype, count=count).reshape(shape)
         self._row_bytes = count * dtype.itemsize // max(shape[0], 1)
@@ -399,5 +403,9 @@ def chain_feed(view, test, proposal, rng, batches):
     from ._view import ModelView
 
     feed = RowFeed(sources, rng, batches.kernel_state(), view.dim)
-    feed.view = ModelView(fed_model(view.model, feed.arrays), view.dim)
+    try:
+        feed.view = ModelView(fed_model(view.model, feed.arrays), view.dim)
+    except BaseException:
+        feed.close()          # registered and attached: nothing may keep it alive
+        raise
     return feed

@@ -774,6 +774,10 @@ class StudentTIndependence(Independence):
         return cls(_laplace_mean(source), check_positive("scale", scale) ** 2 * _laplace(source),
                    df)
 
+    def rows_from_order(self, view) -> bool:
+        """True: an independence proposal reads no rows."""
+        return unchanged_below(self, StudentTIndependence, "propose")
+
     def compiled_move(self, view, model, state, n_samples):
         if not unchanged_below(self, StudentTIndependence, "propose", "_kernel", "log_density"):
             return None
@@ -856,6 +860,10 @@ class MixtureIndependence(Independence):
         """
         return cls(_laplace_mean(source), check_positive("scale", scale) ** 2 * _laplace(source),
                    weight, inflation)
+
+    def rows_from_order(self, view) -> bool:
+        """True: an independence proposal reads no rows."""
+        return unchanged_below(self, MixtureIndependence, "propose")
 
     def compiled_move(self, view, model, state, n_samples):
         if not unchanged_below(self, MixtureIndependence, "propose", "_kernel", "log_density"):

@@ -1087,6 +1087,10 @@ def open_store(path):
     names = set(group.array_keys())
     if "X" not in names:
         raise ValueError(f"the store {path!r} has no array 'X' (it holds {sorted(names)})")
+    if CHECKSUM_ATTR not in group.attrs:   # written last: a write that stopped leaves none
+        raise ValueError(f"the store {path!r} was not written to the end (no '{CHECKSUM_ATTR}' "
+                         "attribute on its group: an interrupted write or another tool's "
+                         "store); write it again with `austerity convert`")
     X = ZarrSource(path, "X", name="X")
     y = ZarrSource(path, "y", name="y") if "y" in names else None
     if y is not None and y.shape[0] != X.shape[0]:

@@ -23,6 +23,8 @@ same rows as that code did.
 
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 from numba import objmode, types
 from numba.experimental import structref
@@ -300,15 +302,18 @@ def draw_rows(rng, order, u, out):
 #: Row feeds by number: ``fetch(rows)`` gives the rows slots and fills them.
 _FEEDS = {}
 _NEXT_FEED = [0]
+_FEEDS_LOCK = threading.Lock()
 
 
 def register_feed(fetch) -> int:
     """Register ``fetch(rows)`` (called with an int64 array of distinct rows without a slot;
     it must give their blocks slots, :func:`give_slots`, and fill them) and return its
     number for :func:`attach_feed`."""
-    _NEXT_FEED[0] += 1
-    _FEEDS[_NEXT_FEED[0]] = fetch
-    return _NEXT_FEED[0]
+    with _FEEDS_LOCK:            # chains started together on threads get distinct numbers
+        _NEXT_FEED[0] += 1
+        number = _NEXT_FEED[0]
+        _FEEDS[number] = fetch
+    return number
 
 
 def unregister_feed(number) -> None:

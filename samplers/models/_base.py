@@ -516,9 +516,21 @@ class BaseModel:
         return start, stop
 
     def _with_rows(self, take, n: int):
-        """A shallow copy whose per-row data are ``take(data)`` (``n`` rows, in memory)."""
+        """A shallow copy whose per-row data are ``take(data)`` (``n`` rows, in memory).
+
+        A class that names neither its per-row fields (``_row_fields``) nor a wrapped model
+        (``_wrapped_fields``), or wraps a model that is not built in, is refused: copying it
+        unchanged would give a "block" that reads the first rows of the whole data."""
+        if not (self._row_fields or self._wrapped_fields):
+            raise TypeError(f"{type(self).__name__} does not name its per-row data "
+                            "(_row_fields): its passes cannot be split into row blocks")
         new = copy.copy(self)
         state = new.__dict__
+        for name in self._wrapped_fields:
+            inner = state.get(name)
+            if inner is not None and not isinstance(inner, BaseModel):
+                raise TypeError(f"{type(self).__name__} wraps {type(inner).__name__}, whose "
+                                "rows cannot be split into blocks")
         for name in self._row_fields:
             value = state.get(name)
             if _is_source(value) or (isinstance(value, np.ndarray) and value.ndim

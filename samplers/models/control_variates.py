@@ -464,7 +464,7 @@ class TaylorSums:
         if grad.shape != (d,) or hess.shape != (d, d):
             raise ValueError(f"sums['grad'] and sums['hess'] must have shapes ({d},) and "
                              f"({d}, {d}), got {grad.shape} and {hess.shape}")
-        if not np.allclose(hess, hess.T, rtol=1e-10, atol=0.0):
+        if not np.allclose(hess, hess.T, rtol=1e-10, atol=1e-12 * float(np.abs(hess).max())):
             raise ValueError("sums['hess'] must be symmetric (a sum of Hessians)")
         norm = sums.get("max_row_norm")
         if norm is not None:
@@ -687,6 +687,28 @@ class ControlVariates(BaseModel):
     _wrapped_fields = ("model",)
     #: The executor of the construction's passes (set only while it runs).
     _cluster = None
+
+    @staticmethod
+    def sums_on_blocks(model) -> bool:
+        """Whether ``ControlVariates(model, executor=...)`` can run its passes (the mode,
+        the sums at the center) by row blocks on an executor's workers: a built-in GLM-shaped
+        model (logistic, linear, Student-t, Gaussian mean, ``GLM``) whose rows split into
+        blocks (:meth:`~samplers.models.BaseModel.block_recipe`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from samplers import ControlVariates, GaussianMean
+        >>> ControlVariates.sums_on_blocks(GaussianMean(np.zeros(10)))
+        True
+        """
+        if glm_kernels(model) is None:
+            return False
+        try:
+            model.block_recipe(0, 1)
+        except (AttributeError, TypeError):
+            return False
+        return True
 
     def __init__(self, model, center=None, order=2, *, start=None, executor=None):
         self._setup(model, order, center if center is not None else start)

@@ -140,8 +140,8 @@ def fmin(a, b):
     return a if a <= b else b
 
 
-_HELPERS = {"math": math, "digamma": digamma, "polygamma": polygamma, "logistic": logistic,
-            "sign": sign, "fmod": fmod,
+_HELPERS = {"math": math, "np": np, "digamma": digamma, "polygamma": polygamma,
+            "logistic": logistic, "sign": sign, "fmod": fmod,
             "fmax": fmax, "fmin": fmin}
 
 _UNARY = {
@@ -152,7 +152,7 @@ _UNARY = {
     "digamma": "digamma({0})", "erf": "math.erf({0})", "erfc": "math.erfc({0})",
     "sin": "math.sin({0})", "cos": "math.cos({0})", "tan": "math.tan({0})",
     "atan": "math.atan({0})", "asinh": "math.asinh({0})", "square": "({0} * {0})",
-    "floor": "math.floor({0})", "ceil": "math.ceil({0})", "not": "(not {0})",
+    "floor": "np.floor({0})", "ceil": "np.ceil({0})", "not": "(not {0})",
     "is_finite": "math.isfinite({0})", "exp2": "(2.0 ** {0})",
     "cbrt": "math.copysign(abs({0}) ** (1.0 / 3.0), {0})",
     "copy": "{0}", "copy_p": "{0}", "real": "{0}", "stop_gradient": "{0}",

@@ -123,3 +123,17 @@ def test_equal_seeds_identical_inputs_untouched_and_bad_input():
     assert t.df == 6.0 and np.array_equal(t.mean, cv.center.theta)
     m = MixtureIndependence.from_laplace(cv, weight=0.1, inflation=2.5)
     assert (m.weight, m.inflation) == (0.1, 2.5)
+
+
+@pytest.mark.parametrize("kind", sorted(PROPOSALS))
+def test_reads_no_rows_so_a_store_chain_keeps_its_row_feed(kind):
+    """An independence proposal reads no rows: a chain on a store keeps the row feed (a
+    subclass that overrides propose is not vouched for)."""
+    q = _random_proposal(kind, 3, np.random.default_rng(1))
+    assert q.rows_from_order(None)
+
+    class Custom(type(q)):
+        def propose(self, *args):
+            return super().propose(*args)
+
+    assert not Custom(q.mean, q.covariance).rows_from_order(None)

@@ -182,3 +182,18 @@ def test_numpyro_bridge_models_translate(model_fn):
         assert model.logprior(u) == pytest.approx(bridge.logprior(u), rel=1e-14)
         np.testing.assert_allclose(model.loglik(u, np.arange(60)), bridge.loglik(u, np.arange(60)),
                                    rtol=1e-12)
+
+
+def test_floor_and_ceil_stay_floats_beyond_the_integers():
+    """numba's math.floor/ceil return int64 (overflow; inf or NaN becomes INT_MIN): the
+    translation uses np.floor/np.ceil, float in and out, as JAX does."""
+    def rounding(theta, row):
+        x, _ = row
+        return -0.5 * jnp.floor(x[0] * theta[0]) + jnp.ceil(x[1] * theta[1])
+
+    x = np.array([[1e300, 2.5], [-4.75, -3.5], [7.25, 1e25]])
+    model = JaxModel(rounding, (x, np.zeros(3)), dim=2)
+    f_loglik, *_ = _kernels(model)
+    for theta in (np.array([1.0, 1.0]), np.array([1e10, np.inf])):   # inf: not INT_MIN
+        ours = np.array([f_loglik(tuple(model._leaves), i, theta) for i in range(3)])
+        np.testing.assert_array_equal(ours, np.asarray(model.loglik(theta, np.arange(3))))

@@ -308,3 +308,26 @@ def test_control_variate_rows_on_several_threads_equal_one_thread():
     rows = cv.loglik_ratio(theta, theta_new, np.arange(N))
     assert one.mean == pytest.approx(rows.mean(), rel=1e-12)
     assert one.m2 == pytest.approx(((rows - rows.mean()) ** 2).sum(), rel=1e-9)
+
+
+def test_row_blocks_are_refused_and_fit_steps_run_the_sums_here(logistic):
+    """A RowModel names no per-row fields: copying it as a "block" would read the first rows
+    of the whole data, so row blocks (and an executor's passes by blocks) are refused, and
+    fit's first step runs the control variates' sums in this process."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from validation import loglik_ratios
+    from validation.workflow.steps import mode_and_proxy
+
+    model, builtin, *_ = logistic
+    for wrapped in (model, ControlVariates(model)):
+        with pytest.raises(TypeError, match="blocks"):
+            wrapped.row_block(0, 10)
+    assert not ControlVariates.sums_on_blocks(model)
+    assert ControlVariates.sums_on_blocks(builtin)
+    theta, new = np.zeros(4), np.full(4, 0.01)
+    with ThreadPoolExecutor(1) as pool:
+        with pytest.raises(TypeError):
+            loglik_ratios(model, theta, new, executor=pool)
+        proxy = mode_and_proxy(model, executor=pool)
+    np.testing.assert_allclose(proxy.mode, mode_and_proxy(model).mode, rtol=1e-12)

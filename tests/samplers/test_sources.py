@@ -499,3 +499,29 @@ def test_exact_minibatch_chains_on_a_store_equal_the_in_memory_chains(test, tmp_
                      progress=False) for m in (mem, on_store)]
     np.testing.assert_array_equal(chains[1].samples, chains[0].samples)
     np.testing.assert_array_equal(chains[1].stats["n_used"], chains[0].stats["n_used"])
+
+
+def test_a_store_whose_write_stopped_is_refused(tmp_path):
+    """The group's attribute is written last: without it the store is refused (an
+    interrupted write leaves rows at the fill value, which no check of values would see)."""
+    zarr = pytest.importorskip("zarr")
+    rng = np.random.default_rng(5)
+    sources.write_store(tmp_path / "s.zarr", rng.normal(size=(200, 3)), rng.normal(size=200),
+                        rows_per_chunk=64, rows_per_shard=128, progress=False)
+    sources.open_store(tmp_path / "s.zarr")
+    group = zarr.open_group(str(tmp_path / "s.zarr"), mode="r+")
+    del group.attrs[sources.CHECKSUM_ATTR]
+    with pytest.raises(ValueError, match="not written to the end"):
+        sources.open_store(tmp_path / "s.zarr")
+
+
+def test_row_feeds_get_distinct_numbers_from_threads():
+    from concurrent.futures import ThreadPoolExecutor
+
+    from design._lib.rows import register_feed, unregister_feed
+
+    with ThreadPoolExecutor(8) as pool:
+        numbers = list(pool.map(lambda _: register_feed(lambda rows: None), range(400)))
+    assert len(set(numbers)) == 400
+    for n in numbers:
+        unregister_feed(n)

@@ -133,6 +133,7 @@ def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
     """
     from samplers import ControlVariates
 
+    executor = _sums_executor(model, executor)
     if isinstance(model, ControlVariates):
         if center is not None or order != 2:
             raise ValueError("center and order apply when fit builds the ControlVariates "
@@ -965,6 +966,18 @@ def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None, *, executor=N
                                          executor=on_blocks(proxy.cv, executor))
     err, frac = design.evaluate(plan, trial)
     return float(np.mean(np.abs(err))), float(np.mean(frac) * proxy.cv.N)
+
+
+def _sums_executor(model, executor):
+    """``executor`` for the control variates' construction passes when ``model``'s sums run
+    by row blocks on other processes (:meth:`samplers.ControlVariates.sums_on_blocks`), else
+    None: they run here, as for a user's model or a compiled row model."""
+    from samplers import ControlVariates
+
+    inner = model.model if isinstance(model, ControlVariates) else model
+    if executor is None or not ControlVariates.sums_on_blocks(inner):
+        return None
+    return executor
 
 
 def on_blocks(model, executor):
