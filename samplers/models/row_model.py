@@ -21,9 +21,10 @@ from numba.core.dispatcher import Dispatcher
 from design._lib.checks import check_int
 from design._lib.jit import intrinsic, jit
 from design._lib.passes import n_chunks, run_chunks
-from design._lib.prefetch import prefetch_ahead, prefetch_row
+from design._lib.prefetch import prefetch_row
 from ..priors import Prior
 from ._base import BaseModel, check_finite_rows
+from ._kernels import batch_grad
 
 __all__ = ["RowModel", "row_scratch"]
 
@@ -212,17 +213,6 @@ def _row_kernels(loglik_row, grad_row, hess_row, hvp_row=None):
                     out[j] *= inv_temp
 
     return row_loglik, row_ratio, row_grad, row_hess, row_hvp
-
-
-@cache
-def _batch_hess(row_hess, row_prefetch):
-    @jit
-    def kernel(data, idx, theta, out):
-        for t in range(idx.shape[0]):
-            prefetch_ahead(row_prefetch, data, idx, t)
-            row_hess(data, idx[t], theta, out[t])
-
-    return kernel
 
 
 @cache
@@ -604,7 +594,8 @@ class RowModel(BaseModel):
         theta = self._check_theta("theta", theta)
         idx = self._check_idx(idx)
         out = np.empty((idx.shape[0], self.dim, self.dim))
-        _batch_hess(self._row_hess, self._row_prefetch)(self._kernel_data(), idx, theta, out)
+        # batch_grad's loop writes each row's array into out[t]: a Hessian as well
+        batch_grad(self._row_hess, self._row_prefetch)(self._kernel_data(), idx, theta, out)
         return out
 
     def loglik_sums(self, theta, hessian=True):
