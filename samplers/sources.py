@@ -298,12 +298,62 @@ def _import_zarr():
     return zarr
 
 
+#: Flags of a shard file opened for reading (binary on Windows: no newline translation).
+_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _read_at(fd: int, buf: np.ndarray, pos: int) -> int:
+    """Read ``buf.shape[0]`` bytes of the file ``fd`` from byte ``pos`` into ``buf`` (a
+    writable contiguous 1-D uint8 array); return the bytes read, fewer only where the file
+    ends.
+
+    One call of ``os.preadv`` (or ``read``) may return fewer bytes than asked without
+    reaching the end of the file: Linux returns at most 0x7ffff000 bytes per call, so a
+    read of 2 GiB or more is always short, and a network file system may stop earlier. The
+    reads are repeated from where the last one stopped until ``buf`` is full or a read
+    returns nothing (the end of the file). Where ``os.preadv`` does not exist (Windows,
+    some platforms) ``os.pread`` reads a copy of the bytes; where neither does, the file
+    offset is moved with ``os.lseek`` (each reader opens its own descriptor, so no other
+    thread moves it).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "b.bin")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(bytes(range(10)))
+    >>> fd = os.open(path, _O_READ)
+    >>> buf = np.zeros(4, dtype=np.uint8)
+    >>> _read_at(fd, buf, 7), buf.tolist()      # three bytes left in the file
+    (3, [7, 8, 9, 0])
+    >>> os.close(fd)
+    """
+    n, done = buf.shape[0], 0
+    preadv, pread = getattr(os, "preadv", None), getattr(os, "pread", None)
+    while done < n:
+        part = buf[done:]
+        if preadv is not None:
+            got = preadv(fd, [part], pos + done)
+        else:
+            if pread is not None:
+                data = pread(fd, part.shape[0], pos + done)
+            else:
+                os.lseek(fd, pos + done, os.SEEK_SET)
+                data = os.read(fd, part.shape[0])
+            got = len(data)
+            part[:got] = np.frombuffer(data, dtype=np.uint8)
+        if got <= 0:
+            break
+        done += got
+    return done
+
+
 class _ShardReader:
     """Direct reads of an uncompressed sharded Zarr v3 array on a local disk.
 
     Each shard is a file of inner chunks followed by an index of (offset, nbytes) per inner
     chunk; with the ``bytes`` codec alone an inner chunk is the rows' raw little-endian
-    bytes. A row is then one small read (``os.preadv`` into the caller's array) at ``offset
+    bytes. A row is then one small read (:func:`_read_at` into the caller's array) at ``offset
     + (row % inner) * row_bytes`` in its shard's file, instead of a trip through Zarr's
     codec pipeline (hundreds of microseconds per call); the indexes of the last
     :attr:`MAX_OPEN` shards are kept. Built only for that exact layout
@@ -366,7 +416,7 @@ class _ShardReader:
                 return hit
         path = os.path.join(self.root, "c", str(s), *(["0"] * (len(self.shape) - 1)))
         try:
-            fd = os.open(path, os.O_RDONLY)
+            fd = os.open(path, _O_READ)
         except FileNotFoundError:
             hit = (None, None, 0)
         else:
@@ -376,10 +426,13 @@ class _ShardReader:
                 if size < need:
                     raise ValueError(f"the Zarr shard file {path!r} is {size} bytes, shorter "
                                      f"than its index ({need} bytes): the store is damaged")
-                raw = os.pread(fd, need - 4, size - need)
+                raw = np.empty(need - 4, dtype=np.uint8)
+                if _read_at(fd, raw, size - need) != raw.shape[0]:
+                    raise ValueError(f"the Zarr shard file {path!r} ends inside its index: "
+                                     "the store is damaged")
             finally:
                 os.close(fd)
-            hit = (path, np.frombuffer(raw, dtype="<u8").reshape(self.n_inner, 2), size)
+            hit = (path, raw.view("<u8").reshape(self.n_inner, 2), size)
         with self._lock:
             self._open[s] = hit
             while len(self._open) > self.MAX_OPEN:
@@ -387,14 +440,15 @@ class _ShardReader:
         return hit
 
     def _read_runs(self, path, size, flat, dst_starts, dst_stops, positions):
-        """Read runs of whole rows from one shard file straight into ``flat`` (``os.preadv``:
-        no mapping of the file, so a pass leaves nothing of it in the process's memory)."""
+        """Read runs of whole rows from one shard file straight into ``flat``
+        (:func:`_read_at`: no mapping of the file, so a pass leaves nothing of it in the
+        process's memory)."""
         rb = self.row_bytes
-        fd = os.open(path, os.O_RDONLY)
+        fd = os.open(path, _O_READ)
         try:
             for u, v, p in zip(dst_starts, dst_stops, positions):
                 want = (v - u) * rb
-                if p + want > size or os.preadv(fd, [flat[u:v].reshape(-1)], p) != want:
+                if p + want > size or _read_at(fd, flat[u:v].reshape(-1), p) != want:
                     raise ValueError(f"the Zarr shard file {path!r} ends before the rows it "
                                      "indexes: the store is damaged")
         finally:
