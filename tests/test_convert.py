@@ -106,3 +106,105 @@ def test_bad_input(tmp_path, capsys, monkeypatch, args, message):
         f["X"] = X
     assert main(["convert", *args, "--quiet"]) == 2
     assert message in capsys.readouterr().err
+
+
+def _left_in(folder):
+    return sorted(p.name for p in folder.iterdir())
+
+
+@pytest.mark.parametrize("statistics", [True, False])
+def test_parquet_nulls_are_refused_naming_the_column_and_row(tmp_path, capsys, statistics):
+    """A null has no float value: refused, naming the column and the first null's row
+    (from the footer's null counts before any row is written; without them, when the row
+    group is read, mid-way through the write), and no store or partial store is left."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    b = pa.array([None if i in (2345, 2400) else float(i) for i in range(3000)])
+    table = pa.table({"a": X[:, 0], "b": b, "label": Y})
+    pq.write_table(table, tmp_path / "n.parquet", row_group_size=700,
+                   write_statistics=statistics)
+    assert main(["convert", str(tmp_path / "n.parquet"), str(tmp_path / "n.zarr"),
+                 "--y-column", "label", "--rows-per-chunk", "64", "--rows-per-shard", "512",
+                 "--quiet"]) == 2
+    err = capsys.readouterr().err
+    assert "the column 'b'" in err and "2 null(s) in rows [2100, 2800)" in err
+    assert "the first at row 2345" in err
+    assert _left_in(tmp_path) == ["n.parquet"]
+
+
+@pytest.mark.parametrize("flag", ["--columns", "--y-column"])
+def test_a_parquet_string_column_is_refused_naming_it_and_its_type(tmp_path, capsys, flag):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    pq.write_table(pa.table({"a": X[:, 0], "note": ["x"] * 3000, "label": Y}),
+                   tmp_path / "s.parquet")
+    extra = ["--columns", "a", "note", "--y-column", "label"] if flag == "--columns" else [
+        "--y-column", "note"]
+    assert main(["convert", str(tmp_path / "s.parquet"), str(tmp_path / "s.zarr"), *extra,
+                 "--quiet"]) == 2
+    assert "the column 'note'" in capsys.readouterr().err
+    assert _left_in(tmp_path) == ["s.parquet"]
+
+
+def test_a_failed_conversion_leaves_no_partial_store_and_overwrite_replaces(tmp_path, capsys,
+                                                                            monkeypatch):
+    """A write that fails mid-way (here the third shard of X) leaves neither the output nor
+    its partial sibling; an existing store is replaced only with --overwrite, and only by a
+    complete one: a failed overwrite leaves the old store as it was."""
+    from validation.workflow import convert as convert_module
+
+    np.save(tmp_path / "X.npy", X)
+    np.save(tmp_path / "y.npy", Y)
+    args = ["convert", str(tmp_path / "X.npy"), str(tmp_path / "s.zarr"), "--y",
+            str(tmp_path / "y.npy"), "--rows-per-chunk", "64", "--rows-per-shard", "512",
+            "--quiet"]
+    real = sources.ArraySource.read_range
+    calls = []
+
+    def failing(self, start, stop):
+        calls.append(start)
+        if len(calls) == 3:
+            raise OSError("disk full")
+        return real(self, start, stop)
+
+    monkeypatch.setattr(sources.ArraySource, "read_range", failing)
+    assert main(args) == 2
+    assert "disk full" in capsys.readouterr().err
+    assert _left_in(tmp_path) == ["X.npy", "y.npy"]
+    monkeypatch.setattr(sources.ArraySource, "read_range", real)
+    assert main(args) == 0
+    first = _check(tmp_path / "s.zarr", capsys)
+    assert main(args) == 2 and "--overwrite" in capsys.readouterr().err
+    calls.clear()
+    monkeypatch.setattr(sources.ArraySource, "read_range", failing)
+    assert main([*args, "--overwrite"]) == 2
+    capsys.readouterr()
+    monkeypatch.setattr(sources.ArraySource, "read_range", real)
+    old, _ = sources.open_store(tmp_path / "s.zarr")          # the old store, untouched
+    assert sources.verify(old, progress=False) == old.checksum == first
+    np.save(tmp_path / "X.npy", X[::-1].copy())
+    assert main([*args, "--overwrite"]) == 0
+    Xs, _ = sources.open_store(tmp_path / "s.zarr")
+    np.testing.assert_array_equal(Xs.read_range(0, 3000), X[::-1])
+    assert _left_in(tmp_path) == ["X.npy", "s.zarr", "y.npy"]
+    with pytest.raises(TypeError, match="overwrite must be True or False"):
+        convert_module.convert(tmp_path / "X.npy", tmp_path / "t.zarr", overwrite="yes")
+
+
+def test_the_hdf5_input_is_closed_after_a_conversion_or_an_error(tmp_path):
+    """convert reads an HDF5 input through one handle, closed when it returns or raises
+    (while the error is alive too): the file can then be opened for writing."""
+    from validation.workflow.convert import convert
+
+    with h5py.File(tmp_path / "d.h5", "w") as f:
+        f["X"], f["y"] = X, Y.astype(np.int8)
+    convert(tmp_path / "d.h5", tmp_path / "a.zarr", dataset="X", y="y", progress=False)
+    with h5py.File(tmp_path / "d.h5", "a") as f:
+        f["Z"] = X[:10]
+    with pytest.raises(ValueError, match="no dataset 'W'") as info:
+        convert(tmp_path / "d.h5", tmp_path / "b.zarr", dataset="X", y="W", progress=False)
+    with h5py.File(tmp_path / "d.h5", "a") as f:
+        del f["Z"]
+    assert info.value is not None
+    Xs, ys = sources.open_store(tmp_path / "a.zarr")
+    np.testing.assert_array_equal(ys.read_range(0, 3000), Y)

@@ -7,19 +7,27 @@ Usage::
     austerity convert data.h5 store.zarr --dataset X --y y
     austerity convert data.h5 store.zarr --dataset table --y-column 10
     austerity convert data.parquet store.zarr --y-column label [--columns a b c]
+    austerity convert X.npy store.zarr --y y.npy --overwrite    # replace an existing store
 
 The input is read by blocks (a ``.npy`` is memory-mapped, an HDF5 dataset sliced, a Parquet
 file read by row groups), never loaded whole; the store holds arrays ``X`` and ``y``
 (:func:`samplers.sources.write_store`: small inner chunks along the rows, sharded, with a
 checksum per shard), which :func:`samplers.sources.open_store` opens for any built-in model.
+The store is written beside the output and renamed into place when complete: a conversion
+that fails leaves no partial store behind. Parquet nulls and non-numeric columns are refused
+(naming the column, and the first null's row): there is no float for a null, and turning it
+into NaN would only move the error to the model's data check; drop or fill them first.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shutil
 import sys
 import time
+import uuid
 from pathlib import Path
 
 __all__ = ["add_convert_parser", "run_convert", "convert", "ParquetSource"]
@@ -48,6 +56,9 @@ def add_convert_parser(subparsers) -> argparse.ArgumentParser:
                    help="rows per inner chunk (default: about 4 KiB of rows)")
     p.add_argument("--rows-per-shard", type=int, default=None,
                    help="rows per shard file (default: about 16 MiB of rows)")
+    p.add_argument("--overwrite", action="store_true",
+                   help="replace OUTPUT if it exists (the old store is removed only once "
+                        "the new one is complete)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.set_defaults(run=run_convert)
     return p
@@ -60,7 +71,8 @@ def run_convert(args) -> int:
         digests = convert(args.input, args.output, dataset=args.dataset, y=args.y,
                           y_column=args.y_column, columns=args.columns, dtype=args.dtype,
                           rows_per_chunk=args.rows_per_chunk,
-                          rows_per_shard=args.rows_per_shard, progress=not args.quiet)
+                          rows_per_shard=args.rows_per_shard, overwrite=args.overwrite,
+                          progress=not args.quiet)
     except (ValueError, TypeError, FileNotFoundError, ImportError, OSError) as exc:
         print(f"austerity convert: {exc}", file=sys.stderr)
         return 2
@@ -146,13 +158,42 @@ class ParquetSource:
         n = int(self._starts[-1])
         self.shape = (n,) if len(self.columns) == 1 else (n, len(self.columns))
         self.dtype = np.dtype(np.float64 if dtype is None else dtype)
+        schema = self._file.schema_arrow
+        for c in self.columns:
+            kind = schema.field(c).type
+            if not _numeric(kind):
+                raise TypeError(f"the column {c!r} of {self.path!r} holds {kind}, which cannot "
+                                "be written as float rows; accepted: integer, floating-point "
+                                "or boolean columns (choose the columns of X with --columns)")
         self._cache = (-1, None)
+        for g in range(meta.num_row_groups):     # the footer's counts: no row is read
+            group = meta.row_group(g)
+            for j in range(group.num_columns):
+                col = group.column(j)
+                stats = col.statistics
+                if (col.path_in_schema in self.columns and stats is not None
+                        and stats.has_null_count and stats.null_count):
+                    self._group(g)               # raises, naming the first null's row
 
     def _group(self, g):
         import numpy as np
 
         if self._cache[0] != g:
             table = self._file.read_row_group(int(g), columns=self.columns)
+            for c in self.columns:
+                column = table.column(c)
+                if column.null_count:
+                    import pyarrow.compute as pc
+
+                    first = int(np.flatnonzero(pc.is_null(column).to_numpy(
+                        zero_copy_only=False))[0])
+                    raise ValueError(
+                        f"the column {c!r} of {self.path!r} has {column.null_count} null(s) in "
+                        f"rows [{int(self._starts[g])}, {int(self._starts[g + 1])}), the first "
+                        f"at row {int(self._starts[g]) + first}: a null has no float value "
+                        "(it would become NaN, which every model refuses); drop or fill "
+                        "the nulls before converting (e.g. pyarrow.compute.fill_null, "
+                        "pandas dropna)")
             cols = [table.column(c).to_numpy(zero_copy_only=False).astype(self.dtype)
                     for c in self.columns]
             self._cache = (g, cols[0] if len(cols) == 1 else np.column_stack(cols))
@@ -212,10 +253,9 @@ def _split(src, y_column, what):
     return _Columns(src, rest, "X"), _Columns(src, k, "y")
 
 
-def _inputs(path, *, dataset, y, y_column, columns, dtype):
-    """The ``(X, y)`` row sources of an input file (``y`` None if there is none)."""
-    from samplers.sources import as_source
-
+def _inputs(path, *, dataset, y, y_column, columns, dtype, files):
+    """The ``(X, y)`` row sources of an input file (``y`` None if there is none); a file
+    they read through is entered in ``files`` (a ``contextlib.ExitStack``), which closes it."""
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"no input at {str(path)!r} (path does not exist)")
@@ -244,14 +284,14 @@ def _inputs(path, *, dataset, y, y_column, columns, dtype):
             raise ValueError(f"an HDF5 input needs --dataset NAME (the file holds {names})")
         if columns is not None:
             raise ValueError("--columns is for Parquet inputs")
-        f = h5py.File(path, "r")
+        f = files.enter_context(h5py.File(path, "r"))
         for name in (dataset, y):
             if name is not None and name not in f:
                 raise ValueError(f"no dataset {name!r} in {str(path)!r}; it holds {list(f.keys())}")
-        X = _float_source(f[dataset], "X", dtype)
+        X = _h5_rows(f[dataset], "X", dtype)
         if y_column is not None:
             return _split(X, y_column, f"{path}:{dataset}")
-        return X, None if y is None else _float_source(f[y], "y", dtype)
+        return X, None if y is None else _h5_rows(f[y], "y", dtype)
     if suffix in (".parquet", ".pq"):
         import pyarrow.parquet as pq
 
@@ -309,6 +349,20 @@ def _npy(path, name):
     return _float_source(arr, name, None)
 
 
+def _h5_rows(dataset, name, dtype):
+    """An HDF5 dataset read by slices through the file :func:`convert` opened (and closes),
+    cast to float if it holds integers or booleans."""
+    import numpy as np
+
+    kind = np.dtype(dataset.dtype)
+    if kind.kind not in "iubf":
+        raise TypeError(f"{name} (the HDF5 dataset {dataset.name!r}) must hold numbers, got "
+                        f"dtype {kind}")
+    if dtype is None:
+        dtype = kind if kind in (np.float32, np.float64) else np.float64
+    return _Cast(dataset, name, np.dtype(dtype))
+
+
 def _float_source(x, name, dtype):
     """A source of ``x``, its blocks cast to float when it holds another type."""
     import numpy as np
@@ -337,19 +391,28 @@ class _Cast:
     def read_rows(self, idx):
         import numpy as np
 
-        return np.ascontiguousarray(np.asarray(self.x)[np.asarray(idx)], dtype=self.dtype)
+        rows, inverse = np.unique(np.asarray(idx), return_inverse=True)   # h5py: increasing
+        return np.ascontiguousarray(self.x[rows], dtype=self.dtype)[inverse.ravel()]
 
     def reopen(self):
         return self
 
 
 def convert(input, output, *, dataset=None, y=None, y_column=None, columns=None, dtype=None,
-            rows_per_chunk=None, rows_per_shard=None, progress=True) -> dict:
+            rows_per_chunk=None, rows_per_shard=None, overwrite=False, progress=True) -> dict:
     """Write ``input`` (``.npy``, ``.h5``, ``.parquet``) as a Zarr v3 store at ``output``.
 
     Arguments as the command line's (see the module docstring); returns ``{"X": checksum,
-    "y": checksum}`` (:func:`samplers.sources.write_store`). ``output`` must not exist (a
-    store is not overwritten by mistake) unless it is an empty directory.
+    "y": checksum}`` (:func:`samplers.sources.write_store`).
+
+    ``output`` must not exist (a store is not overwritten by mistake) unless it is an empty
+    directory or ``overwrite`` is true. The store is written to a hidden sibling directory
+    (``.NAME.partial-XXXX`` beside ``output``) and renamed to ``output`` once complete, so a
+    conversion that fails or is interrupted leaves nothing at ``output`` (its partial
+    sibling is removed), and with ``overwrite`` the old store is replaced only by a complete
+    new one. A Parquet column holding nulls or a type other than numbers is refused, naming
+    the column (and the first null's row) before any row is written where the file's footer
+    records the null counts.
 
     Examples
     --------
@@ -363,17 +426,57 @@ def convert(input, output, *, dataset=None, y=None, y_column=None, columns=None,
     >>> X, y = open_store(os.path.join(folder, "d.zarr"))
     >>> X.read_range(0, 2).tolist(), y.read_range(0, 4).tolist()
     ([[0.0, 1.0], [3.0, 4.0]], [2.0, 5.0, 8.0, 11.0])
+    >>> sorted(os.listdir(folder))                  # no partial sibling left
+    ['d.npy', 'd.zarr']
     """
+    import numpy as np
+
     from samplers.sources import write_store
 
     output = Path(output)
-    if output.exists() and not (output.is_dir() and not any(output.iterdir())):
-        raise ValueError(f"the output {str(output)!r} exists; give a new path (a store is not "
-                         "overwritten)")
-    X, ys = _inputs(input, dataset=dataset, y=y, y_column=y_column, columns=columns,
-                    dtype=dtype)
-    if ys is not None and ys.shape[0] != X.shape[0]:
-        raise ValueError(f"X has {X.shape[0]} rows and y {ys.shape[0]}: a store whose rows "
-                         "differ between X and y cannot be written")
-    return write_store(output, X, ys, rows_per_chunk=rows_per_chunk,
-                       rows_per_shard=rows_per_shard, dtype=dtype, progress=progress)
+    if not isinstance(overwrite, (bool, np.bool_)):
+        raise TypeError(f"overwrite must be True or False, got {overwrite!r}")
+    replace = output.exists() and not (output.is_dir() and not any(output.iterdir()))
+    if replace and not overwrite:
+        raise ValueError(f"the output {str(output)!r} exists; give a new path, or "
+                         "--overwrite (overwrite=True) to replace it")
+    if replace and Path(input).resolve() == output.resolve():
+        raise ValueError(f"the output {str(output)!r} is the input: give another path")
+    with contextlib.ExitStack() as files:
+        X, ys = _inputs(input, dataset=dataset, y=y, y_column=y_column, columns=columns,
+                        dtype=dtype, files=files)
+        if ys is not None and ys.shape[0] != X.shape[0]:
+            raise ValueError(f"X has {X.shape[0]} rows and y {ys.shape[0]}: a store whose rows "
+                             "differ between X and y cannot be written")
+        output.parent.mkdir(parents=True, exist_ok=True)
+        partial = output.parent / f".{output.name}.partial-{uuid.uuid4().hex[:8]}"
+        try:
+            digests = write_store(partial, X, ys, rows_per_chunk=rows_per_chunk,
+                                  rows_per_shard=rows_per_shard, dtype=dtype,
+                                  progress=progress)
+            _move_into_place(partial, output)
+        except BaseException:
+            shutil.rmtree(partial, ignore_errors=True)
+            raise
+    return digests
+
+
+def _move_into_place(partial: Path, output: Path) -> None:
+    """Rename the complete store ``partial`` to ``output``; an old ``output`` (a store being
+    overwritten, or an empty directory) is moved aside first and removed only once the new
+    store is in place (put back if the rename fails)."""
+    old = None
+    if output.exists() or output.is_symlink():
+        old = output.parent / f".{output.name}.old-{uuid.uuid4().hex[:8]}"
+        os.replace(output, old)
+    try:
+        os.replace(partial, output)
+    except BaseException:
+        if old is not None:
+            os.replace(old, output)
+        raise
+    if old is not None:
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            old.unlink()
