@@ -14,7 +14,7 @@ import sys
 import time
 import warnings
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property, partial
 from typing import Any, NamedTuple
 
@@ -855,7 +855,7 @@ def _common_length(chains, interrupted) -> Chains:
     if interrupted or any(c.samples.shape[0] != n for c in chains):
         warnings.warn(f"interrupted: returning {len(chains)} chain(s) cut to the {n} steps "
                       "every one of them completed", ChainInterrupted, stacklevel=3)
-        chains = [c if c.samples.shape[0] == n else Chain(
-            c.samples[:n], {k: v[:n] for k, v in c.stats.items()}, c.N, c.wall_time, c.test,
-            c.proposal, c.theta0, c.kernel) for c in chains]
+        chains = [c if c.samples.shape[0] == n else replace(
+            c, samples=c.samples[:n], stats={k: v[:n] for k, v in c.stats.items()})
+            for c in chains]                 # kernel, store_reads kept (what the chain read)
     return Chains(tuple(chains))

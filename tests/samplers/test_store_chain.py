@@ -12,8 +12,9 @@ import pytest
 import samplers._rowfeed as rowfeed
 from design._lib.rows import (FEED_BLOCK, IndexSampler, attach_feed, blocks_without_slot,
                               give_slots, slot_of)
-from samplers import (AustereTest, ControlVariates, ExactTest, GaussianPrior, Langevin,
-                      LogisticRegression, RandomWalk, TunaMHTest, sample)
+from samplers import (AustereTest, ChainInterrupted, ControlVariates, ExactTest, GaussianPrior,
+                      Langevin, LogisticRegression, RandomWalk, TunaMHTest, sample,
+                      sample_chains)
 from samplers.sources import open_store, write_store
 
 zarr = pytest.importorskip("zarr")
@@ -136,6 +137,38 @@ def test_minibatch_langevin_reads_its_rows_through_the_feed(models):
     assert b.store_reads.rows_read == b.stats["n_used"].sum() + 20 * 100
 
 
+
+def test_chains_cut_after_an_interrupt_keep_what_they_read(models):
+    """After Ctrl-C, sample_chains cuts the chains to the shortest (each worker process
+    returns its own partial chain); every chain keeps its store_reads (what it read over
+    all the steps it ran, the cut ones included)."""
+    from concurrent.futures import Future
+
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+
+    class Interrupted:
+        """Runs the chains here; the second stops after 40 steps, as a worker interrupted
+        by Ctrl-C returns its partial chain."""
+
+        def __init__(self):
+            self.steps = [100, 40]
+
+        def submit(self, fn, model, test, proposal, theta0, n, rng):
+            future = Future()
+            future.set_result(fn(model, test, proposal, theta0, self.steps.pop(0), rng))
+            return future
+
+    with pytest.warns(ChainInterrupted, match="cut to the 40 steps"):
+        chains = sample_chains(store, test, walk, memory.centre.theta, 100, n_chains=2,
+                               rng=4, executor=Interrupted())
+    assert chains.samples.shape == (2, 40, D)
+    for chain in chains.chains:
+        assert chain.store_reads is not None
+        assert chain.store_reads.rows_read >= chain.stats["n_used"].sum()
+
+
 @pytest.mark.parametrize("make_test", [lambda: TunaMHTest(chi=1e-4), ExactTest])
 def test_chains_reading_other_rows_use_the_models_reads(models, make_test):
     """An exact minibatch test draws its own rows and the exact test reads every row: no
@@ -215,3 +248,21 @@ def test_a_failed_read_on_demand_stops_the_chain_with_its_error(models, monkeypa
     with pytest.raises(OSError, match="went away"):
         sample(model, AustereTest(m=30, epsilon=0.05), RandomWalk(0.05), np.zeros(D), 50,
                rng=1)
+
+
+def test_fit_rounds_joined_and_cut_keep_what_they_read(models):
+    """validation.fit joins its rounds of chains end to end and cuts them to a common
+    length: the joined chain's store_reads add up its rounds'."""
+    from validation.workflow.steps import _join
+
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    theta0 = memory.centre.theta
+    rounds = [[sample(store, test, walk, theta0, n, rng=seed) for seed, n in ((1, 30), (2, 25))],
+              [sample(store, test, walk, theta0, 20, rng=seed) for seed in (3, 4)]]
+    joined = _join(rounds)
+    assert [c.samples.shape[0] for c in joined] == [45, 45]
+    for k, chain in enumerate(joined):
+        assert chain.store_reads.rows_read == sum(r[k].store_reads.rows_read for r in rounds)
+        assert chain.store_reads.reads == sum(r[k].store_reads.reads for r in rounds)

@@ -21,6 +21,7 @@ The route between the candidate tests is chosen by :mod:`validation.workflow.rou
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 import warnings
@@ -907,12 +908,10 @@ class _Streams(np.random.Generator):
 
 
 def _cut(runs):
-    from samplers import Chain
-
     n = min(c.samples.shape[0] for c in runs)
-    return [c if c.samples.shape[0] == n else Chain(
-        c.samples[:n], {k: v[:n] for k, v in c.stats.items()}, c.N, c.wall_time, c.test,
-        c.proposal, c.theta0) for c in runs]
+    return [c if c.samples.shape[0] == n else dataclasses.replace(
+        c, samples=c.samples[:n], stats={k: v[:n] for k, v in c.stats.items()})
+        for c in runs]                       # kernel, store_reads kept
 
 
 def _join(parts):
@@ -927,8 +926,18 @@ def _join(parts):
         out.append(Chain(np.concatenate([p.samples for p in pieces]),
                          {k: np.concatenate([p.stats[k] for p in pieces]) for k in first.stats},
                          first.N, sum(p.wall_time for p in pieces), first.test, first.proposal,
-                         first.theta0))
+                         first.theta0, first.kernel, _total_reads(pieces)))
     return _cut(out)
+
+
+def _total_reads(pieces):
+    """What the rounds of one chain read from a store, added field by field (None for rows
+    in memory)."""
+    reads = [p.store_reads for p in pieces]
+    if any(r is None for r in reads) or not dataclasses.is_dataclass(reads[0]):
+        return None
+    return dataclasses.replace(reads[0], **{f.name: sum(getattr(r, f.name) for r in reads)
+                                            for f in dataclasses.fields(reads[0])})
 
 
 def _ess_rhat(runs):
