@@ -222,10 +222,47 @@ def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
     """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass,
     with a progress bar on a terminal). A row source is read by blocks
     (:func:`samplers.sources.read_blocks`: the next block read while ``fn`` runs), each
-    compared with the store's checksum if ``verify`` (a data check)."""
+    compared with the store's checksum if ``verify`` (a data check).
+
+    ``fn`` sees the same blocks of ``chunk`` rows (the last one shorter) whether ``arr`` is
+    in memory or in a store, so a sum of its results rounds the same way: the store's reads
+    (about :data:`samplers.sources.BLOCK_BYTES` each, aligned on its checksum blocks when
+    ``verify``) are cut into ``chunk``-row blocks, a block that straddles two reads joined
+    from both (at most ``chunk`` rows copied per read).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> [b.tolist() for b in scan_rows(np.arange(5.0), lambda b: b, chunk=2)]
+    [[0.0, 1.0], [2.0, 3.0], [4.0]]
+    """
+    chunk = int(chunk)
+    if chunk < 1:
+        raise ValueError(f"chunk must be a positive number of rows, got {chunk}")
     if not isinstance(arr, np.ndarray):
-        for _, block in _sources.read_blocks(arr, desc=desc, progress=None, verify=verify):
-            yield fn(block)
+        src, read = arr, None
+        if not (verify and getattr(src, "verify_rows", None)):
+            row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64))
+                            * np.dtype(src.dtype).itemsize)
+            read = max(1, _sources.BLOCK_BYTES // (row_bytes * chunk)) * chunk
+        carry = None
+        for _, block in _sources.read_blocks(src, read, desc=desc, progress=None,
+                                             verify=verify):
+            if carry is not None:                 # the rest of a chunk begun in the last read
+                head = np.concatenate([carry, block[:chunk - carry.shape[0]]])
+                block = block[chunk - carry.shape[0]:]
+                carry = None
+                if head.shape[0] < chunk:
+                    carry = head
+                    continue
+                yield fn(head)
+            whole = block.shape[0] - block.shape[0] % chunk
+            for start in range(0, whole, chunk):
+                yield fn(block[start:start + chunk])
+            if whole < block.shape[0]:
+                carry = block[whole:]
+        if carry is not None:
+            yield fn(carry)
         return
     with progress_bar(arr.shape[0], desc=desc, unit="row") as bar:
         for start in range(0, arr.shape[0], chunk):

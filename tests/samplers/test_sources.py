@@ -557,3 +557,28 @@ def test_row_feeds_get_distinct_numbers_from_threads():
     assert len(set(numbers)) == 400
     for n in numbers:
         unregister_feed(n)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_scan_rows_on_a_store_sees_the_in_memory_chunks(verify, tmp_path):
+    """scan_rows hands ``fn`` blocks of ``chunk`` rows on a store as in memory (here the
+    store's reads are 500 rows, or 512 with checksums: chunks of 100 rows straddle them),
+    so GaussianMean's sum of the data, and its closed-form posterior, are the in-memory
+    ones bit for bit."""
+    from samplers.models._base import scan_rows
+
+    src = sources.to_zarr(X1, tmp_path / "x.zarr", rows_per_chunk=64, rows_per_shard=512,
+                          progress=False)
+    first_rows = lambda b: (b.shape[0], float(b[0]), float(np.sum(b)))   # noqa: E731
+    assert (list(scan_rows(src, first_rows, chunk=100, verify=verify))
+            == list(scan_rows(X1, first_rows, chunk=100)))
+    # data whose sum in 500-row reads rounds differently from the sum of one 3001-row chunk
+    x = np.random.default_rng(2).normal(1.0, 1.3, N) * 1e3
+    big = sources.to_zarr(x, tmp_path / "big.zarr", rows_per_chunk=64, rows_per_shard=512,
+                          progress=False)
+    on_store = GaussianMean(big, sigma=1.3, prior=GaussianPrior(0.0, 5.0))
+    in_memory = GaussianMean(x, sigma=1.3, prior=GaussianPrior(0.0, 5.0))
+    assert on_store.posterior() == in_memory.posterior()
+    assert on_store._xsum == in_memory._xsum
+    with pytest.raises(ValueError, match="chunk must be a positive"):
+        next(scan_rows(src, np.sum, chunk=0))
