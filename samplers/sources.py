@@ -63,8 +63,8 @@ import numpy as np
 from design._lib.progress import progress_bar
 
 __all__ = ["RowSource", "ArraySource", "MemmapSource", "ZarrSource", "H5Source", "DaskSource",
-           "as_source", "is_in_memory", "read_blocks", "to_zarr", "write_store", "open_store",
-           "verify", "ChecksumError", "CHECKSUM_ATTR"]
+           "as_source", "is_in_memory", "read_blocks", "task_part", "to_zarr", "write_store",
+           "open_store", "verify", "ChecksumError", "CHECKSUM_ATTR"]
 
 #: The attribute of a Zarr array that holds what :func:`to_zarr` wrote: shape, dtype and a
 #: checksum per block of rows.
@@ -212,6 +212,55 @@ class ArraySource(_SourceBase):
     def reopen(self) -> "ArraySource":
         return self
 
+    def task_part(self, start: int, stop: int):
+        """What a task of a full-data pass on another process carries to read rows ``start
+        .. stop - 1`` (:func:`task_part`): those rows only, as a view of the array (pickled,
+        they are the range's bytes, not the whole array's)."""
+        start, stop = _check_range(self, start, stop)
+        return self.array[start:stop]
+
+
+def task_part(source, start: int, stop: int):
+    """What a task on rows ``start .. stop - 1`` of ``source`` carries to another process
+    (:meth:`samplers.models.BaseModel.block_recipe`): an array of those rows, or a small
+    picklable source whose ``read_range(start, stop)`` reads them.
+
+    A store source is itself (it pickles as its path). Data held in this process are cut to
+    the range, so each row is sent once, to the task that reads it, rather than the whole
+    data to every task: an :class:`ArraySource` gives its rows; a :class:`DaskSource` its
+    backing store's part, else its array cut to the range with the graph culled to the
+    chunks the range needs. A user's source may define ``task_part(start, stop)``.
+
+    Examples
+    --------
+    >>> import pickle
+    >>> import numpy as np
+    >>> src = ArraySource(np.zeros((100_000, 4)), "X")
+    >>> len(pickle.dumps(src)) > 3_000_000, len(pickle.dumps(task_part(src, 0, 1000))) < 33_000
+    (True, True)
+    """
+    part = getattr(source, "task_part", None)
+    return source if part is None else part(start, stop)
+
+
+class _RowsFrom:
+    """Rows ``first ..`` of a larger source: ``read_range(start, stop)`` reads rows ``start -
+    first .. stop - first - 1`` of ``source`` (a :class:`DaskSource` cut to a task's range)."""
+
+    def __init__(self, source, first: int):
+        self.source, self.first = source, int(first)
+        self.name, self.dtype = source.name, source.dtype
+        self.shape = (self.first + source.shape[0],) + tuple(source.shape[1:])
+
+    def read_range(self, start, stop) -> np.ndarray:
+        return self.source.read_range(int(start) - self.first, int(stop) - self.first)
+
+    def read_rows(self, idx) -> np.ndarray:
+        return self.source.read_rows(np.asarray(idx) - self.first)
+
+    def reopen(self) -> "_RowsFrom":
+        return _RowsFrom(self.source.reopen(), self.first)
+
 
 def memmap_spec(arr: np.ndarray):
     """Describe an array that lives in a memory-mapped file (its file, byte offset, dtype,
@@ -278,6 +327,10 @@ class MemmapSource(ArraySource):
 
     def reopen(self) -> "MemmapSource":
         return MemmapSource(open_memmap_spec(self.spec), self.name)
+
+    def task_part(self, start: int, stop: int) -> "MemmapSource":
+        """Itself: it pickles as its file, offset and shape (:func:`task_part`)."""
+        return self
 
     def __getstate__(self):
         return {"spec": self.spec, "name": self.name}
@@ -796,6 +849,20 @@ class DaskSource(_SourceBase):
     def reopen(self) -> "DaskSource":
         return self if self.backing is None else DaskSource(
             self.array, self.name, self.backing.reopen())
+
+    def task_part(self, start: int, stop: int):
+        """What a task on rows ``start .. stop - 1`` carries (:func:`task_part`): the
+        backing store's part (a store pickles as its path), else the array cut to those rows
+        with its graph culled to the chunks they need. Pickling the array itself would put
+        its whole graph, and for an array made from numpy data all the data, into every
+        task."""
+        start, stop = _check_range(self, start, stop)
+        if self.backing is not None:
+            return task_part(self.backing, start, stop)
+        import dask
+
+        (cut,) = dask.optimize(self.array[start:stop])
+        return _RowsFrom(DaskSource(cut, self.name), start)
 
 
 def _loaded_from(array):

@@ -611,7 +611,9 @@ class BaseModel:
 
         For a model whose rows are in a store it pickles the sources' paths (the worker
         reopens them and reads the block); for numpy arrays it pickles the block's slices
-        (memmaps as a reference to their file).
+        (memmaps as a reference to their file), and for rows held in this process by a
+        source (an ``ArraySource``, a dask array without a backing store) the block's part
+        of them (:func:`samplers.sources.task_part`): each row is sent once, to its task.
 
         Examples
         --------
@@ -624,9 +626,11 @@ class BaseModel:
         start, stop = self._check_block(start, stop)
         if not self._store_backed:
             return _BlockRecipe(self.row_block(start, stop), 0, stop - start)
-        # the in-memory arrays cut to the block, the sources kept (they pickle as paths)
+        # the in-memory arrays cut to the block; a store source kept (it pickles as its
+        # path), data held here (an ArraySource, a dask array) cut to the block
         template = self._with_rows(
-            lambda v: v[start:stop] if isinstance(v, np.ndarray) else v, self.N)
+            lambda v: v[start:stop] if isinstance(v, np.ndarray)
+            else _sources.task_part(v, start, stop), self.N)
         template.__dict__.pop("_store_backed", None)
         return _BlockRecipe(template, start, stop)
 

@@ -8,6 +8,7 @@ the ranges' results come back complete and are merged in the local pass's order.
 
 import _thread
 import os
+import pickle
 import sys
 import threading
 import time
@@ -146,6 +147,44 @@ def test_the_executor_of_a_client_and_a_thread_pool_give_the_same_bits(client, m
                                            executor=pool))
     same_center(local, ControlVariates(model, order=1, center=np.zeros(model.dim),
                                        executor=client.get_executor()))
+
+
+class PicklingPool(ThreadPoolExecutor):
+    """A thread pool that sends each task through pickle, as a process pool or a cluster
+    does, and records its size."""
+
+    def __init__(self):
+        super().__init__(2)
+        self.sizes = []
+
+    def submit(self, fn, *args):
+        blob = pickle.dumps((fn, args))
+        self.sizes.append(len(blob))
+        fn, args = pickle.loads(blob)
+        return super().submit(fn, *args)
+
+
+@pytest.mark.parametrize("kind", ["ArraySource", "dask"])
+def test_rows_held_here_are_sent_once_not_into_every_task(model, local_cv, kind):
+    """A model on an explicit ArraySource, or on a dask array of numpy data (no backing
+    store), sends each task its range's rows (its chunks), not all N rows: about as many
+    bytes as a task of the in-memory model (3 ranges of 2^16 rows: 3.2 MB each, the data
+    7.2 MB). The results are the in-memory ones, bit for bit."""
+    from samplers.sources import ArraySource
+
+    if kind == "dask":
+        da = pytest.importorskip("dask.array")
+        X, y = da.from_array(model.X, chunks=(8192, model.dim)), da.from_array(model.y, chunks=8192)
+    else:
+        X, y = ArraySource(model.X, "X"), ArraySource(model.y, "y")
+    on_source = LogisticRegression(X, y, prior=model.prior)
+    with PicklingPool() as pool:
+        remote = ControlVariates(on_source, executor=pool)
+    same_center(local_cv, remote)
+    with PicklingPool() as pool_in_memory:
+        ControlVariates(model, executor=pool_in_memory)
+    assert len(pool.sizes) == len(pool_in_memory.sizes) >= 6
+    assert max(pool.sizes) < 1.01 * max(pool_in_memory.sizes) < model.X.nbytes
 
 
 def _rows(n):
