@@ -41,6 +41,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from design._lib.checks import check_finite_array, check_positive
+from design._lib.distribute import as_cluster, map_ranges
 from design._lib.progress import progress_bar
 from .. import sources as _sources
 from ..priors import FlatPrior, Prior
@@ -168,10 +169,11 @@ def data_rows(name: str, arr, *, ndim: int):
     return src
 
 
-def regression_data(X, y, *, entry: str = "value"):
+def regression_data(X, y, *, entry: str = "value", executor=None):
     """``X`` (2-D, finite) and ``y`` (one ``entry`` per row of ``X``) of a regression model;
     ``y`` is left for the model to check (finite values, or labels). Each is a float array
-    or, for a store, a row source (:func:`data_rows`)."""
+    or, for a store, a row source (:func:`data_rows`); a store's X is checked on
+    ``executor`` if given (:func:`check_finite_rows`)."""
     X = data_rows("X", X, ndim=2)
     y = data_rows("y", y, ndim=1)
     if y.shape[0] != X.shape[0]:
@@ -179,7 +181,7 @@ def regression_data(X, y, *, entry: str = "value"):
             " (a store whose rows differ between X and y)")
         raise ValueError(f"y must have one {entry} per row of X ({X.shape[0]}), got "
                          f"{y.shape[0]}{store}")
-    check_finite_rows("X", X)
+    check_finite_rows("X", X, executor=executor)
     return X, y
 
 
@@ -218,7 +220,7 @@ def data_checks_skipped() -> bool:
 
 
 def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
-              verify: bool = False):
+              verify: bool = False, executor=None):
     """Apply ``fn`` to consecutive row blocks of ``arr`` and yield the results (one pass,
     with a progress bar on a terminal). A row source is read by blocks
     (:func:`samplers.sources.read_blocks`: the next block read while ``fn`` runs), each
@@ -229,6 +231,15 @@ def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
     (about :data:`samplers.sources.BLOCK_BYTES` each, aligned on its checksum blocks when
     ``verify``) are cut into ``chunk``-row blocks, a block that straddles two reads joined
     from both (at most ``chunk`` rows copied per read).
+
+    With ``executor`` (a ``dask.distributed.Client``, its executor or any
+    ``concurrent.futures`` executor) a row source is scanned there, ranges of whole reads
+    in tasks (:func:`design._lib.distribute.map_ranges`; ``fn`` must pickle and its results
+    should be small): the same chunks and results, yielded here in order once the ranges
+    are back; a checksum error is the local one (the first in row order), raised after the
+    results of the chunks before it. A store whose checksum blocks and ``chunk`` rows have
+    no common multiple within four times the larger is scanned here (a chunk would
+    straddle two tasks).
 
     Examples
     --------
@@ -245,6 +256,12 @@ def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
             row_bytes = max(1, int(np.prod(src.shape[1:], dtype=np.int64))
                             * np.dtype(src.dtype).itemsize)
             read = max(1, _sources.BLOCK_BYTES // (row_bytes * chunk)) * chunk
+        cluster = as_cluster(executor)
+        read = read or check_block_rows(src)
+        if cluster is not None and math.lcm(read, chunk) <= 4 * max(read, chunk):
+            # ranges of whole chunks and whole checksum blocks (else: here)
+            yield from _scan_on(cluster, src, fn, chunk, math.lcm(read, chunk), verify, desc)
+            return
         carry = None
         for _, block in _sources.read_blocks(src, read, desc=desc, progress=None,
                                              verify=verify):
@@ -271,25 +288,39 @@ def scan_rows(arr, fn, *, chunk: int = SCAN_CHUNK, desc: str = "scanning data",
             bar.update(block.shape[0])
 
 
-def check_finite_rows(name: str, arr) -> None:
+def check_finite_rows(name: str, arr, *, executor=None) -> None:
     """Refuse data with NaN or inf, naming the first bad row (one chunked pass, with a
     progress bar on a terminal; skipped inside :func:`skip_data_checks`).
 
-    A row source is read by blocks, each compared with the store's checksum when it has
-    one (:func:`samplers.sources.read_blocks`), and the error names the block's row range.
+    A row source is read by blocks (:func:`check_block_rows` rows), each compared with the
+    store's checksum when it has one (:func:`samplers.sources.read_blocks`), and the error
+    names the block's row range. With ``executor`` (a ``dask.distributed.Client``, its
+    executor or any ``concurrent.futures`` executor) a source's blocks are checked there,
+    ranges of whole blocks in tasks that reopen the store by its path; the error raised is
+    the local one (the first bad block in row order, whatever the order the tasks finish
+    in). Arrays in memory are checked here.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_finite_rows("x", np.array([1.0, np.nan]))
+    Traceback (most recent call last):
+    ...
+    ValueError: x must be finite; row 1 holds np.float64(nan)
     """
+    cluster = as_cluster(executor)
     if data_checks_skipped():
         return
     if not isinstance(arr, np.ndarray):
-        for start, block in _sources.read_blocks(arr, verify=True, desc=f"checking {name}"):
-            ok = np.isfinite(block)
-            if not ok.all():
-                bad = ok.reshape(block.shape[0], -1).all(axis=1)
-                row = start + int(np.flatnonzero(~bad)[0])
-                raise ValueError(
-                    f"{name} must be finite; rows [{start}, {start + block.shape[0]}) of "
-                    f"{arr.name!r} hold non-finite values, the first at row {row}: "
-                    f"{np.asarray(block[row - start]).tolist()!r}")
+        rows = check_block_rows(arr)
+        if cluster is not None:
+            _check_on(cluster, name, arr, rows)
+            return
+        for start, block in _sources.read_blocks(arr, rows, verify=True,
+                                                 desc=f"checking {name}"):
+            error = _nonfinite_error(name, arr.name, start, block)
+            if error is not None:
+                raise error
         return
     with progress_bar(arr.shape[0], desc=f"checking {name}", unit="row") as bar:
         for start in range(0, arr.shape[0], SCAN_CHUNK):
@@ -301,6 +332,112 @@ def check_finite_rows(name: str, arr) -> None:
                 raise ValueError(f"{name} must be finite; row {row} holds "
                                  f"{block[row - start]!r}")
             bar.update(block.shape[0])
+
+
+def _nonfinite_error(name, source_name, start, block):
+    """The error :func:`check_finite_rows` raises for rows ``start ..`` of a source, or None
+    if they are finite."""
+    ok = np.isfinite(block)
+    if ok.all():
+        return None
+    bad = ok.reshape(block.shape[0], -1).all(axis=1)
+    row = start + int(np.flatnonzero(~bad)[0])
+    return ValueError(
+        f"{name} must be finite; rows [{start}, {start + block.shape[0]}) of "
+        f"{source_name!r} hold non-finite values, the first at row {row}: "
+        f"{np.asarray(block[row - start]).tolist()!r}")
+
+
+def check_block_rows(source) -> int:
+    """Rows per block of a data check over a source: about
+    :data:`samplers.sources.BLOCK_BYTES` of rows, a whole number of its checksum blocks."""
+    row_bytes = max(1, int(np.prod(source.shape[1:], dtype=np.int64))
+                    * np.dtype(source.dtype).itemsize)
+    rows = max(1, _sources.BLOCK_BYTES // row_bytes)
+    per_checksum = getattr(source, "verify_rows", None)
+    if per_checksum:
+        rows = max(1, rows // per_checksum) * per_checksum
+    return rows
+
+
+class _SourceRange:
+    """Rows ``start .. stop - 1`` of a source, for a task on another process: a store source
+    pickles as its path, rows held here as those rows only
+    (:func:`samplers.sources.task_part`). Calling it gives ``(source, start, stop)``."""
+
+    def __init__(self, source, start, stop):
+        self.part = _sources.task_part(source, start, stop)
+        self.name, self.start, self.stop = source.name, start, stop
+
+    def __call__(self):
+        part = self.part
+        if isinstance(part, np.ndarray):
+            part = _sources._RowsFrom(_sources.ArraySource(part, self.name), self.start)
+        return part, self.start, self.stop
+
+
+def _check_range(rows, name, block_rows):
+    """A task of :func:`check_finite_rows`: the first error of a range's blocks (a
+    non-finite row or a checksum that differs), returned rather than raised so that the
+    client raises the first in row order; None if the range is sound."""
+    source, start, stop = rows
+    try:
+        for first, block in _sources.read_blocks(source, block_rows, start=start, stop=stop,
+                                                 verify=True):
+            error = _nonfinite_error(name, source.name, first, block)
+            if error is not None:
+                return error
+    except _sources.ChecksumError as error:
+        return error
+    return None
+
+
+def _check_on(cluster, name, source, block_rows):
+    def merge(start, stop, error):
+        if error is not None:
+            raise error
+
+    map_ranges(cluster, lambda a, b: _SourceRange(source, a, b), _check_range,
+               (name, block_rows), merge, N=source.shape[0], chunk=block_rows,
+               desc=f"checking {name}")
+
+
+def _scan_range(rows, fn, chunk, read, verify):
+    """A task of :func:`scan_rows`: ``(results, error)``, ``fn`` of each ``chunk``-row block
+    of a range (read ``read`` rows at a time) up to the checksum error met, if any."""
+    source, start, stop = rows
+    out = []
+    try:
+        for _, block in _sources.read_blocks(source, read, start=start, stop=stop,
+                                             verify=verify):
+            out.extend(fn(block[k:k + chunk]) for k in range(0, block.shape[0], chunk))
+    except _sources.ChecksumError as error:
+        return out, error
+    return out, None
+
+
+class _StopPass(Exception):
+    """A range came back with an error: the pass ends there (its other tasks cancelled)."""
+
+
+def _scan_on(cluster, source, fn, chunk, read, verify, desc):
+    results, failed = [], []
+
+    def merge(start, stop, got):
+        results.extend(got[0])
+        if got[1] is not None:
+            failed.append(got[1])
+            raise _StopPass
+
+    try:
+        map_ranges(cluster, lambda a, b: _SourceRange(source, a, b), _scan_range,
+                   (fn, chunk, read, verify), merge, N=source.shape[0], chunk=read,
+                   desc=desc)
+    except _StopPass:
+        pass
+    yield from results
+    if failed:
+        raise failed[0]
 
 
 # --- full-data passes over a store: blocks of rows as in-memory models ----------------------

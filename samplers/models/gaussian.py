@@ -73,6 +73,10 @@ class GaussianMean(BaseModel):
         Defaults to the flat prior.
     temperature : float
         Temperature K > 0; the likelihood is raised to 1/K.
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums): a
+        ``dask.distributed.Client``, its ``get_executor()`` or any ``concurrent.futures``
+        executor, the errors those of the local checks; None (default) here. Not kept.
 
     Examples
     --------
@@ -92,9 +96,10 @@ class GaussianMean(BaseModel):
     _row_fields = ("x",)
     _block_reset = {"_xsum": None}
 
-    def __init__(self, x, sigma=1.0, *, prior: Prior | None = None, temperature=1.0):
+    def __init__(self, x, sigma=1.0, *, prior: Prior | None = None, temperature=1.0,
+                 executor=None):
         self.x = data_rows("x", x, ndim=1)
-        check_finite_rows("x", self.x)
+        check_finite_rows("x", self.x, executor=executor)
         self.N = self.x.shape[0]
         self.sigma = check_positive("sigma", sigma)
         super().__init__(prior=prior, temperature=temperature, dim=1)
@@ -182,7 +187,7 @@ class Gaussian(BaseModel):
 
     ``log p(x_i | mu, s) = -log s - log(2 pi)/2 - (x_i - mu)^2 / (2 s^2)``, tempered by 1/K.
     This is the model of Bardenet et al. (2014), section 4.1 (there with flat priors, the
-    default here).
+    default here). ``executor`` as for :class:`GaussianMean`.
 
     Examples
     --------
@@ -200,9 +205,9 @@ class Gaussian(BaseModel):
 
     _row_fields = ("x",)
 
-    def __init__(self, x, *, prior: Prior | None = None, temperature=1.0):
+    def __init__(self, x, *, prior: Prior | None = None, temperature=1.0, executor=None):
         self.x = data_rows("x", x, ndim=1)
-        check_finite_rows("x", self.x)
+        check_finite_rows("x", self.x, executor=executor)
         self.N = self.x.shape[0]
         super().__init__(prior=prior, temperature=temperature, dim=2)
 

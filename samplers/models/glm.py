@@ -625,6 +625,39 @@ def _rows(arr, start, stop) -> np.ndarray:
     return arr.read_range(start, stop)
 
 
+# --- the row checks of GLM's data (module level: a check on a cluster pickles them) ----------
+
+
+def _first_bad(ok, block):
+    """``(rows, k, value)``: the block's rows and its first row that fails ``ok`` (k = -1
+    if none)."""
+    good = ok(block)
+    if good.all():
+        return block.shape[0], -1, 0.0
+    k = int(np.flatnonzero(~good)[0])
+    return block.shape[0], k, float(block[k])
+
+
+def _trials_ok(t):
+    return (t >= 1) & (t == np.floor(t))
+
+
+def _weights_ok(w):
+    return np.isfinite(w) & (w >= 0)
+
+
+def _binary_ok(v):
+    return (v == 0) | (v == 1)
+
+
+def _counts_ok(v):
+    return (v >= 0) & (v == np.floor(v))
+
+
+def _positive_ok(v):
+    return (v > 0) & np.isfinite(v)
+
+
 class GLM(BaseModel):
     r"""A generalised linear model, compiled: ``y_i ~ family(g^{-1}(x_i . theta + o_i))``.
 
@@ -663,6 +696,11 @@ class GLM(BaseModel):
         coefficients and ``N(0, 3^2)`` on the parameter's log.
     temperature : float
         K > 0; the likelihood is raised to 1/K.
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums of X, the support of
+        y, trials, offsets and weights; binomial y against its trials stays here): a
+        ``dask.distributed.Client``, its ``get_executor()`` or any ``concurrent.futures``
+        executor, the errors those of the local checks; None (default) here. Not kept.
 
     Notes
     -----
@@ -704,7 +742,7 @@ class GLM(BaseModel):
 
     def __init__(self, X, y, family="bernoulli", link=None, *, offset=None, weights=None,
                  trials=None, dispersion=None, shape=None, scale=None, df=None,
-                 prior: Prior | None = None, temperature=1.0):
+                 prior: Prior | None = None, temperature=1.0, executor=None):
         if not isinstance(family, str) or family not in FAMILIES:
             raise ValueError(f"family must be one of {sorted(FAMILIES)}, got {family!r}")
         links = FAMILIES[family]
@@ -719,7 +757,7 @@ class GLM(BaseModel):
                 raise TypeError(f"{name}= does not apply to family {family!r} (it takes "
                                 f"{', '.join(_PARAMS[family]) or 'no family parameter'})")
         self.family, self.link = family, link
-        self.X, self.y = regression_data(X, y, entry="response")
+        self.X, self.y = regression_data(X, y, entry="response", executor=executor)
         self.N = N = self.X.shape[0]
         # one entry per row, or one for every row (1, 0 and 1 when not given)
         self._trials = self._per_row("trials", 1.0 if trials is None else trials, N)
@@ -779,7 +817,7 @@ class GLM(BaseModel):
             # "model") refuses the model when the chain starts, naming range="full-data"
             self._loglik_ratio_range = self._loglik_ratio_bound = None
         if not data_checks_skipped():
-            self._check_rows()
+            self._check_rows(executor)
 
     @staticmethod
     def _per_row(name, value, N):
@@ -807,19 +845,18 @@ class GLM(BaseModel):
             return None
         return float(arr[0]) if not _is_store(value) and np.ndim(value) == 0 else arr
 
-    def _check_rows(self) -> None:
-        """One chunked pass: y in the family's support, trials, offsets and weights valid."""
+    def _check_rows(self, executor=None) -> None:
+        """One chunked pass: y in the family's support, trials, offsets and weights valid
+        (a store's on ``executor`` if given; binomial y against its trials here)."""
         fam = self.family
         for name, arr, ok, accepted in (
-                ("trials", self._trials, lambda t: (t >= 1) & (t == np.floor(t)),
-                 "integers >= 1"),
+                ("trials", self._trials, _trials_ok, "integers >= 1"),
                 ("offset", self._offset, np.isfinite, "finite values"),
-                ("weights", self._weights, lambda w: np.isfinite(w) & (w >= 0),
-                 "finite values >= 0")):
-            self._scan(name, arr, ok, accepted)
+                ("weights", self._weights, _weights_ok, "finite values >= 0")):
+            self._scan(name, arr, ok, accepted, executor)
         n = self._trials
         if fam in ("bernoulli",):
-            self._scan("y", self.y, lambda v: (v == 0) | (v == 1), "0 or 1 (family 'bernoulli')")
+            self._scan("y", self.y, _binary_ok, "0 or 1 (family 'bernoulli')", executor)
         elif fam == "binomial":
             for start in range(0, self.N, SCAN_CHUNK):
                 stop = min(start + SCAN_CHUNK, self.N)
@@ -832,24 +869,22 @@ class GLM(BaseModel):
                                      f"'binomial'; row {start + k} has y = {float(v[k])!r} (trials "
                                      f"{float(np.broadcast_to(t, v.shape)[k])!r})")
         elif fam in ("poisson", "negative_binomial"):
-            self._scan("y", self.y, lambda v: (v >= 0) & (v == np.floor(v)),
-                       f"non-negative integer counts (family {fam!r})")
+            self._scan("y", self.y, _counts_ok,
+                       f"non-negative integer counts (family {fam!r})", executor)
         elif fam == "gamma":
-            self._scan("y", self.y, lambda v: (v > 0) & np.isfinite(v),
-                       "positive values (family 'gamma')")
+            self._scan("y", self.y, _positive_ok, "positive values (family 'gamma')", executor)
         else:
-            self._scan("y", self.y, np.isfinite, "finite values")
+            self._scan("y", self.y, np.isfinite, "finite values", executor)
 
     @staticmethod
-    def _scan(name, arr, ok, accepted):
+    def _scan(name, arr, ok, accepted, executor=None):
         offset = 0
-        for block in scan_rows(arr, np.asarray, desc=f"checking {name}", verify=True):
-            good = ok(block)
-            if not good.all():
-                k = int(np.flatnonzero(~good)[0])
+        for n, k, value in scan_rows(arr, functools.partial(_first_bad, ok),
+                                     desc=f"checking {name}", verify=True, executor=executor):
+            if k >= 0:
                 row = f"row {offset + k} has" if arr.shape[0] > 1 else "got"
-                raise ValueError(f"{name} must hold {accepted}; {row} {float(block[k])!r}")
-            offset += block.shape[0]
+                raise ValueError(f"{name} must hold {accepted}; {row} {value!r}")
+            offset += n
 
     # -- kernels ---------------------------------------------------------------------------------
 

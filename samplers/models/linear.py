@@ -81,6 +81,10 @@ class LinearRegression(BaseModel):
         Defaults to the flat prior; a :class:`~samplers.priors.LaplacePrior` gives the
         L1-regularised regression of Korattikara et al. (2014), section 6.4.
     temperature : float
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums, of X and y): a
+        ``dask.distributed.Client``, its ``get_executor()`` or any ``concurrent.futures``
+        executor, the errors those of the local checks; None (default) here. Not kept.
 
     Examples
     --------
@@ -99,10 +103,11 @@ class LinearRegression(BaseModel):
 
     _row_fields = ("X", "y")
 
-    def __init__(self, X, y, noise_sd=1.0, *, prior: Prior | None = None, temperature=1.0):
-        self.X, self.y = regression_data(X, y)
+    def __init__(self, X, y, noise_sd=1.0, *, prior: Prior | None = None, temperature=1.0,
+                 executor=None):
+        self.X, self.y = regression_data(X, y, executor=executor)
         self.N = self.X.shape[0]
-        check_finite_rows("y", self.y)
+        check_finite_rows("y", self.y, executor=executor)
         self.noise_sd = check_positive("noise_sd", noise_sd)
         super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])
 

@@ -156,6 +156,11 @@ class LogisticRegression(BaseModel):
         Defaults to the flat prior.
     temperature : float
         K > 0; the likelihood is raised to 1/K.
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums of X, labels and
+        checksums of y): a ``dask.distributed.Client``, its ``get_executor()`` or any
+        ``concurrent.futures`` executor, the errors those of the local checks; None
+        (default) here. Not kept.
 
     Notes
     -----
@@ -185,12 +190,13 @@ class LogisticRegression(BaseModel):
     _row_prefetch = staticmethod(prefetch_data01)
     _row_fields = ("X", "y")
 
-    def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0):
-        self.X, self.y = regression_data(X, y, entry="label")
+    def __init__(self, X, y, *, prior: Prior | None = None, temperature=1.0, executor=None):
+        self.X, self.y = regression_data(X, y, entry="label", executor=executor)
         self.N = self.X.shape[0]
         labels = set()
         quick = data_checks_skipped()   # then stop at the first chunk that decides
-        for block in scan_rows(self.y, np.unique, desc="checking labels", verify=True):
+        for block in scan_rows(self.y, np.unique, desc="checking labels", verify=True,
+                               executor=None if quick else executor):
             labels.update(block.tolist())
             if quick and labels & {0.0, -1.0}:
                 break

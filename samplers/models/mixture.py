@@ -87,6 +87,10 @@ class GaussianMixture(BaseModel):
     prior : Prior, optional
         Defaults to ``GaussianPrior(0, [sqrt(10), 1])``, the prior of the papers.
     temperature : float
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums): a
+        ``dask.distributed.Client``, its ``get_executor()`` or any ``concurrent.futures``
+        executor, the errors those of the local checks; None (default) here. Not kept.
 
     Notes
     -----
@@ -110,9 +114,10 @@ class GaussianMixture(BaseModel):
 
     _row_fields = ("x",)
 
-    def __init__(self, x, sigma_x2=2.0, *, prior: Prior | None = None, temperature=1.0):
+    def __init__(self, x, sigma_x2=2.0, *, prior: Prior | None = None, temperature=1.0,
+                 executor=None):
         self.x = data_rows("x", x, ndim=1)
-        check_finite_rows("x", self.x)
+        check_finite_rows("x", self.x, executor=executor)
         self.N = self.x.shape[0]
         self.sigma_x2 = check_positive("sigma_x2", sigma_x2)
         if prior is None:

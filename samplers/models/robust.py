@@ -76,6 +76,10 @@ class RobustRegression(BaseModel):
         Defaults to the flat prior; the paper used a :class:`~samplers.priors.LaplacePrior`.
     temperature : float
         K > 0; the likelihood is raised to 1/K.
+    executor : optional
+        Where the data checks of a store run (NaN scan and checksums, of X and y): a
+        ``dask.distributed.Client``, its ``get_executor()`` or any ``concurrent.futures``
+        executor, the errors those of the local checks; None (default) here. Not kept.
 
     Notes
     -----
@@ -104,10 +108,11 @@ class RobustRegression(BaseModel):
 
     _row_fields = ("X", "y")
 
-    def __init__(self, X, y, df=4.0, scale=1.0, *, prior: Prior | None = None, temperature=1.0):
-        self.X, self.y = regression_data(X, y)
+    def __init__(self, X, y, df=4.0, scale=1.0, *, prior: Prior | None = None, temperature=1.0,
+                 executor=None):
+        self.X, self.y = regression_data(X, y, executor=executor)
         self.N = self.X.shape[0]
-        check_finite_rows("y", self.y)
+        check_finite_rows("y", self.y, executor=executor)
         self.df = check_positive("df", df)
         self.scale = check_positive("scale", scale)
         super().__init__(prior=prior, temperature=temperature, dim=self.X.shape[1])

@@ -9,6 +9,7 @@ the ranges' results come back complete and are merged in the local pass's order.
 import _thread
 import os
 import pickle
+import re
 import sys
 import threading
 import time
@@ -20,7 +21,7 @@ import pytest
 import design
 import design._lib.distribute as distribute
 from design._lib.distribute import as_cluster, map_ranges
-from samplers import (ControlVariates, GaussianPrior, LinearRegression, LogisticRegression,
+from samplers import (GLM, ControlVariates, GaussianPrior, LinearRegression, LogisticRegression,
                       TaylorSums, heavy_rows, log_posterior)
 from samplers.datasets import logistic_regression
 from validation import clt_check, loglik_ratios
@@ -149,6 +150,7 @@ def test_the_executor_of_a_client_and_a_thread_pool_give_the_same_bits(client, m
                                        executor=client.get_executor()))
 
 
+
 class PicklingPool(ThreadPoolExecutor):
     """A thread pool that sends each task through pickle, as a process pool or a cluster
     does, and records its size."""
@@ -185,6 +187,68 @@ def test_rows_held_here_are_sent_once_not_into_every_task(model, local_cv, kind)
         ControlVariates(model, executor=pool_in_memory)
     assert len(pool.sizes) == len(pool_in_memory.sizes) >= 6
     assert max(pool.sizes) < 1.01 * max(pool_in_memory.sizes) < model.X.nbytes
+
+
+
+def _error(build):
+    with pytest.raises(ValueError) as info:
+        build()
+    return type(info.value), str(info.value)
+
+
+def test_the_data_checks_of_a_store_run_on_the_executor(client, model, tmp_path, monkeypatch):
+    """executor= on a model over a store runs its NaN scan, checksums and label check in
+    tasks (here 5 ranges of X, checked in blocks of 1024 rows, and 3 of y); a NaN, a
+    corrupted shard of y and a bad label give the local errors, naming the same rows."""
+    import samplers.sources as sources
+
+    monkeypatch.setattr(sources, "BLOCK_BYTES", 1 << 16)
+    X, y = model.X.copy(), model.y.copy()
+    paths = {}
+    for case in ("sound", "nan", "label", "corrupt"):
+        Xc, yc = X.copy(), y.copy()
+        if case == "nan":
+            Xc[100_003, 2] = np.nan
+            Xc[120_000, 1] = np.inf
+        if case == "label":
+            yc[77_777] = 2.0
+        paths[case] = tmp_path / f"{case}.zarr"
+        sources.write_store(paths[case], Xc, yc, rows_per_chunk=64, rows_per_shard=1024,
+                            progress=False)
+    shard = paths["corrupt"] / "y" / "c" / "90"                     # rows [92160, 93184)
+    raw = bytearray(shard.read_bytes())
+    raw[8] ^= 0x01
+    shard.write_bytes(bytes(raw))
+
+    with PicklingPool() as pool:
+        on_pool = LogisticRegression(*sources.open_store(paths["sound"]), prior=model.prior,
+                                     executor=pool)
+    assert len(pool.sizes) == 5 + 3 and max(pool.sizes) < 3000   # paths, no rows
+    on_cluster = LogisticRegression(*sources.open_store(paths["sound"]), prior=model.prior,
+                                    executor=client)
+    for built in (on_pool, on_cluster):
+        np.testing.assert_array_equal(built.loglik(np.ones(model.dim), np.arange(5)),
+                                      model.loglik(np.ones(model.dim), np.arange(5)))
+    for case, what in (("nan", r"rows \[99328, 100352\) of 'X'.*first at row 100003"),
+                       ("label", "labels"), ("corrupt", r"rows \[92160, 93184\) of 'y'")):
+        local = _error(lambda: LogisticRegression(*sources.open_store(paths[case])))
+        remote = _error(lambda: LogisticRegression(*sources.open_store(paths[case]),
+                                                   executor=client))
+        assert remote == local
+        assert re.search(what, local[1]), local
+    assert _error(lambda: LinearRegression(*sources.open_store(paths["nan"]),
+                                           executor=client)) == _error(
+        lambda: LinearRegression(*sources.open_store(paths["nan"])))
+    # a GLM's support check of y: a count of -1 in a Poisson response
+    counts = np.round(np.abs(y * 3.0))
+    counts[140_001] = -1.0
+    sources.write_store(tmp_path / "counts.zarr", X, counts, rows_per_chunk=64,
+                        rows_per_shard=1024, progress=False)
+    glm = lambda executor: GLM(*sources.open_store(tmp_path / "counts.zarr"),  # noqa: E731
+                               family="poisson", executor=executor)
+    with PicklingPool() as pool:
+        local, remote = _error(lambda: glm(None)), _error(lambda: glm(pool))
+    assert remote == local and "row 140001 has -1.0" in local[1] and len(pool.sizes) >= 5
 
 
 def _rows(n):
