@@ -213,16 +213,17 @@ class ArraySource(_SourceBase):
         return self
 
     def task_part(self, start: int, stop: int):
-        """What a task of a full-data pass on another process carries to read rows ``start
-        .. stop - 1`` (:func:`task_part`): those rows only, as a view of the array (pickled,
-        they are the range's bytes, not the whole array's)."""
+        """What a task of a full-data pass on another process carries to read rows [start,
+        stop) (:func:`task_part`): those rows only, as a view of the array (pickled, they
+        are the range's bytes, not the whole array's)."""
         start, stop = _check_range(self, start, stop)
         return self.array[start:stop]
 
 
 def task_part(source, start: int, stop: int):
-    """What a task on rows ``start .. stop - 1`` of ``source`` carries to another process
-    (:meth:`samplers.models.BaseModel.block_recipe`): an array of those rows, or a small
+    """What a task on rows [start, stop) of ``source`` carries to another process.
+
+    For :meth:`samplers.models.BaseModel.block_recipe`: an array of those rows, or a small
     picklable source whose ``read_range(start, stop)`` reads them.
 
     A store source is itself (it pickles as its path). Data held in this process are cut to
@@ -851,7 +852,7 @@ class DaskSource(_SourceBase):
             self.array, self.name, self.backing.reopen())
 
     def task_part(self, start: int, stop: int):
-        """What a task on rows ``start .. stop - 1`` carries (:func:`task_part`): the
+        """What a task on rows [start, stop) carries (:func:`task_part`): the
         backing store's part (a store pickles as its path), else the array cut to those rows
         with its graph culled to the chunks they need. Pickling the array itself would put
         its whole graph, and for an array made from numpy data all the data, into every
