@@ -1,31 +1,33 @@
 """Full-data passes on a Dask cluster over a Zarr store, against the same passes in memory.
 
 Logistic regression, d = 10 covariates + intercept, rows in a float32 Zarr v3 store on local
-disk (``samplers.sources.write_store``: sharded, checksummed), written once per N under
-``--store-dir`` (outside the repository; 10^8 rows are 4.4 GB) from a generator that makes
-the same rows at every run. Measured, in one run:
+disk, written once per N under ``--store-dir`` (outside the repository; 10^8 rows are 4.8 GB)
+by ``samplers.datasets.generate_store``: block k of 2^20 rows from ``default_rng([SEED, k])``,
+one block in memory at a time, so the rows are the same at every run and the first rows of a
+larger store are a smaller one's. Measured, in one run:
 
 1. **passes through the cluster** (a ``LocalCluster`` of 2 worker processes, one thread and a
    2 GB memory limit each; every task rebuilds about 10^6 rows from the store and returns
-   per-chunk sums): the mode (``ControlVariates(model, executor=client)``: Newton's passes,
-   the sums at the center and the row norms), one sums pass at the center (a wrapper at a
-   given center)
-   and the trial statistics of 40 pairs (``design.TrialChain.from_model``), in ns per row
-   and pass;
-2. **the same passes in memory** (numpy float32 arrays, the two local threads) at the
-   smallest N, and the ratio cluster / memory from this run;
-3. the peak resident memory of the client and of each worker (``ru_maxrss``: the workers
-   are fresh processes, the client's is taken before the in-memory part loads N rows);
-4. ``validation.fit(store_model, executor=client)`` end to end at the largest N: the
-   timings of its steps, rows read per step, and its posterior mean against the Laplace
-   approximation (mode, covariance) from the same passes, in posterior sds;
-5. time per chain step on the store against in memory at the same rows per step (an
-   Austere test with control variates, m = 100, independence proposal).
+   per-chunk sums) at each size of ``--rows``: the model's data checks (on the client), the
+   mode (``ControlVariates(model, executor=client)``: Newton's passes, the sums at the center
+   and the row norms), one sums pass at the center, the trial statistics of ``--pairs``
+   pairs (``design.TrialChain.from_model``), with ``--heavy-rows`` ``samplers.heavy_rows``'
+   pass, and a chain on the store (an Austere test with control variates, m = 100,
+   independence proposal): seconds per step and rows read per step;
+2. **the same passes in memory** (numpy float32 arrays, the two local threads) at
+   ``--memory-rows`` (default the smallest N; 0 for none), and the ratio cluster / memory;
+3. the peak resident memory of the client and of each worker (``ru_maxrss``; the client's
+   sampled every half second during ``fit`` and given per step of ``fit``);
+4. ``validation.fit(store_model, tolerance=0.01, executor=client)`` at each size of
+   ``--fit-rows`` (default the largest of ``--rows``): the timings of its steps, rows read per
+   step, and its posterior mean against the Laplace approximation (mode, Hessian) from the
+   same passes, in posterior sds, with the Monte Carlo standard error of each mean.
 
 The load of the machine is printed and saved: timings are only comparable within one run.
 
-Run:  python benchmarks/bench_scale_out.py [--rows 1e7 1e8] [--store-dir DIR] [--quick]
-Writes benchmarks/results/scale_out.json.
+Run:  python benchmarks/bench_scale_out.py [--rows 1e7 1e8] [--fit-rows ...] [--pairs 10]
+      [--memory-rows N] [--heavy-rows] [--store-dir DIR] [--out NAME]
+Writes benchmarks/results/NAME.json (default scale_out.json).
 """
 
 from __future__ import annotations
@@ -219,6 +221,15 @@ def run_fit(model, client, n, draws, n_trial, cv):
     seconds = time.perf_counter() - t
     post = idata.posterior
     theta = post["theta"].values.reshape(-1, D + 1)
+    sums_seconds = None
+    if cv is None:      # the Laplace approximation at fit's own mode: one sums pass
+        from samplers import ControlVariates
+
+        t = time.perf_counter()
+        cv = ControlVariates(model, center=np.asarray(post.attrs["center"]), executor=client)
+        sums_seconds = time.perf_counter() - t
+        print(f"  sums pass at fit's mode (the Laplace approximation's Hessian): "
+              f"{sums_seconds:.1f} s, {1e9 * sums_seconds / n:.0f} ns/row", flush=True)
     sd = np.sqrt(np.diag(cv.laplace_covariance()))
     off = np.abs(theta.mean(axis=0) - cv.center.theta) / sd
     ess_mean = _ess_mean(post["theta"].values)
@@ -234,7 +245,8 @@ def run_fit(model, client, n, draws, n_trial, cv):
         "min_sd_ratio": float(np.min(theta.std(axis=0) / sd)),
         "ess_bulk": post.attrs["ess_bulk"], "draws": draws,
         "client_rss_mb_peak_per_step": peak_per_step(samples, post.attrs["timings"]),
-        "client_rss_mb_peak": max(r for _, r in samples)}
+        "client_rss_mb_peak": max(r for _, r in samples),
+        "sums_pass_seconds": sums_seconds}
     print(f"fit on the {n:.0e}-row store: {seconds:.0f} s, route {out['route']}, "
           f"{out['rows_realised']:.1f} rows per step (predicted {out['rows_predicted']:.1f}); "
           f"posterior mean within {off.max():.3f} Laplace sds of the mode (Monte Carlo se "
@@ -270,6 +282,8 @@ def main(argv=None) -> int:
     parser.add_argument("--fit-draws", type=int, default=500)
     parser.add_argument("--chain-steps", type=int, default=300)
     parser.add_argument("--no-fit", action="store_true")
+    parser.add_argument("--heavy-rows", action="store_true",
+                        help="time samplers.heavy_rows' pass on the cluster at each size")
     parser.add_argument("--out", default="scale_out")
     args = parser.parse_args(argv)
     sizes = sorted(int(n) for n in args.rows)
@@ -280,7 +294,7 @@ def main(argv=None) -> int:
 
     import distributed
 
-    from samplers import ControlVariates, GaussianPrior, LogisticRegression
+    from samplers import GaussianPrior, LogisticRegression
     from samplers.sources import open_store
 
     load0 = os.getloadavg()
@@ -299,10 +313,33 @@ def main(argv=None) -> int:
         print("passes through a LocalCluster of 2 workers (1 thread, 2 GB each) on the store:")
         for n in sizes:
             X, y = open_store(paths[n])
-            model = LogisticRegression(X, y, prior=prior)
+            t = time.perf_counter()
+            model = LogisticRegression(X, y, prior=prior)      # the data checks: local
+            checks_s = time.perf_counter() - t
+            print(f"  N = {n:.0e}: the model's data checks (NaN/inf, the shards' checksums; "
+                  f"on this process) {checks_s:.1f} s", flush=True)
             result["load"][f"passes_{n}"] = os.getloadavg()[0]
             cvs[n], result["cluster"][str(n)] = time_passes(model, client, f"N = {n:.0e} store",
                                                              n, pairs[n])
+            result["cluster"][str(n)]["data_checks_seconds"] = checks_s
+            if args.heavy_rows:
+                from samplers import heavy_rows
+
+                t = time.perf_counter()
+                heavy = heavy_rows(cvs[n], executor=client)
+                result["cluster"][str(n)]["heavy_rows_seconds"] = time.perf_counter() - t
+                result["cluster"][str(n)]["heavy_rows"] = int(heavy.size)
+                print(f"  heavy rows on the cluster: {heavy.size} in "
+                      f"{time.perf_counter() - t:.1f} s", flush=True)
+            if args.chain_steps:
+                chain_steps(cvs[n], 5)
+                sec, rows = chain_steps(cvs[n], args.chain_steps)
+                result["cluster"][str(n)]["chain_step_seconds"] = sec
+                result["cluster"][str(n)]["chain_rows_per_step"] = rows
+                print(f"  chain on the store (Austere + control variates, m = 100): "
+                      f"{1e6 * sec:.0f} us and {rows:.1f} rows per step", flush=True)
+            result["cluster"][str(n)]["client_peak_rss_mb"] = peak_mb()
+            result["cluster"][str(n)]["workers_peak_rss_mb"] = client.run(_worker_peak_mb)
         result["peak_rss_mb"] = {"client_after_cluster_passes": peak_mb(),
                                  "workers": client.run(_worker_peak_mb)}
         print(f"  peak RSS: client {peak_mb():.0f} MB, workers "
@@ -311,10 +348,8 @@ def main(argv=None) -> int:
         for n in fit_sizes:
             X, y = open_store(paths[n])
             model = LogisticRegression(X, y, prior=prior)
-            if n not in cvs:
-                cvs[n] = ControlVariates(model, executor=client)
             result["load"][f"fit_{n}_before"] = os.getloadavg()
-            result["fit"][str(n)] = run_fit(model, client, n, args.fit_draws, 10, cvs[n])
+            result["fit"][str(n)] = run_fit(model, client, n, args.fit_draws, 10, cvs.get(n))
             result["load"][f"fit_{n}_after"] = os.getloadavg()
             print(f"  load average during fit: {result['load'][f'fit_{n}_after'][1]:.1f} "
                   "(5 min)", flush=True)
@@ -324,8 +359,8 @@ def main(argv=None) -> int:
                 f"{v:.0f} MB" for v in result["peak_rss_mb"][f"workers_after_fit_{n}"].values()),
                 flush=True)
         if small and small in cvs:
-            chain_steps(cvs[small], 5)
-            step_store, rows_store = chain_steps(cvs[small], args.chain_steps)
+            step_store = result["cluster"][str(small)].get("chain_step_seconds")
+            rows_store = result["cluster"][str(small)].get("chain_rows_per_step")
     finally:
         client.close()
         cluster.close()
