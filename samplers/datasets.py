@@ -1,7 +1,8 @@
 """Synthetic datasets of the papers' experiments, in memory or written to a memmap.
 
-Every generator takes ``rng`` and returns new arrays; :func:`write_memmap` streams any of
-them to disk in chunks so that datasets larger than memory can be built.
+Every generator takes ``rng`` and returns new arrays; :func:`write_memmap` (a ``.npy``
+memmap) and :func:`generate_store` (a sharded Zarr store) stream any of them to disk block by
+block, so that datasets larger than memory can be built.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from scipy import optimize, special
 from design._lib.checks import as_generator, check_int, check_positive
 
 __all__ = ["gaussian_mixture", "logistic_regression", "linear_regression", "write_memmap",
+           "generate_store",
            # SGLD and extended SGLD
            "l1_regression_toy", "correlated_regression", "MissingData",
            "missing_covariates_regression",
@@ -111,6 +113,148 @@ def write_memmap(path, N, make_rows, *, chunk=1 << 18, rng=None, dtype=np.float6
     out.flush()
     del out
     return np.load(path, mmap_mode="r")
+
+
+class _Generated:
+    """Rows made block by block by ``make_rows(n, default_rng([key, k]))``: a row source
+    (:class:`samplers.sources.RowSource`) of column ``column`` (0 for X, 1 for y) that keeps
+    the last block it made, so reading the ranges in order makes each block once."""
+
+    def __init__(self, N, make_rows, key, block, column, first):
+        self.N, self.make_rows, self.key, self.block, self.column = N, make_rows, key, block, column
+        self._cache = (0, first)
+        part = first[column]
+        self.shape = (N,) + part.shape[1:]
+        self.dtype = part.dtype
+        self.name = "X" if column == 0 else "y"
+
+    def _block(self, k):
+        if self._cache[0] != k:
+            n = min(self.block, self.N - k * self.block)
+            self._cache = (k, _make_block(self.make_rows, n, self.key, k, self._cache[1]))
+        return self._cache[1][self.column]
+
+    def read_range(self, start, stop):
+        parts = []
+        while start < stop:
+            k = start // self.block
+            end = min(stop, (k + 1) * self.block)
+            parts.append(self._block(k)[start - k * self.block:end - k * self.block])
+            start = end
+        return np.concatenate(parts) if len(parts) > 1 else np.array(parts[0])
+
+    def read_rows(self, idx):
+        idx = np.asarray(idx, dtype=np.intp)
+        return (np.stack([self.read_range(i, i + 1)[0] for i in idx]) if idx.size
+                else np.empty((0,) + self.shape[1:], self.dtype))
+
+    def reopen(self):
+        return self
+
+
+def _make_block(make_rows, n, key, k, like=None):
+    """Block ``k`` (``n`` rows): ``make_rows(n, default_rng([key, k]))`` as an (X, y) pair
+    (y None when it makes X alone), checked against the first block ``like``."""
+    out = make_rows(n, np.random.default_rng([key, k]))
+    X, y = out if isinstance(out, tuple) else (out, None)
+    X = np.asarray(X)
+    y = None if y is None else np.asarray(y)
+    if X.shape[:1] != (n,) or (y is not None and y.shape != (n,)):
+        raise ValueError(f"make_rows({n}, rng) must return X of {n} rows (or (X, y) with y "
+                         f"of shape ({n},)), got X of shape {X.shape}"
+                         + ("" if y is None else f" and y of shape {y.shape}"))
+    for arr, what in ((X, "X"), (y, "y")):
+        if arr is not None and arr.dtype not in (np.float32, np.float64):
+            raise TypeError(f"make_rows must return float32 or float64 arrays, got {what} "
+                            f"of dtype {arr.dtype}")
+    if like is not None and (X.shape[1:] != like[0].shape[1:] or (y is None) != (like[1] is None)
+                             or X.dtype != like[0].dtype
+                             or (y is not None and y.dtype != like[1].dtype)):
+        raise ValueError(f"make_rows must return the same kind of rows for every block: block "
+                         f"{k} gave X of shape {X.shape}, dtype {X.dtype}, "
+                         f"{'no y' if y is None else f'y of dtype {y.dtype}'}; the one before "
+                         f"X of shape {like[0].shape}, dtype {like[0].dtype}, "
+                         f"{'no y' if like[1] is None else f'y of dtype {like[1].dtype}'}")
+    return X, y
+
+
+def generate_store(path, N, make_rows, *, rng=None, block=1 << 20, dtype=None,
+                   rows_per_chunk=None, rows_per_shard=None, progress=True):
+    """Write ``N`` rows made block by block to a Zarr store, never holding more than a block.
+
+    The store is what ``austerity convert`` writes (:func:`samplers.sources.write_store`:
+    arrays ``"X"`` and ``"y"``, sharded, uncompressed, a checksum per shard), so any model
+    reads it through :func:`samplers.sources.open_store`; a dataset of any size can be built
+    on a disk larger than the memory.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The store's directory (replaced if it exists).
+    N : int
+        Rows.
+    make_rows : callable
+        ``make_rows(n, rng)`` returns ``X`` of ``n`` rows, or a pair ``(X, y)`` with ``y`` of
+        shape ``(n,)``; float32 or float64 arrays with the same trailing shape every call.
+    rng : None, int, SeedSequence or numpy.random.Generator
+        Block ``k`` (rows ``[k * block, (k + 1) * block)``) is
+        ``make_rows(n, numpy.random.default_rng([key, k]))``: ``key`` is ``rng`` itself for
+        an int (so any block can be made again alone, and the first rows of a larger store
+        are a smaller one's), otherwise one integer drawn from ``default_rng(rng)``. Equal
+        seeds give identical stores.
+    block : int
+        Rows per call of ``make_rows`` (the memory held: one block, and one shard).
+    dtype : float32 or float64, optional
+        Written type (default: what ``make_rows`` returns).
+    rows_per_chunk, rows_per_shard : int, optional
+        As :func:`samplers.sources.to_zarr`.
+    progress : bool or None
+        A progress bar (tqdm).
+
+    Returns
+    -------
+    (RowSource, RowSource or None)
+        The written ``X`` and ``y`` (None without y), opened by
+        :func:`samplers.sources.open_store`.
+
+    Notes
+    -----
+    X is written first, then y: when ``make_rows`` returns y, each block is made twice
+    (once for each array), which keeps one block in memory whatever ``N`` is.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> def rows(n, rng):
+    ...     X = rng.standard_normal((n, 2))
+    ...     return X, (X[:, 0] > 0).astype(float)
+    >>> path = os.path.join(tempfile.mkdtemp(), "d.zarr")
+    >>> X, y = generate_store(path, 1000, rows, rng=7, block=300, progress=False)
+    >>> X.shape, y.shape
+    ((1000, 2), (1000,))
+    >>> again = rows(300, np.random.default_rng([7, 3]))    # block 3, made alone
+    >>> bool(np.array_equal(X.read_range(900, 1000), again[0][:100]))
+    True
+    """
+    from .sources import open_store, write_store
+
+    N = check_int("N", N, low=1)
+    block = check_int("block", block, low=1)
+    if not callable(make_rows):
+        raise TypeError(f"make_rows must be a callable make_rows(n, rng), got "
+                        f"{type(make_rows).__name__}")
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, (bool, np.bool_)):
+        if rng < 0:
+            raise ValueError(f"rng must be a non-negative seed, got {rng}")
+        key = int(rng)
+    else:
+        key = int(as_generator(rng).integers(1 << 63))
+    first = _make_block(make_rows, min(block, N), key, 0)
+    X = _Generated(N, make_rows, key, block, 0, first)
+    y = None if first[1] is None else _Generated(N, make_rows, key, block, 1, first)
+    write_store(path, X, y, rows_per_chunk=rows_per_chunk, rows_per_shard=rows_per_shard,
+                dtype=dtype, progress=progress)
+    return open_store(path)
 
 
 # --- SGLD and extended SGLD -----------------------------------------------------------

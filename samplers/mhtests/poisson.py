@@ -64,7 +64,9 @@ from design._lib.jit import jit
 from design._lib.prefetch import prefetch_ahead
 
 from .._poisson import PoissonBatches, alias_rows, uniform_rows
-from ..models.remainder import TaylorRemainder, has_remainder_bounds
+from ..models.control_variates import ControlVariates
+from ..models.remainder import (TaylorRemainder, has_remainder_bounds, remainder_phi,
+                                remainder_totals)
 from .base import AcceptanceTest, unchanged_below
 from .compiled import Decision
 from .exact import ExactTest
@@ -261,11 +263,36 @@ class _PoissonFactorTest(AcceptanceTest):
         self._prepared[id(model)] = (model, prep)
         return prep
 
-    def expected_batch(self, model, theta, theta_new) -> float:
-        """``lambda + C phi(theta, theta')``: the Poisson batch's mean for this pair."""
-        prep = self.prepare(model)
-        phi = prep.rem.phi(np.asarray(theta, float), np.asarray(theta_new, float))
-        return self.chi * (prep.C * phi) ** 2 + prep.C * phi
+    def expected_batch(self, model, theta, theta_new, *, executor=None) -> float:
+        """``lambda + C phi(theta, theta')``: the Poisson batch's mean for this pair.
+
+        With ``executor`` (a cluster, as ``ControlVariates(executor=)``), for a
+        :class:`~samplers.ControlVariates` model whose bounds are not prepared yet, ``C``
+        comes from one pass there (:func:`~samplers.models.remainder.remainder_totals`,
+        kept for the next pairs) instead of :meth:`prepare`'s per-row bounds and alias
+        table (24 bytes a row on this process): pricing the test needs only their sum or
+        maximum. Equal to the prepared value to rounding.
+        """
+        theta, theta_new = np.asarray(theta, float), np.asarray(theta_new, float)
+        entry = self._prepared.get(id(model))
+        if executor is None or (entry is not None and entry[0] is model) or not (
+                isinstance(model, ControlVariates) and model.order == self.order >= 1
+                and (self.center is None or np.array_equal(self.center, model.center.theta))
+                and has_remainder_bounds(model)):
+            prep = self.prepare(model)
+            C, phi = prep.C, prep.rem.phi(theta, theta_new)
+        else:
+            key = ("rate", id(model))
+            got = self._prepared.get(key)
+            if got is None or got[0] is not model:
+                c_sum, c_max = remainder_totals(model, executor)
+                if not (math.isfinite(c_sum) and math.isfinite(c_max)):
+                    self.prepare(model)             # the error naming the bad row
+                C = (c_sum if self.sampling == "weighted" and c_sum > 0
+                     else model.N * c_max)
+                got = self._prepared[key] = (model, C)
+            C, phi = got[1], remainder_phi(model.center.theta, self.order, theta, theta_new)
+        return self.chi * (C * phi) ** 2 + C * phi
 
     # -- one decision ----------------------------------------------------------------------
 

@@ -189,6 +189,43 @@ def _block_scales(block, sigma, power) -> np.ndarray:
     return out
 
 
+def _top(a, k) -> np.ndarray:
+    """Indices of the ``k`` largest of ``a`` (all of them if it has no more), in no order."""
+    return np.argpartition(-a, k - 1)[:k] if k < a.size else np.arange(a.size)
+
+
+def _block_top_scales(block, sigma, power, k):
+    """On a worker: a block's ``k`` largest :func:`row_scales` (indices within the block, and
+    values) and the sum of all its squared scales, so that no per-row vector leaves it."""
+    a = _block_scales(block, sigma, power)
+    top = _top(a, k)
+    return top, a[top], float(np.sum(a * a))
+
+
+def _top_scales_on(cluster, cv, k):
+    """:func:`heavy_rows`' candidates on a cluster: the ``k`` largest residual scales over all
+    rows (row indices and values) and the sum of all N squared scales, merged from each
+    range's own top ``k`` and sum, so the client holds O(k) numbers, never N."""
+    if getattr(cv, "_glm", None) is None or not callable(getattr(cv, "laplace_covariance",
+                                                                  None)):
+        row_scales(cv)                      # the TypeError naming what is missing
+    sigma = cv.laplace_covariance()
+    power = 0.5 * (cv.order + 1)
+    idx, val, total = np.empty(0, dtype=np.intp), np.empty(0), [0.0]
+
+    def merge(start, stop, got):
+        nonlocal idx, val
+        top, a, sq = got
+        idx, val = np.concatenate((idx, top + start)), np.concatenate((val, a))
+        keep = _top(val, k)
+        idx, val = idx[keep], val[keep]
+        total[0] += sq
+
+    map_ranges(cluster, recipe_of(cv.model), _block_top_scales, (sigma, power, k), merge,
+               N=cv.N, chunk=SCAN_CHUNK, progress=False, desc="heavy rows")
+    return idx, val, total[0]
+
+
 def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
                executor=None) -> np.ndarray:
     r"""The rows whose Taylor residuals can dominate the others': read them exactly.
@@ -219,7 +256,10 @@ def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
     scales : ndarray of shape (N,), optional
         Precomputed :func:`row_scales` (one pass saved).
     executor : optional
-        Run :func:`row_scales`' pass on a cluster (see there).
+        Run the pass on a cluster (see :func:`row_scales`): each range returns its own
+        ``max_rows + 1`` largest scales and the sum of its squared scales, so the client
+        holds O(max_rows) numbers rather than N (the sum of squares is added range by range:
+        it equals the local one to rounding, about 1e-15 relative).
 
     Returns
     -------
@@ -263,29 +303,34 @@ def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
         raise TypeError(f"max_rows must be an integer, got {max_rows!r}")
     if not 0 <= max_rows <= N - 2:
         raise ValueError(f"max_rows must be in [0, N - 2] = [0, {N - 2}], got {max_rows}")
-    if scales is None:
-        a = row_scales(cv, executor=executor)
-    else:
-        a = np.asarray(scales, dtype=float)
-        if a.shape != (N,) or not np.all(np.isfinite(a)) or np.any(a < 0):
-            raise ValueError(f"scales must be {N} finite values >= 0 (row_scales(cv)), got "
-                             f"shape {a.shape}")
     k_max = int(max_rows)
-    if k_max == 0:
-        return np.empty(0, dtype=np.intp)
-    if k_max + 1 < N:
-        top = np.argpartition(-a, k_max)[: k_max + 1]
+    cluster = as_cluster(executor) if scales is None else None
+    if scales is None and cluster is not None:
+        if k_max == 0:
+            return np.empty(0, dtype=np.intp)
+        top, a_top, total = _top_scales_on(cluster, cv, k_max + 1)
     else:
-        top = np.arange(N)
-    top = top[np.argsort(-a[top], kind="stable")][: k_max + 1]
-    sq = a[top] ** 2
-    others = float(np.sum(a * a)) - float(np.sum(sq))          # rows never candidates
+        if scales is None:
+            a = row_scales(cv)
+        else:
+            a = np.asarray(scales, dtype=float)
+            if a.shape != (N,) or not np.all(np.isfinite(a)) or np.any(a < 0):
+                raise ValueError(f"scales must be {N} finite values >= 0 (row_scales(cv)), "
+                                 f"got shape {a.shape}")
+        if k_max == 0:
+            return np.empty(0, dtype=np.intp)
+        top = _top(a, k_max + 1)
+        a_top, total = a[top], float(np.sum(a * a))
+    order = np.argsort(-a_top, kind="stable")[: k_max + 1]
+    top, a_top = top[order], a_top[order]
+    sq = a_top ** 2
+    others = total - float(np.sum(sq))          # rows never candidates
     outside = max(others, 0.0) if top.size < N else 0.0
     # after[t]: sum of squares of the rows ranked below candidate t (suffix sums: no
     # cancellation however much the heavy rows dominate the total)
     after = outside + np.concatenate((np.cumsum(sq[::-1])[::-1][1:], [0.0]))
     rms = np.sqrt(after / (N - 1 - np.arange(sq.size)))
-    heavy = np.flatnonzero(a[top] > tau * rms)
+    heavy = np.flatnonzero(a_top > tau * rms)
     k = int(heavy[-1]) + 1 if heavy.size else 0
     return np.sort(top[: min(k, k_max)]).astype(np.intp)
 

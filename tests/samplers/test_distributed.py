@@ -446,3 +446,20 @@ def test_the_demo_takes_a_cluster_or_a_scheduler_not_both(capsys):
     with pytest.raises(SystemExit):
         main(["demo", "--cluster", "local", "--scheduler", "tcp://127.0.0.1:8786"])
     assert "not allowed with argument" in capsys.readouterr().err
+
+
+def test_heavy_rows_on_the_cluster_merge_each_ranges_top_rows(client):
+    """With rows that are heavy (a rare binary covariate: 40 rows scattered over the ranges)
+    the cluster's pass returns each range's largest scales and sum of squares, never a
+    per-row vector, and finds the local rows; a max_rows that cuts into the heavy set too."""
+    from samplers.datasets import rare_covariate_logistic
+
+    X, y, _ = rare_covariate_logistic(120_000, rng=2)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    local = heavy_rows(cv)
+    assert local.size == 40                       # the case is not trivial
+    assert len({r // RANGE_ROWS for r in local}) > 1
+    np.testing.assert_array_equal(heavy_rows(cv, executor=client), local)
+    for k in (0, 10, 39):
+        np.testing.assert_array_equal(heavy_rows(cv, max_rows=k, executor=client),
+                                      heavy_rows(cv, max_rows=k))

@@ -160,14 +160,17 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         Print the explanation and the timings.
     executor : optional
         Run the full-data passes (the mode and the sums, the heavy rows' scales, the trial
-        pairs' statistics, the verdict's l_i, the after-run check) and the chains on a
-        cluster: a ``dask.distributed.Client`` (for instance on a ``LocalCluster``, or
-        connected to ``dask scheduler`` / ``dask worker`` processes), its
-        ``get_executor()``, or any ``concurrent.futures.Executor``. Built-in models: each
-        pass's task rebuilds about 10^6 rows on its worker (``model.block_recipe``,
-        reopening a store by its path) and returns partial sums merged here in row order,
-        so every number is the local one, bit for bit, and so are the chains (one task
-        each, on their own streams). The passes over the rest of the rows after heavy rows
+        pairs' statistics, the sum of SMH/MH-SS's per-row remainder bounds that prices
+        them, the verdict's l_i, the after-run check) and the chains on a cluster: a
+        ``dask.distributed.Client`` (for instance on a ``LocalCluster``, or connected to
+        ``dask scheduler`` / ``dask worker`` processes), its ``get_executor()``, or any
+        ``concurrent.futures.Executor``. Built-in models: each pass's task rebuilds about
+        10^6 rows on its worker (``model.block_recipe``, reopening a store by its path) and
+        returns partial sums merged here in row order, so every number is the local one,
+        bit for bit (the heavy rows' sum of squares and the remainder bounds' sum to
+        rounding), and so are the chains (one task each, on their own streams). The client
+        holds O(sqrt N) numbers for the heavy rows and one pair's l_i (8 N bytes) for the
+        verdict's simulation. The passes over the rest of the rows after heavy rows
         (:class:`samplers.ExactRows`) run here. None (default): this machine's cores.
 
     Returns
@@ -246,7 +249,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
-                               tolerance, test, mh_acc)
+                               tolerance, test, mh_acc, executor)
     state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines}
     verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure, rng,
                        state, clock, forced=test in DESIGNED, executor=executor)
@@ -394,7 +397,7 @@ class _Clock:
         return out
 
 
-def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
+def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, executor=None):
     """The designed test (its plan, on ``split`` when there are heavy rows) and the exact
     routes (on all rows), priced; only ``test`` if forced."""
     from samplers.models.remainder import has_remainder_bounds
@@ -415,7 +418,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
                              f"model); {type(proxy.cv.model).__name__} has none: use "
                              "test='exact' or a designed test")
         if has_remainder_bounds(proxy.cv) or test == "exact":
-            exact, tests = _exact(proxy, choice, pairs, mh_acc, test)
+            exact, tests = _exact(proxy, choice, pairs, mh_acc, test, executor)
             cands += [c for c in exact if test is None or c.test == test]
         if test is None and kind != "walk":     # the walk's exact MH, for reference
             cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
@@ -424,7 +427,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc):
     return plan, cands, tests
 
 
-def _exact(proxy, choice, pairs, mh_acc, test):
+def _exact(proxy, choice, pairs, mh_acc, test, executor=None):
     from samplers.models.remainder import has_remainder_bounds
 
     if test == "exact" or not has_remainder_bounds(proxy.cv):       # exact MH only
@@ -435,7 +438,7 @@ def _exact(proxy, choice, pairs, mh_acc, test):
         return [c], {}
     return routes.exact_candidates(proxy.cv, choice.kind, pairs.thetas, pairs.news,
                                    pairs.log_const, mh_acc, trial=pairs.trial,
-                                   mh_ess=choice.ess_per_step)
+                                   mh_ess=choice.ess_per_step, executor=executor)
 
 
 def _heavy_note(k) -> str:

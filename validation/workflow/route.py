@@ -148,7 +148,7 @@ def ess_per_step(proposal: str, acceptance: float, d: int, mh_acceptance: float,
 
 
 def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, *,
-                     trial=None, smh=None, mhss=None, mh_ess=None):
+                     trial=None, smh=None, mhss=None, mh_ess=None, executor=None):
     """SMH-2, MH-SS-2 and exact MH priced at the trial pairs of the chosen proposal.
 
     Rows per step of a Poisson-factor test: its batch ``E[B] = C phi(theta, theta')`` at
@@ -159,14 +159,17 @@ def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, 
     the trial pairs' statistics (``trial``: ``sum_i |delta_i|`` about ``N sigma E|z|``, and
     ``sum_i delta_i = N mu - P``) within its bounds ``[max(0, -sum delta), E[B]]``; without
     them the bound ``exp(-E[B])``. Exact MH reads N rows. ``mh_ess``: exact MH's predicted
-    ESS per step from the weights (:func:`ess_per_step`).
+    ESS per step from the weights (:func:`ess_per_step`). ``executor``: the bounds' sum is
+    one pass on that cluster (:meth:`samplers.SMHTest.expected_batch`), not a local pass
+    keeping a bound per row.
     """
     from samplers import ScalableSubsamplingTest, SMHTest
 
     N, d = cv.N, cv.dim
     smh = SMHTest(order=cv.order) if smh is None else smh
     mhss = ScalableSubsamplingTest(order=cv.order) if mhss is None else mhss
-    batch = np.array([smh.expected_batch(cv, a, b) for a, b in zip(thetas, news)])
+    batch = np.array([smh.expected_batch(cv, a, b, executor=executor)
+                      for a, b in zip(thetas, news)])
     proxy = np.array([cv.proxy_total(a, b) for a, b in zip(thetas, news)])
     det = np.exp(np.minimum(np.asarray(log_const) + proxy, 0.0))
     rows = np.where(batch >= N, N, det * batch)
