@@ -689,6 +689,9 @@ class IndexSampler:
     8
     >>> s.restart(); s.remaining
     1000000000
+    >>> keyed = IndexSampler(10**9, rng=0, row_draws="keyed")   # rows known in advance
+    >>> keyed.take(3).tolist() == IndexSampler(10**9, rng=0, row_draws="keyed").take(3).tolist()
+    True
     """
 
     def __init__(self, N, rng=None, row_draws="shared"):
