@@ -9,9 +9,14 @@ warm-up (``--warmup`` steps, not timed: the feed's slots take their pages, the s
 enter the page cache) and a timed run of ``--steps`` steps from another seed; the feed's
 counters of the timed run are printed (rows read, rows fetched ahead and on demand, reads).
 
-Run: ``python benchmarks/bench_store_chain.py --N 1000000 10000000``. Writes
-``results/bench_store_chain.json`` (``--tag long``: ``bench_store_chain_long.json``). One
-run per configuration; the load is printed.
+Each configuration runs with both row schemes of ``sample(row_draws=...)``, memory against
+store at the same scheme: ``shared`` (the default: row uniforms from the chain's Generator;
+the feed must guess which outputs become rows) and ``keyed`` (row uniforms from the order's
+own counter-based stream: the feed fetches exactly the rows of the next decisions).
+
+Run: ``python benchmarks/bench_store_chain.py --N 1000000 10000000 --dtype float64
+float32``. Writes ``results/bench_store_chain.json`` (``--tag long``:
+``bench_store_chain_long.json``). One run per configuration; the load is printed.
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ from samplers.sources import H5Source, open_store, write_store
 D = 10
 
 
-def make_data(N, seed=0, chunk=1 << 20):
-    """X (N, d + 1) with an intercept column and labels y, float64, made chunk by chunk."""
+def make_data(N, seed=0, chunk=1 << 20, dtype=np.float64):
+    """X (N, d + 1) with an intercept column and labels y, made chunk by chunk."""
     rng = np.random.default_rng(seed)
     beta = np.linspace(1.0, -1.0, D + 1) / np.sqrt(D)
-    X = np.empty((N, D + 1))
-    y = np.empty(N)
+    X = np.empty((N, D + 1), dtype=dtype)
+    y = np.empty(N, dtype=dtype)
     for start in range(0, N, chunk):
         stop = min(N, start + chunk)
         X[start:stop, 0] = 1.0
@@ -54,10 +59,11 @@ def write_h5(path, X, y):
         f.create_dataset("y", data=y, chunks=(4096 // 8,))
 
 
-def timed(model, test, walk, theta0, warmup, steps):
-    sample(model, test, walk, theta0, warmup, rng=1, progress=False)
+def timed(model, test, walk, theta0, warmup, steps, row_draws):
+    sample(model, test, walk, theta0, warmup, rng=1, progress=False, row_draws=row_draws)
     t0 = time.perf_counter()
-    chain = sample(model, test, walk, theta0, steps, rng=2, progress=False)
+    chain = sample(model, test, walk, theta0, steps, rng=2, progress=False,
+                   row_draws=row_draws)
     return chain, time.perf_counter() - t0
 
 
@@ -68,35 +74,45 @@ def main():
     parser.add_argument("--warmup", type=int, default=5000)
     parser.add_argument("--h5-steps", type=int, default=2000,
                         help="timed steps on the HDF5 file (its reads are slower)")
+    parser.add_argument("--dtype", nargs="+", default=["float64"],
+                        choices=["float64", "float32"])
+    parser.add_argument("--stores", nargs="+", default=["zarr", "hdf5"],
+                        choices=["zarr", "hdf5"])
+    parser.add_argument("--row-draws", nargs="+", default=["shared", "keyed"],
+                        choices=["shared", "keyed"])
     parser.add_argument("--dir", default=None, help="where the stores are written")
     parser.add_argument("--tag", default="", help="appended to the results file's name")
     args = parser.parse_args()
     results = []
     test = AustereTest(m=30, epsilon=0.05)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        for N in args.N:
-            X, y = make_data(N)
-            zpath = os.path.join(tmp, f"data{N}.zarr")
-            write_store(zpath, X, y, progress=False)
-            hpath = os.path.join(tmp, f"data{N}.h5")
-            write_h5(hpath, X, y)
+        for N, dtype in [(N, dt) for N in args.N for dt in args.dtype]:
+            X, y = make_data(N, dtype=np.dtype(dtype))
             memory = ControlVariates(LogisticRegression(X, y))
             theta0 = memory.centre.theta
             walk = RandomWalk.from_laplace(memory)
-            Xz, yz = open_store(zpath)
-            stores = {"zarr": ControlVariates(LogisticRegression(Xz, yz), center=theta0),
-                      "hdf5": ControlVariates(LogisticRegression(H5Source(hpath, "X"),
-                                                                 H5Source(hpath, "y")),
-                                              center=theta0)}
-            for kind, model in stores.items():
+            stores = {}
+            if "zarr" in args.stores:
+                zpath = os.path.join(tmp, f"data{N}{dtype}.zarr")
+                write_store(zpath, X, y, progress=False)
+                Xz, yz = open_store(zpath)
+                stores["zarr"] = ControlVariates(LogisticRegression(Xz, yz), center=theta0)
+            if "hdf5" in args.stores:
+                hpath = os.path.join(tmp, f"data{N}{dtype}.h5")
+                write_h5(hpath, X, y)
+                stores["hdf5"] = ControlVariates(LogisticRegression(
+                    H5Source(hpath, "X"), H5Source(hpath, "y")), center=theta0)
+            for (kind, model), row_draws in [(km, r) for km in stores.items()
+                                             for r in args.row_draws]:
                 steps = args.steps if kind == "zarr" else args.h5_steps
                 warm = args.warmup if kind == "zarr" else args.h5_steps // 4
-                ref, t_mem = timed(memory, test, walk, theta0, warm, steps)
-                got, t_store = timed(model, test, walk, theta0, warm, steps)
+                ref, t_mem = timed(memory, test, walk, theta0, warm, steps, row_draws)
+                got, t_store = timed(model, test, walk, theta0, warm, steps, row_draws)
                 same = (np.array_equal(ref.samples, got.samples)
                         and all(np.array_equal(ref.stats[k], got.stats[k]) for k in ref.stats))
                 reads = got.store_reads
-                row = {"N": N, "store": kind, "dtype": "float64", "d": D + 1, "steps": steps,
+                row = {"N": N, "store": kind, "dtype": dtype, "d": D + 1,
+                       "row_draws": row_draws, "steps": steps,
                        "rows_per_step": float(ref.stats["n_used"].mean()),
                        "us_per_step_memory": 1e6 * t_mem / steps,
                        "us_per_step_store": 1e6 * t_store / steps,
@@ -106,12 +122,12 @@ def main():
                        "reads": reads.reads, "refills": reads.refills,
                        "load": os.getloadavg()[0]}
                 results.append(row)
-                print(f"N={N:>9} {kind:5} rows/step {row['rows_per_step']:5.1f}  "
-                      f"memory {row['us_per_step_memory']:7.1f} us/step  store "
-                      f"{row['us_per_step_store']:8.1f} us/step  ratio {row['ratio']:5.2f}  "
-                      f"fetched {row['rows_fetched_per_step']:6.0f} rows/step "
-                      f"({row['rows_on_demand_per_step']:.2f} on demand)  identical {same}  "
-                      f"load {row['load']:.1f}", flush=True)
+                print(f"N={N:>9} {dtype} {kind:5} {row_draws:6} rows/step "
+                      f"{row['rows_per_step']:5.1f}  memory {row['us_per_step_memory']:7.1f} "
+                      f"us/step  store {row['us_per_step_store']:8.1f} us/step  ratio "
+                      f"{row['ratio']:5.2f}  fetched {row['rows_fetched_per_step']:6.0f} "
+                      f"rows/step ({row['rows_on_demand_per_step']:.2f} on demand)  "
+                      f"identical {same}  load {row['load']:.1f}", flush=True)
             del X, y, memory, stores
     write("bench_store_chain" + (f"_{args.tag}" if args.tag else ""),
           {"machine": machine(), "results": results})

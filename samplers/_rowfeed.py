@@ -36,9 +36,22 @@ kernels must find them where they read rows today: ``X[i, j]`` of the model's
   costs (one chunk). A decision reading more than ``window`` rows finds its later rows on
   demand. The steps then run in sub-blocks short enough not to use up the outputs looked at.
 
+* **Keyed orders** (``sample(..., row_draws="keyed")``): the uniforms of each order come
+  from its own counter-based stream (:func:`design._lib.rows.keyed_uniforms`), so the rows
+  of every later decision are known exactly, not one window per generator output. The feed
+  then fetches, row by row (slots of one row), the rows at positions ``0 .. window - 1`` of
+  as many next orders as 90% of the capacity holds, sorted, once per capacity's worth of
+  steps (:meth:`RowFeed._prefetch_keyed`): about one row fetched per row read, and rows
+  dense enough that the reads of a zarr store become a sweep of its shards in large
+  sequential reads (``samplers/_shardread.py``). At N = 10^7 (88-byte rows, 128 MiB of
+  slots) that is one sweep of the store every ~40,000 steps.
+* **How rows are read**: an uncompressed sharded zarr array (what ``to_zarr`` writes) by a
+  compiled loop that joins nearby rows into one ``pread`` (``samplers/_shardread.py``);
+  any other source through its ``read_into`` or ``read_rows``.
+
 Because only the physical place of the rows changes, a chain on a store is **bit-identical
-to the chain on the same data in memory** at equal seeds, on either loop, whatever the
-window, the look-ahead or the memory.
+to the chain on the same data in memory** at equal seeds and equal ``row_draws``, on either
+loop, whatever the window, the look-ahead or the memory.
 
 Which chains read their rows this way: those whose test and proposal read rows only from the
 chain's order (``rows_from_order(view)``: the sequential tests with a model range, the
@@ -60,8 +73,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
-                              detach_feed, feed_rows_seen, give_slots, register_feed,
-                              slots_given, unregister_feed)
+                              detach_feed, feed_rows_seen, give_slots, keyed_rows_after,
+                              keyed_rows_ahead, order_epoch, order_keyed, register_feed,
+                              rows_taken, slots_given, unregister_feed)
+
+from ._shardread import shard_filler
 
 __all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model"]
 
@@ -150,7 +166,8 @@ class FeedStats:
         Reads per store-backed array (one per sorted block fetched ahead, one per batch of
         rows fetched on demand).
     refills : int
-        Times half the slots were used and all were given back.
+        Times the slots were given back (half of them used; for a keyed order, the next
+        look-ahead's rows did not fit beside them).
     """
 
     rows_read: int
@@ -226,14 +243,17 @@ class RowFeed:
         memory = MEMORY if memory is None else memory
         self.N = int(sources[0].shape[0])
         self._sources = list(sources)
-        # slots go by blocks of FEED_BLOCK rows: the last block's may pass row N - 1
-        padded = -(-self.N // FEED_BLOCK) * FEED_BLOCK
+        #: A keyed order's rows are known exactly (fetched row by row); otherwise slots go
+        #: by blocks of FEED_BLOCK rows, and the last block's may pass row N - 1.
+        self.keyed = bool(order_keyed(order))
+        self.block = 1 if self.keyed else FEED_BLOCK
+        padded = -(-self.N // self.block) * self.block
         self._maps = [_Mapped((padded,) + tuple(s.shape[1:]), s.dtype) for s in self._sources]
         self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
         self._fills = [_filler(s) for s in self._sources]
         row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
         #: Slots kept between refills.
-        self.capacity = int(min(padded, max(8 * int(window) + FEED_BLOCK,
+        self.capacity = int(min(padded, max(8 * int(window) + self.block,
                                             memory // max(row_bytes, 1))))
         self._rng, self._order = rng, order
         self.window, self.ahead = int(window), int(ahead)
@@ -244,8 +264,12 @@ class RowFeed:
         self.rows_fetched = self.rows_on_demand = self.reads = self.refills = 0
         self.dim = int(dim)
         self._steps = 0
+        self._epoch0 = order_epoch(order)
+        self._until = self._fetched_window = -1   # keyed: epochs fetched, and their window
+        #: Steps the chain will make (None: unknown): a keyed feed fetches no further.
+        self.planned = None
         self._number = register_feed(self._on_demand)
-        attach_feed(order, self._number)
+        attach_feed(order, self._number, self.block.bit_length() - 1)
 
     def _fill(self, blocks) -> None:
         """Give ``blocks`` (sorted, int64, without slots) slots and read their rows of every
@@ -253,11 +277,14 @@ class RowFeed:
         if blocks.shape[0] == 0:
             return
         first = give_slots(self._order, blocks)
-        offsets = np.arange(FEED_BLOCK, dtype=np.int64)
-        rows = (blocks[:, None] * FEED_BLOCK + offsets).reshape(-1)
-        slots = (first[:, None] + offsets).reshape(-1)
-        inside = rows < self.N
-        rows, slots = rows[inside], slots[inside]
+        if self.block == 1:
+            rows, slots = blocks, first
+        else:
+            offsets = np.arange(self.block, dtype=np.int64)
+            rows = (blocks[:, None] * self.block + offsets).reshape(-1)
+            slots = (first[:, None] + offsets).reshape(-1)
+            inside = rows < self.N
+            rows, slots = rows[inside], slots[inside]
         for fill, m in zip(self._fills, self._maps):
             fill(rows, slots, m.array)
         self.rows_fetched += rows.shape[0]
@@ -265,17 +292,26 @@ class RowFeed:
 
     def _on_demand(self, rows):
         """Called by the order (from compiled code) with the rows of a batch that have no
-        slot: their blocks are fetched."""
-        blocks = np.unique(rows.astype(np.int64) // FEED_BLOCK)
+        slot: their blocks are fetched. A keyed order's decision that read past the window
+        will likely read on: the rows of as many positions again as it has read are
+        fetched with them (a decision of n rows calls here about log2(n / window) times)."""
         self.rows_on_demand += rows.shape[0]
-        self._fill(blocks)
+        if self.keyed:
+            ahead = keyed_rows_after(self._order, max(rows_taken(self._order), WINDOW))
+            rows = np.sort(np.concatenate([rows.astype(np.int64), ahead]))
+            self._fill(blocks_without_slot(self._order, rows, rows))   # once each
+            return
+        self._fill(np.unique(rows.astype(np.int64) // self.block))
 
     def prefetch(self, steps=None) -> None:
         """Fetch, in one sorted read, the rows the next outputs of the chain's bit generator
         can give at positions below ``window`` (and rows ``0 .. window - 1``): ``ahead``
         outputs, or those of the next ``steps`` steps (twice the outputs per step seen so
         far) if fewer; first give every slot back if more than half of them are used (never
-        when every row has room)."""
+        when every row has room). A keyed order's rows are known: :meth:`_prefetch_keyed`."""
+        if self.keyed:
+            self._prefetch_keyed(steps)
+            return
         if self.capacity < self._maps[0].array.shape[0] and (
                 slots_given(self._order) > self.capacity // 2):
             self.refill()
@@ -307,6 +343,45 @@ class RowFeed:
             blocks = blocks[:max(room, 0)]
         self._fill(blocks)
 
+    def _prefetch_keyed(self, steps) -> None:
+        """Fetch, in one sorted read, the rows a keyed order hands out at positions below
+        the window in as many of its next epochs as the capacity holds (and rows
+        ``0 .. window - 1``), unless those fetched last time cover the next ``steps`` steps
+        (at the epochs per step seen so far); give every slot back first if they do not fit
+        beside the rows already fetched."""
+        W = min(self._window(), self.N)
+        epoch = order_epoch(self._order)
+        if rows_taken(self._order) > 0:   # the current order is done: a step restarts it
+            epoch += 1
+        need = epoch + 2 + (self._epochs_ahead() if steps is None
+                            else int(math.ceil(1.1 * steps * self._epochs_per_step())))
+        if need <= self._until and W <= self._fetched_window:
+            return
+        count = self._epochs_ahead()
+        if self.planned is not None:   # no further than the chain's last step
+            left = max(self.planned - self._steps, 1)
+            count = min(count, int(math.ceil(1.1 * left * self._epochs_per_step())) + 2)
+        # sorted, with repeats: blocks_without_slot lists each row once
+        rows = np.sort(keyed_rows_ahead(self._order, epoch, count, W))
+        blocks = blocks_without_slot(self._order, rows, rows)
+        if blocks.shape[0] and (slots_given(self._order) + blocks.shape[0] > self.capacity):
+            self.refill()
+            blocks = blocks_without_slot(self._order, rows, rows)
+        self._fill(blocks)
+        self._until, self._fetched_window = epoch + count, W
+
+    def _epochs_ahead(self) -> int:
+        """Epochs whose rows (a window each) 90% of the capacity holds (the rest for rows
+        fetched on demand): the fewer look-aheads, the cheaper each row (the reads of a
+        look-ahead become a sweep of the store once its rows are dense)."""
+        return max(1, int(0.9 * self.capacity) // min(self._window(), self.N) - 1)
+
+    def _epochs_per_step(self) -> float:
+        """Restarts of the order per step so far (1 before the first step)."""
+        if not self._steps:
+            return 1.0
+        return max(order_epoch(self._order) - self._epoch0, 1) / self._steps
+
     def _new_outputs(self, raw):
         """The outputs of ``raw`` not looked at by the previous prefetch (which read the
         same stream from an earlier point), unless a refill came between."""
@@ -331,6 +406,7 @@ class RowFeed:
             for m in self._maps:
                 m.release(self.capacity)
         self._last_raw = np.empty(0, dtype=np.uint64)
+        self._until = -1
         self.refills += 1
 
     def _window(self) -> int:
@@ -339,6 +415,8 @@ class RowFeed:
         if not self._steps:
             return self.window
         rows = feed_rows_seen(self._order) / self._steps
+        if self.keyed:    # rows per order (a step may restart it more than once)
+            rows /= self._epochs_per_step()
         return int(min(max(8, 8 * math.ceil(rows / 8)), max(self.window, WINDOW_MAX)))
 
     def _per_step(self) -> float:
@@ -351,6 +429,8 @@ class RowFeed:
         """Steps to run before the next :meth:`prefetch`: about half the outputs it looks
         at."""
         self._steps = steps_done
+        if self.keyed:   # the epochs that the capacity holds
+            return max(1, int(self._epochs_ahead() / self._epochs_per_step()))
         return max(1, int(self.ahead / 2 / self._per_step()))
 
     def stats(self) -> FeedStats:
@@ -364,6 +444,8 @@ class RowFeed:
         unregister_feed(self._number)
         for m in self._maps:
             m.release()
+        for fill in self._fills:
+            getattr(fill, "close", lambda: None)()
         self.arrays = {}
 
 
@@ -380,6 +462,9 @@ def _filler(source):
     into = getattr(source, "read_into", None)
     if callable(into):
         return into
+    direct = shard_filler(source)   # an uncompressed sharded zarr array: compiled reads
+    if direct is not None:
+        return direct
 
     def fill(rows, slots, out):
         out[slots] = np.asarray(source.read_rows(rows))

@@ -19,6 +19,14 @@ sparse. The rows drawn do not depend on
 the representation: both consume one uniform per row, ``j = i + floor(u (N - i))``, exactly
 as the persistent partial Fisher-Yates used before, so the first order of a sampler gives the
 same rows as that code did.
+
+Where the uniforms come from (``row_draws``): ``"shared"`` (default) draws them from the
+chain's Generator, interleaved with its other draws; ``"keyed"`` from a counter-based stream
+of the order itself (Philox4x64-10 keyed by two words drawn once from the Generator, at
+counter (restart number, position); :func:`keyed_uniforms`), so the rows of every future
+order are known in advance (:func:`keyed_rows_ahead`): what a chain on a store needs to fetch
+exactly the rows it will read. Both give uniformly random orders; for equal seeds they give
+different chains.
 """
 
 from __future__ import annotations
@@ -33,12 +41,15 @@ from .checks import as_generator, check_int
 from .jit import jit
 from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
-__all__ = ["FEED_BLOCK", "IndexSampler", "Order", "attach_feed", "clear_slots", "detach_feed",
-           "draw_rows",
-           "feed_rows_seen", "give_slots", "new_order", "register_feed", "restart_order",
+__all__ = ["FEED_BLOCK", "IndexSampler", "Order", "ROW_DRAWS", "attach_feed", "clear_slots",
+           "detach_feed", "draw_rows", "feed_rows_seen", "give_slots", "keyed_rows_ahead",
+           "keyed_rows_after", "keyed_uniforms", "new_order", "order_epoch", "order_keyed", "philox4x64", "register_feed",
+           "restart_order", "set_keyed",
            "row_total", "rows_taken", "blocks_without_slot", "slot_of", "slots_given",
            "take_rows", "unregister_feed"]
 
+#: Where an order's uniforms come from (module notes).
+ROW_DRAWS = ("shared", "keyed")
 #: Smallest hash table (slots; a power of two).
 _MIN_SLOTS = 1024
 #: An order goes dense (an int32 permutation, 4 bytes a row) when its table would need more
@@ -72,7 +83,9 @@ class Order(structref.StructRefProxy):
     otherwise empty); with a row feed (:func:`attach_feed`): ``feed`` (its number, 0 for
     none), ``slot_keys`` / ``slot_vals`` (a hash table from the rows in memory to their
     slots in the feed's arrays: open addressing, key -1 for an empty slot), ``slots``
-    (slots given out) and ``seen`` (rows handed out).
+    (slots given out), ``seen`` (rows handed out) and ``block_shift`` (log2 of the rows
+    per slot block); ``keyed`` (uniforms from the keyed stream, not the chain's Generator),
+    ``key`` (two uint64) and ``epoch`` (restarts so far).
     """
 
 
@@ -85,7 +98,9 @@ _ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
                     ("dense", types.int32[::1]),
                     ("feed", types.int64), ("slot_keys", types.int64[::1]),
                     ("slot_vals", types.int64[::1]), ("slots", types.int64),
-                    ("seen", types.int64)])
+                    ("seen", types.int64), ("block_shift", types.int64),
+                    ("keyed", types.boolean), ("key", types.uint64[::1]),
+                    ("epoch", types.int64)])
 
 
 def _log2(slots):
@@ -110,6 +125,10 @@ def new_order(n_total):
     order.slot_vals = np.empty(0, dtype=np.int64)
     order.slots = 0
     order.seen = 0
+    order.block_shift = _BLOCK_SHIFT
+    order.keyed = False
+    order.key = np.zeros(2, dtype=np.uint64)
+    order.epoch = 0
     return order
 
 
@@ -279,12 +298,141 @@ def take_rows(order, u, out):
 
 @jit
 def draw_rows(rng, order, u, out):
-    """Draw ``len(u)`` uniforms from ``rng`` into ``u`` and take the next rows into ``out``.
+    """Draw ``len(u)`` uniforms into ``u`` and take the next rows into ``out``.
 
-    Consumes the Generator exactly as ``IndexSampler.take`` does (``rng.random(k)``).
+    The uniforms come from ``rng``, exactly as ``IndexSampler.take`` draws them
+    (``rng.random(k)``), or, for a keyed order (``IndexSampler(row_draws="keyed")``), from
+    the order's own counter-based stream (:func:`keyed_uniforms`), leaving ``rng`` alone.
     """
+    if order.keyed:
+        keyed_uniforms(order.key, order.epoch, order.taken, u)
+    else:
+        for t in range(u.shape[0]):
+            u[t] = rng.random()
+    take_rows(order, u, out)
+
+
+# --- keyed row draws: the rows of every order known in advance ------------------------------
+#
+# With ``row_draws="keyed"`` the uniform of position p of the order's e-th restart (its
+# *epoch*) is a fixed function of (key, e, p): word ``p % 4`` of Philox4x64-10 (Salmon et
+# al. 2011, the bit generator ``numpy.random.Philox`` runs) at counter ``(p // 4, e, 0, 0)``
+# and the order's 128-bit key, as ``(w >> 11) 2^-53`` like ``Generator.random``. So the rows
+# of any future order are known before the chain gets there (a store's rows can be fetched
+# exactly, :func:`keyed_rows_ahead`), whatever the chain's other draws do.
+
+_PHILOX_M0 = np.uint64(0xD2E7470EE14C6C93)
+_PHILOX_M1 = np.uint64(0xCA5A826395121157)
+_PHILOX_W0 = np.uint64(0x9E3779B97F4A7C15)
+_PHILOX_W1 = np.uint64(0xBB67AE8584CAA73B)
+_LOW32 = np.uint64(0xFFFFFFFF)
+_U32 = np.uint64(32)
+_U11 = np.uint64(11)
+_U0 = np.uint64(0)
+
+
+@jit
+def _mulhilo(a, b):
+    """The high and low 64-bit words of the 128-bit product ``a * b``."""
+    a0, a1 = a & _LOW32, a >> _U32
+    b0, b1 = b & _LOW32, b >> _U32
+    p00, p01, p10, p11 = a0 * b0, a0 * b1, a1 * b0, a1 * b1
+    mid = (p00 >> _U32) + (p01 & _LOW32) + (p10 & _LOW32)
+    return p11 + (p01 >> _U32) + (p10 >> _U32) + (mid >> _U32), a * b
+
+
+@jit
+def philox4x64(c0, c1, c2, c3, k0, k1):
+    """Philox4x64-10 of the counter ``(c0, c1, c2, c3)`` under the key ``(k0, k1)`` (four
+    uint64 words; Random123's ``philox4x64_R(10, ...)``)."""
+    for r in range(10):
+        if r > 0:
+            k0 = k0 + _PHILOX_W0
+            k1 = k1 + _PHILOX_W1
+        hi0, lo0 = _mulhilo(_PHILOX_M0, c0)
+        hi1, lo1 = _mulhilo(_PHILOX_M1, c2)
+        c0, c1, c2, c3 = hi1 ^ c1 ^ k0, lo1, hi0 ^ c3 ^ k1, lo0
+    return c0, c1, c2, c3
+
+
+@jit
+def keyed_uniforms(key, epoch, start, u):
+    """``u[t]``: the uniform of position ``start + t`` of order ``epoch`` under ``key``
+    (two uint64): word ``p % 4`` of ``philox4x64((p // 4, epoch, 0, 0), key)`` for
+    ``p = start + t``, as ``(w >> 11) 2^-53``."""
+    n = u.shape[0]
+    e = np.uint64(epoch)
+    t = 0
+    while t < n:
+        p = start + t
+        w = philox4x64(np.uint64(p >> 2), e, _U0, _U0, key[0], key[1])
+        for q in range(p & 3, 4):
+            if t < n:
+                u[t] = np.float64(w[q] >> _U11) * (1.0 / 9007199254740992.0)
+                t += 1
+
+
+@jit
+def keyed_rows_ahead(order, first_epoch, n_epochs, window):
+    """The rows a keyed order hands out at positions ``0 .. window - 1`` of its epochs
+    ``first_epoch .. first_epoch + n_epochs - 1`` (the targets of their swaps), followed by
+    the rows ``0 .. window - 1`` (a swap's displaced row comes from an earlier position):
+    a superset of the rows those positions give, unsorted, with repeats."""
+    N = order.n_total
+    W = min(window, N)
+    out = np.empty((n_epochs + 1) * W, dtype=np.int64)
+    u = np.empty(W)
+    m = 0
+    for e in range(first_epoch, first_epoch + n_epochs):
+        keyed_uniforms(order.key, e, 0, u)
+        for t in range(W):
+            out[m] = _target(0, t, u[t], N)
+            m += 1
+    for t in range(W):
+        out[m] = t
+        m += 1
+    return out
+
+
+@jit
+def keyed_rows_after(order, count):
+    """The rows a keyed order can hand out at its next ``count`` positions (from
+    ``taken``): their swaps' targets, then the rows ``0 .. taken + count - 1`` (a displaced
+    row comes from an earlier position); unsorted, with repeats."""
+    N, start = order.n_total, order.taken
+    count = min(count, N - start)
+    u = np.empty(max(count, 0))
+    keyed_uniforms(order.key, order.epoch, start, u)
+    out = np.empty(2 * u.shape[0] + start, dtype=np.int64)
     for t in range(u.shape[0]):
-        u[t] = rng.random()
+        out[t] = _target(start, t, u[t], N)
+    for t in range(u.shape[0] + start):
+        out[u.shape[0] + t] = t
+    return out
+
+
+@jit
+def set_keyed(order, key):
+    """Make ``order`` draw its uniforms from its keyed stream under ``key`` (two uint64)."""
+    order.keyed = True
+    order.key = key.copy()
+
+
+@jit
+def order_keyed(order):
+    """Whether the order draws its uniforms from its keyed stream."""
+    return order.keyed
+
+
+@jit
+def order_epoch(order):
+    """The order's number of restarts (its epoch: the keyed stream it draws from)."""
+    return order.epoch
+
+
+@jit
+def _take_keyed(order, u, out):
+    keyed_uniforms(order.key, order.epoch, order.taken, u)
     take_rows(order, u, out)
 
 
@@ -344,11 +492,12 @@ def slot_of(order, row):
     keys = order.slot_keys
     bits = _log2_len(keys)
     mask = keys.shape[0] - 1
-    block = row >> _BLOCK_SHIFT
+    shift = order.block_shift
+    block = row >> shift
     s = _hash(block, bits)
     while keys[s] != _EMPTY:
         if keys[s] == block:
-            return order.slot_vals[s] + (row & (FEED_BLOCK - 1))
+            return order.slot_vals[s] + (row & ((1 << shift) - 1))
         s = (s + 1) & mask
     return -1
 
@@ -378,7 +527,8 @@ def give_slots(order, blocks):
     the next slots, in order, and return the first slot of each; the table doubles while it
     would be more than half full."""
     keys = order.slot_keys
-    need = 2 * (order.slots // FEED_BLOCK + blocks.shape[0])
+    shift = order.block_shift
+    need = 2 * ((order.slots >> shift) + blocks.shape[0])
     if need > keys.shape[0]:
         size = max(keys.shape[0], _MIN_SLOTS)
         while size < need:
@@ -393,7 +543,7 @@ def give_slots(order, blocks):
     for t in range(blocks.shape[0]):
         out[t] = order.slots
         _insert(order.slot_keys, order.slot_vals, blocks[t], order.slots)
-        order.slots += FEED_BLOCK
+        order.slots += 1 << shift
     return out
 
 
@@ -401,15 +551,16 @@ def give_slots(order, blocks):
 def blocks_without_slot(order, lo, hi):
     """The blocks of :data:`FEED_BLOCK` rows meeting the row ranges ``[lo[k], hi[k]]``
     (sorted by ``lo``) that have no slots, in increasing order and each once."""
+    shift = order.block_shift
     total = 0
     for k in range(lo.shape[0]):
-        total += (hi[k] >> _BLOCK_SHIFT) - (lo[k] >> _BLOCK_SHIFT) + 1
+        total += (hi[k] >> shift) - (lo[k] >> shift) + 1
     out = np.empty(total, dtype=np.int64)
     m = 0
     last = -1
     for k in range(lo.shape[0]):
-        for b in range(max(lo[k] >> _BLOCK_SHIFT, last + 1), (hi[k] >> _BLOCK_SHIFT) + 1):
-            if slot_of(order, b << _BLOCK_SHIFT) < 0:
+        for b in range(max(lo[k] >> shift, last + 1), (hi[k] >> shift) + 1):
+            if slot_of(order, b << shift) < 0:
                 out[m] = b
                 m += 1
             last = b
@@ -450,9 +601,11 @@ def _to_slots(order, rows):
 
 
 @jit
-def attach_feed(order, number):
+def attach_feed(order, number, block_shift=_BLOCK_SHIFT):
     """Hand out the slots of rows in feed ``number`` (:func:`register_feed`) instead of the
-    rows, fetching rows without a slot."""
+    rows, fetching rows without a slot; slots go by blocks of ``2**block_shift`` rows
+    (default :data:`FEED_BLOCK`)."""
+    order.block_shift = block_shift
     order.slot_keys = np.full(_MIN_SLOTS, _EMPTY, dtype=np.int64)
     order.slot_vals = np.empty(_MIN_SLOTS, dtype=np.int64)
     order.slots = 0
@@ -498,6 +651,7 @@ def restart_order(order):
         order.table[:] = _EMPTY
     order.entries = 0
     order.taken = 0
+    order.epoch += 1
 
 
 class IndexSampler:
@@ -509,6 +663,11 @@ class IndexSampler:
         Number of rows.
     rng : None, int or numpy.random.Generator
         Source of randomness; the sampler keeps (and advances) this generator.
+    row_draws : {"shared", "keyed"}, optional
+        Where the uniforms that pick the rows come from: ``"shared"`` (default) from
+        ``rng``, one per row; ``"keyed"`` from the order's own counter-based stream, keyed by
+        two words drawn from ``rng`` here, so the rows of any later order are known in
+        advance (module notes).
 
     Notes
     -----
@@ -530,12 +689,20 @@ class IndexSampler:
     8
     >>> s.restart(); s.remaining
     1000000000
+    >>> keyed = IndexSampler(10**9, rng=0, row_draws="keyed")   # rows known in advance
+    >>> keyed.take(3).tolist() == IndexSampler(10**9, rng=0, row_draws="keyed").take(3).tolist()
+    True
     """
 
-    def __init__(self, N, rng=None):
+    def __init__(self, N, rng=None, row_draws="shared"):
         self.N = check_int("N", N, low=1)
+        if row_draws not in ROW_DRAWS:
+            raise ValueError(f"row_draws must be one of {ROW_DRAWS}, got {row_draws!r}")
         self._rng = as_generator(rng)
         self._order = new_order(self.N)
+        self.row_draws = row_draws
+        if row_draws == "keyed":
+            set_keyed(self._order, self._rng.integers(0, 2**64, size=2, dtype=np.uint64))
 
     @property
     def taken(self) -> int:
@@ -564,6 +731,8 @@ class IndexSampler:
         """Return the next ``min(k, remaining)`` rows of the current order as an intp array."""
         k = min(int(k), self.remaining)
         out = np.empty(max(k, 0), dtype=np.intp)
-        if k > 0:
+        if k > 0 and self.row_draws == "keyed":
+            _take_keyed(self._order, np.empty(k), out)
+        elif k > 0:
             take_rows(self._order, self._rng.random(k), out)
         return out

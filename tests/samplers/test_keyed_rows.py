@@ -1,0 +1,226 @@
+"""Keyed row draws (``row_draws="keyed"``): each order's uniforms from its own counter-based
+stream, so a chain on a store fetches exactly the rows it will read.
+
+The stream is Philox4x64-10 (checked against NumPy's ``Philox``); the orders it gives are
+uniform (a chi-square check) and known in advance (``keyed_rows_ahead``); a keyed chain on a
+store equals the keyed chain on the same rows in memory, on both loops, whether its rows were
+fetched ahead or on demand, and fetches about the rows it reads, whatever N. The compiled
+shard reader is checked against the rows themselves.
+"""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+import samplers._rowfeed as rowfeed
+from design._lib.rows import (IndexSampler, keyed_rows_ahead, keyed_uniforms, philox4x64,
+                              restart_order)
+from samplers import AustereTest, ControlVariates, GaussianPrior, Langevin, LogisticRegression
+from samplers import RandomWalk, sample, sample_chains
+from samplers.sources import open_store, write_store
+
+N, D = 20_000, 4
+
+
+def test_philox_equals_numpys():
+    key = np.array([0x0123456789ABCDEF, 2**64 - 3], dtype=np.uint64)
+    for counter in [(1, 0, 0, 0), (7, 2**40 + 5, 3, 2**63)]:
+        bg = np.random.Philox(key=key, counter=np.array([counter[0] - 1, *counter[1:]],
+                                                        dtype=np.uint64))
+        got = philox4x64(*[np.uint64(c) for c in counter], key[0], key[1])
+        assert list(got) == list(bg.random_raw(4))
+
+
+def test_keyed_uniforms_and_rows_against_a_reference():
+    """Position p of epoch e: word p % 4 of Philox at counter (p // 4, e); the rows are a
+    Fisher-Yates shuffle of those uniforms (a NumPy reference), and equal seeds agree."""
+    key = np.array([5, 9], dtype=np.uint64)
+    u = np.empty(11)
+    keyed_uniforms(key, 3, 2, u)
+    raw = [philox4x64(np.uint64(p // 4), np.uint64(3), np.uint64(0), np.uint64(0),
+                      key[0], key[1])[p % 4] for p in range(2, 13)]
+    assert np.array_equal(u, (np.array(raw, dtype=np.uint64) >> np.uint64(11)) * 2.0**-53)
+
+    s, t = IndexSampler(50, rng=4, row_draws="keyed"), IndexSampler(50, rng=4, row_draws="keyed")
+    first = np.concatenate([s.take(7), s.take(5)])
+    assert np.array_equal(first, t.take(12))
+    u = np.empty(12)   # the key: two words drawn from the seed's Generator; epoch 0
+    keyed_uniforms(np.random.default_rng(4).integers(0, 2**64, size=2, dtype=np.uint64), 0,
+                   0, u)
+    perm = np.arange(50)
+    for i in range(12):
+        j = i + int(u[i] * (50 - i))
+        perm[i], perm[j] = perm[j], perm[i]
+    assert np.array_equal(first, perm[:12])
+
+
+def test_keyed_orders_are_uniform():
+    """The first two rows of 6000 keyed orders of 4 rows: every ordered pair equally likely
+    (chi-square, 11 degrees of freedom, false alarm 1e-4 at this fixed seed)."""
+    s = IndexSampler(4, rng=1, row_draws="keyed")
+    counts = np.zeros((4, 4))
+    for _ in range(6000):
+        s.restart()
+        a, b = s.take(2)
+        counts[a, b] += 1
+    observed = counts[~np.eye(4, dtype=bool)]
+    assert stats.chisquare(observed).pvalue > 1e-4
+
+
+def test_rows_ahead_contain_every_row_of_the_first_positions():
+    s = IndexSampler(1000, rng=2, row_draws="keyed")
+    order = s.kernel_state()
+    ahead = set(keyed_rows_ahead(order, 1, 50, 16).tolist())
+    for _ in range(50):
+        restart_order(order)
+        assert set(s.take(16).tolist()) <= ahead
+
+
+def test_bad_row_draws_is_refused():
+    with pytest.raises(ValueError, match="row_draws"):
+        IndexSampler(10, rng=0, row_draws="random")
+    model = ControlVariates(LogisticRegression(*_data(200)))
+    with pytest.raises(ValueError, match="row_draws must be one of"):
+        sample(model, AustereTest(m=30), RandomWalk(0.1), np.zeros(D), 5, row_draws="keys")
+
+
+def _data(n=N, seed=0):
+    rng = np.random.default_rng(seed)
+    X = np.column_stack([np.ones(n), rng.normal(size=(n, D - 1))])
+    y = (rng.random(n) < 1 / (1 + np.exp(-X @ np.array([0.3, -0.8, 0.5, 0.2])))).astype(float)
+    return X, y
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory):
+    """The control-variate model in memory and on a zarr store of the same rows."""
+    pytest.importorskip("zarr")
+    X, y = _data()
+    path = tmp_path_factory.mktemp("store") / "data.zarr"
+    write_store(path, X, y, rows_per_chunk=64, rows_per_shard=4096, progress=False)
+    prior = GaussianPrior(0.0, 5.0)
+    memory = ControlVariates(LogisticRegression(X, y, prior=prior))
+    Xs, ys = open_store(path)
+    store = ControlVariates(LogisticRegression(Xs, ys, prior=prior))
+    return memory, store
+
+
+def _same(a, b):
+    assert np.array_equal(a.samples, b.samples)
+    for k in a.stats:
+        assert np.array_equal(a.stats[k], b.stats[k]), k
+
+
+@pytest.mark.parametrize("compiled", [None, False])
+def test_keyed_chain_on_store_equals_keyed_chain_in_memory(models, compiled):
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    theta0 = memory.centre.theta
+    steps = 400 if compiled is None else 60
+    a = sample(memory, test, walk, theta0, steps, rng=11, compiled=compiled, row_draws="keyed")
+    b = sample(store, test, walk, theta0, steps, rng=11, compiled=compiled, row_draws="keyed")
+    c = sample(store, test, walk, theta0, steps, rng=11, compiled=compiled, row_draws="keyed")
+    _same(a, b)
+    _same(b, c)
+    shared = sample(memory, test, walk, theta0, steps, rng=11, compiled=compiled)
+    assert not np.array_equal(shared.samples, a.samples)
+    reads = b.store_reads
+    assert reads.rows_read == a.stats["n_used"].sum()
+    # exact prediction: about the rows read (a window of 32 for 30-row decisions, the rows
+    # of longer decisions on demand), not a window per output of the generator
+    assert reads.rows_fetched <= 1.25 * reads.rows_read + 64
+    assert reads.rows_on_demand <= 0.1 * reads.rows_read
+
+
+def test_keyed_compiled_and_python_loops_agree(models):
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    a = sample(store, test, walk, memory.centre.theta, 50, rng=3, row_draws="keyed")
+    b = sample(store, test, walk, memory.centre.theta, 50, rng=3, row_draws="keyed",
+               compiled=False)
+    _same(a, b)
+
+
+def test_keyed_decisions_beyond_the_window_and_refills(models, monkeypatch):
+    """A window of 8 positions for 30-row decisions (the rest on demand), slots for a few
+    hundred rows (refills between look-aheads), and a minibatch Langevin proposal (two
+    orders a step): the same chains as in memory."""
+    memory, store = models
+    monkeypatch.setattr(rowfeed, "WINDOW", 8)
+    monkeypatch.setattr(rowfeed, "WINDOW_MAX", 8)
+    monkeypatch.setattr(rowfeed, "MEMORY", 300 * D * 8)
+    test = AustereTest(m=30, epsilon=0.05)
+    walk = RandomWalk.from_laplace(memory)
+    a = sample(memory, test, walk, memory.centre.theta, 150, rng=4, row_draws="keyed")
+    b = sample(store, test, walk, memory.centre.theta, 150, rng=4, row_draws="keyed")
+    _same(a, b)
+    assert b.store_reads.rows_on_demand > 0 and b.store_reads.refills > 0
+    prop = Langevin.from_laplace(memory, batch_size=20)
+    a = sample(memory, test, prop, memory.centre.theta, 60, rng=9, row_draws="keyed")
+    b = sample(store, test, prop, memory.centre.theta, 60, rng=9, row_draws="keyed")
+    _same(a, b)
+
+
+def test_sample_chains_passes_row_draws(models):
+    from concurrent.futures import ThreadPoolExecutor
+
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    with ThreadPoolExecutor(2) as pool:
+        got = sample_chains(store, test, walk, memory.centre.theta, 40, n_chains=2, rng=5,
+                            executor=pool, row_draws="keyed")
+    streams = np.random.default_rng(5).spawn(2)
+    one = sample(memory, test, walk, memory.centre.theta, 40, rng=streams[1],
+                 row_draws="keyed")
+    assert np.array_equal(got.samples[1], one.samples)
+
+
+def test_compiled_shard_reads_equal_the_rows(tmp_path):
+    """Sorted rows, near and far apart, across shards, read by the compiled reader into
+    slots in any order; a shard whose index points past its end is refused."""
+    pytest.importorskip("zarr")
+    from samplers import _shardread
+    from samplers.sources import ZarrSource, to_zarr
+
+    X = np.random.default_rng(0).normal(size=(5000, 3)).astype(np.float32)
+    path = tmp_path / "x.zarr"
+    to_zarr(X, path, rows_per_chunk=16, rows_per_shard=512, progress=False)
+    src = ZarrSource(path)
+    fill = _shardread.shard_filler(src)
+    if fill is None:
+        pytest.skip("no pread in this C library")
+    rng = np.random.default_rng(1)
+    rows = np.unique(np.concatenate([rng.integers(0, 5000, 300), np.arange(1000, 1040)]))
+    slots = rng.permutation(rows.size)
+    out = np.zeros((rows.size, 3), dtype=np.float32)
+    fill(rows.astype(np.int64), slots.astype(np.int64), out)
+    assert np.array_equal(out[slots], X[rows])
+    shard = path / "c" / "9" / "0"
+    raw = bytearray(shard.read_bytes())
+    index_at = len(raw) - (512 // 16) * 16 - 4      # (offset, nbytes) per inner chunk
+    raw[index_at:index_at + 8] = np.uint64(len(raw) + 10).tobytes()
+    shard.write_bytes(bytes(raw))
+    src = ZarrSource(path)
+    fill = _shardread.shard_filler(src)
+    with pytest.raises(ValueError, match="damaged"):
+        fill(np.array([9 * 512 + 5], dtype=np.int64), np.zeros(1, np.int64), out)
+    fill.close()
+
+
+def test_chains_cut_after_an_interruption_keep_their_store_reads(models):
+    """sample_chains cuts interrupted chains to the shortest: each keeps what it read."""
+    from samplers._chain import ChainInterrupted, _common_length
+
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    long, short = (sample(store, test, walk, memory.centre.theta, n, rng=n,
+                          row_draws="keyed") for n in (30, 20))
+    with pytest.warns(ChainInterrupted):
+        cut = _common_length([long, short], interrupted=True)
+    assert cut.chains[0].samples.shape[0] == 20
+    assert cut.chains[0].store_reads == long.store_reads
+    assert cut.chains[1].store_reads == short.store_reads
