@@ -2,17 +2,19 @@
 ``lgamma`` (negative binomial, dispersion estimated), against ``lgamma`` and a sum of logs,
 both sides of its switch; and the ``ratio`` kernels the control variates run (the difference
 of two links without the terms that cancel), against the difference of the links, for every
-family and link."""
+family and link; and a user's RowModel whose full row Hessian goes to stack scratch."""
 
 from __future__ import annotations
 
 import math
 
+import numba
 import numpy as np
 import pytest
 from scipy import special
 
 from samplers import GLM, ControlVariates, GaussianPrior
+from samplers.models import RowModel
 from samplers.models import glm as glm_module
 from samplers.models._glm import glm_kernels
 
@@ -156,3 +158,69 @@ def test_control_variates_ratio_is_the_difference_of_their_logliks(model):
         diff = cv.loglik(b, idx) - cv.loglik(a, idx)
         scale = np.abs(model.loglik(a, idx)).max() + 1.0
         np.testing.assert_allclose(ratio, diff, rtol=0, atol=1e-11 * scale)
+
+
+# --- a user's row kernels with the full row Hessian: the Hessian in the row's stack scratch --
+
+
+@numba.njit
+def _poisson_row(data, i, theta):
+    X, y = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    return y[i] * eta - math.exp(eta)
+
+
+@numba.njit
+def _poisson_grad(data, i, theta, out):
+    X, y = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = y[i] - math.exp(eta)
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+@numba.njit
+def _poisson_hess(data, i, theta, out):
+    X, _ = data
+    eta = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+    w = -math.exp(eta)
+    for j in range(X.shape[1]):
+        for k in range(X.shape[1]):
+            out[j, k] = w * X[i, j] * X[i, k]
+
+
+@numba.njit
+def _poisson_hvp(data, i, theta, v, out):
+    X, _ = data
+    eta = 0.0
+    xv = 0.0
+    for j in range(X.shape[1]):
+        eta += X[i, j] * theta[j]
+        xv += X[i, j] * v[j]
+    w = -math.exp(eta) * xv
+    for j in range(X.shape[1]):
+        out[j] = w * X[i, j]
+
+
+def test_row_model_full_hessian_residuals_equal_the_hvp_ones():
+    rng = np.random.default_rng(6)
+    X = np.column_stack([np.ones(300), rng.normal(size=(300, 2))])
+    y = rng.poisson(np.exp(X @ [0.3, -0.2, 0.1])).astype(float)
+    center = np.array([0.3, -0.2, 0.1])
+    cvs = [ControlVariates(RowModel(_poisson_row, (X, y), dim=3, grad_row=_poisson_grad,
+                                    logprior=GaussianPrior(0.0, 10.0), **second),
+                           order=2, center=center)
+           for second in ({"hess_row": _poisson_hess}, {"hvp_row": _poisson_hvp})]
+    idx = np.arange(300)
+    theta, theta_new = center + 0.02, center + np.array([0.03, 0.0, -0.01])
+    hess, hvp = cvs
+    np.testing.assert_allclose(hess.loglik_ratio(theta, theta_new, idx),
+                               hvp.loglik_ratio(theta, theta_new, idx), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(hess.grad_loglik(theta, idx), hvp.grad_loglik(theta, idx),
+                               rtol=0, atol=1e-10)
