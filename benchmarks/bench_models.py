@@ -14,7 +14,10 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    (else the Python loop): microseconds per step (``chain.wall_time``, the loop alone) and
    rows read per step. The built-in ``LogisticRegression`` runs the same chain on the
    logistic data as the yardstick: the ratio column is a route's time per step over it
-   (target: within 1.5x for the compiled routes);
+   (target: within 1.5x for the compiled routes), in wall time and in the thread's CPU
+   time (the whole ``sample`` call; on a loaded machine the waits for a core are out of it);
+   ``GLM`` also times the families of :data:`MORE_FAMILIES` and ``GLM estimated`` the gamma
+   shape and Gaussian sd estimated (timed only);
    Routes of a user's own Poisson model: ``numba RowModel`` (numba row kernels with a
    Hessian-vector product; ``... hess`` with the full row Hessian), ``JaxModel numba`` (a
    JaxModel's row function translated to numba by ``compile_jax_model``), ``JaxModel JAX``
@@ -71,6 +74,11 @@ D = 10
 PRIOR_SD = 10.0
 DISPERSION = 2.0
 FAMILIES = ("logistic", "poisson", "probit", "negative_binomial")
+#: Families timed only (``GLM`` and ``GLM estimated`` routes; no fit reference written):
+#: Bernoulli with the cloglog link, binomial with TRIALS trials, gamma with shape SHAPE,
+#: Gaussian with noise sd NOISE_SD.
+MORE_FAMILIES = ("cloglog", "binomial", "gamma", "gaussian")
+TRIALS, SHAPE, NOISE_SD = 5, 3.0, 0.7
 
 
 @dataclass(frozen=True)
@@ -95,9 +103,17 @@ def make_data(family, N, rng) -> Data:
         y = rng.random(N) < ndtr(eta)
     elif family == "poisson":
         y = rng.poisson(np.exp(eta))
-    else:
+    elif family == "negative_binomial":
         mu = np.exp(eta)
         y = rng.negative_binomial(DISPERSION, DISPERSION / (DISPERSION + mu))
+    elif family == "cloglog":
+        y = rng.random(N) < -np.expm1(-np.exp(eta))
+    elif family == "binomial":
+        y = rng.binomial(TRIALS, 1.0 / (1.0 + np.exp(-eta)))
+    elif family == "gamma":
+        y = rng.gamma(SHAPE, np.exp(eta) / SHAPE)
+    else:
+        y = eta + NOISE_SD * rng.normal(size=N)
     return Data(family, X, y.astype(float), theta)
 
 
@@ -110,7 +126,22 @@ _GLM_ARGS = {
     "probit": dict(family="bernoulli", link="probit"),
     "poisson": dict(family="poisson"),
     "negative_binomial": dict(family="negative_binomial", dispersion=DISPERSION),
+    "cloglog": dict(family="bernoulli", link="cloglog"),
+    "binomial": dict(family="binomial", trials=TRIALS),
+    "gamma": dict(family="gamma", shape=SHAPE),
+    "gaussian": dict(family="gaussian", scale=NOISE_SD),
 }
+#: The family parameter estimated (theta's last coordinate its log, prior N(0, 3^2)).
+_ESTIMATED_ARGS = {
+    "negative_binomial": dict(family="negative_binomial"),
+    "gamma": dict(family="gamma"),
+    "gaussian": dict(family="gaussian", scale="estimate"),
+}
+
+
+def estimated_glm(d):
+    return GLM(d.X, d.y, prior=GaussianPrior(0.0, np.r_[np.full(D + 1, PRIOR_SD), 3.0]),
+               **_ESTIMATED_ARGS[d.family])
 
 
 class PoissonProtocol:
@@ -231,10 +262,12 @@ ROUTES = [
     Route("JaxModel JAX", ("poisson",), jax_model, compiled=False),
     Route("python protocol", ("poisson",), lambda d: PoissonProtocol(d.X, d.y), compiled=False),
     # the dispersion estimated: theta = (beta, log r), prior N(0, 3^2) on log r
-    Route("GLM r estimated", ("negative_binomial",), lambda d: GLM(
-        d.X, d.y, "negative_binomial", prior=GaussianPrior(0.0, np.r_[np.full(D + 1, PRIOR_SD),
-                                                                      3.0])),
+    Route("GLM r estimated", ("negative_binomial",), estimated_glm,
           fit=False),   # fit's accuracy with r estimated: bench_models_accuracy.py
+    # timed only: the other families, and the gamma shape and Gaussian sd estimated
+    Route("GLM", MORE_FAMILIES, lambda d: GLM(d.X, d.y, prior=_prior(), **_GLM_ARGS[d.family]),
+          fit=False),
+    Route("GLM estimated", ("gamma", "gaussian"), estimated_glm, fit=False),
 ]
 
 
@@ -298,9 +331,12 @@ def timing_chain(model, steps, compiled, seed):
            progress=False)   # compile
 
     def run():
+        cpu = time.thread_time()
         chain = sample(cv, test, walk, cv.center.theta, steps, rng=seed,
                        compiled=compiled or None, progress=False)
-        return 1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean())
+        cpu = time.thread_time() - cpu
+        return (1e6 * chain.wall_time / steps, float(chain.stats["n_used"].mean()),
+                1e6 * cpu / steps)
     return run
 
 
@@ -361,9 +397,11 @@ def main(argv=None):
     # the routes' chains run in --repeats interleaved rounds and each keeps its fastest, so
     # a change of load during the run falls on every route alike
     for N in args.sizes:
-        data = datasets[N] = {f: make_data(f, N, rng) for f in FAMILIES}
+        used = {f for route in routes for f in route.families}
+        data = datasets[N] = {f: make_data(f, N, rng) for f in FAMILIES + MORE_FAMILIES
+                              if f in FAMILIES or f in used}
         timed = []
-        for family in FAMILIES:
+        for family in FAMILIES + MORE_FAMILIES:
             for route in routes:
                 if family not in route.families:
                     continue
@@ -386,15 +424,23 @@ def main(argv=None):
                 results.append(run())
         base = next((min(r)[0] for family, route, *_, r in timed if route.name == "builtin"),
                     math.nan)
+        base_cpu = next((min(x[2] for x in r) for family, route, *_, r in timed
+                         if route.name == "builtin"), math.nan)
         for family, route, model, built, run, results in timed:
-            us, used = min(results)
+            us, used, _ = min(results)
+            cpu = min(r[2] for r in results)
             row = dict(N=N, family=family, route=route.name, compiled=route.compiled,
                        build_seconds=built, us_per_step=us, rows_per_step_fixed=used,
                        us_per_step_all=[r[0] for r in results],
-                       ratio_to_builtin_logistic=us / base)
+                       ratio_to_builtin_logistic=us / base,
+                       # the thread's CPU time over the whole sample() call (set-up
+                       # included): on a loaded machine, time spent waiting for a core is
+                       # out of it
+                       cpu_us_per_step=cpu, cpu_ratio_to_builtin_logistic=cpu / base_cpu)
             print(f"{N:>9} {family:<18} {route.name:<20} {us:8.1f} us/step "
                   f"{used:6.1f} rows/step  x{row['ratio_to_builtin_logistic']:.2f} "
-                  "of the built-in logistic", flush=True)
+                  f"of the built-in logistic (CPU time: {cpu:7.1f} us/step, "
+                  f"x{row['cpu_ratio_to_builtin_logistic']:.2f})", flush=True)
             rows.append(row)
             save()
             if args.fit and N <= args.fit_max_n and route.fit:

@@ -54,6 +54,10 @@ class GLMKernels(NamedTuple):
     #: eta, s)`` and ``derivs(data, i, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)`` take s, and
     #: ``design`` gives the rows ``(x_i, 1)`` (the gradient's direction in theta).
     nuisance: bool = False
+    #: ``ratio(data, i, eta, eta_new) -> link(.., eta_new) - link(.., eta)`` (with s: ``ratio(data,
+    #: i, eta, eta_new, s, s_new)``) computed without the terms of the link that cancel, or
+    #: None: the control variates' ratio is then the difference of two links.
+    ratio: Callable | None = None
 
 
 # --- rows x_i of a design matrix X = data[0] ------------------------------------------------
@@ -217,22 +221,26 @@ _REGISTRY = {
 
 
 @cache
-def _family_kernels(core, const, derivs, nuisance=False) -> GLMKernels:
+def _family_kernels(core, const, derivs, nuisance=False, diff=None) -> GLMKernels:
     """The GLM kernels of one family and link of :class:`~samplers.models.glm.GLM`: the
     link and derivatives of its row kernels, its suprema from the model (inf where the
     family has none: ``GLM._sup``); with ``nuisance``, those of a family whose parameter is
     estimated (``theta[d]``)."""
-    rows = _nuisance_row_kernels if nuisance else _row_kernels
-    link, derivs_ = rows(core, const, derivs)[3:]
+    if nuisance:
+        rows = _nuisance_row_kernels(core, const, derivs, diff)
+    else:
+        rows = _row_kernels(core, const, derivs)
+    link, derivs_, ratio = rows[3:]
     return GLMKernels(_x_dots3, link, derivs_, _x_scatter,
                       _x1_design if nuisance else _x_design, _x_max_row_norm,
-                      m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"), nuisance=nuisance)
+                      m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"), nuisance=nuisance,
+                      ratio=ratio)
 
 
 #: Models whose GLM kernels depend on the instance (the family), by exact class.
 _PER_INSTANCE = {
     GLM: lambda m: _family_kernels(m._spec.core, m._spec.const, m._spec.derivs,
-                                   bool(m._spec.nuisance)),
+                                   bool(m._spec.nuisance), m._spec.diff),
 }
 
 

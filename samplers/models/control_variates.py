@@ -46,13 +46,19 @@ SATURATION = 1e-9
 
 
 @cache
-def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
+def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
     """Row kernels of the wrapper over ``data = (inner, center, order2, shift)``.
 
     ``inner`` is the wrapped model's kernel data, ``center`` theta*, ``order2`` 1.0 for a
     second-order proxy (0.0 for first order) and ``shift`` the per-call constant (P/N for
-    ratios, the proxy's total at theta over N for log-likelihoods).
+    ratios, the proxy's total at theta over N for log-likelihoods). ``ratio(inner, i, eta,
+    eta_new)``, the GLM's difference of two links (:class:`~samplers.models._glm.GLMKernels`),
+    or None: ``link(inner, i, eta_new) - link(inner, i, eta)``.
     """
+    if ratio is None:
+        @row_jit
+        def ratio(inner, i, a, a_new):
+            return link(inner, i, a_new) - link(inner, i, a)
 
     @row_jit
     def row_ratio(data, i, theta, theta_new):
@@ -61,7 +67,7 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch):
         f1, f2 = derivs(inner, i, a_c)
         d = a_new - a
         proxy = d * (f1 + 0.5 * order2 * f2 * (a_new + a - 2.0 * a_c))
-        return (link(inner, i, a_new) - link(inner, i, a)) - proxy + shift
+        return ratio(inner, i, a, a_new) - proxy + shift
 
     @row_jit
     def row_loglik(data, i, theta):
@@ -147,7 +153,7 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
         @kernel
         def times_hessian(inner, i, center, v, out):
             d = center.shape[0]
-            H = np.empty((d, d))
+            H = row_scratch(d * d).reshape((d, d))   # stack memory up to d = 27: no allocation per row
             hess(inner, i, center, H)
             for j in range(d):
                 s = 0.0
@@ -216,12 +222,17 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
 
 
 @cache
-def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch):
+def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
     """:func:`_cv_kernels` for a GLM whose rows depend on theta through ``eta_i = x_i .
     theta[:d]`` and ``s = theta[d]`` (an estimated family parameter): the proxy is the Taylor
     polynomial in ``(eta, s)``, ``q(e, t) = e (f_e + o (f_ee e / 2 + f_es t)) + t (f_s + o
     f_ss t / 2)`` with ``e = eta - eta*``, ``t = s - s*``, ``o = order2`` and the derivatives
-    ``derivs(inner, i, eta*, s*)``."""
+    ``derivs(inner, i, eta*, s*)``; ``ratio(inner, i, eta, eta_new, s, s_new)`` or None (the
+    difference of two links)."""
+    if ratio is None:
+        @row_jit
+        def ratio(inner, i, a, a_new, s, s_new):
+            return link(inner, i, a_new, s_new) - link(inner, i, a, s)
 
     @row_jit
     def proxy(f_e, f_s, f_ee, f_es, f_ss, order2, e, t):
@@ -236,7 +247,7 @@ def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch):
         f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, s_c)
         q_new = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a_new - a_c, s_new - s_c)
         q = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a - a_c, s - s_c)
-        return (link(inner, i, a_new, s_new) - link(inner, i, a, s)) - (q_new - q) + shift
+        return ratio(inner, i, a, a_new, s, s_new) - (q_new - q) + shift
 
     @row_jit
     def row_loglik(data, i, theta):
@@ -1180,7 +1191,8 @@ class ControlVariates(BaseModel):
                 return None
             return _cv_row_kernels(k.loglik, k.grad, k.hess, k.hvp, k.prefetch)
         kernels = _cv_kernels_nuisance if glm.nuisance else _cv_kernels
-        return kernels(glm.dots3, glm.link, glm.derivs, glm.scatter, type(self.model)._row_prefetch)
+        return kernels(glm.dots3, glm.link, glm.derivs, glm.scatter,
+                       type(self.model)._row_prefetch, glm.ratio)
 
     @property
     def _row_ratio(self):

@@ -87,7 +87,7 @@ from scipy import special
 
 from design._lib.checks import check_positive
 from design._lib.jit import jit, row_jit
-from design._lib.vecmath import log_sigmoid
+from design._lib.vecmath import log1p_unit, log_sigmoid
 from ..priors import GaussianPrior, Prior
 from ._base import (SCAN_CHUNK, BaseModel, _is_store, as_data_array, data_checks_skipped,
                     data_rows, regression_data, scan_rows)
@@ -115,6 +115,12 @@ def _at(a, i):
 
 @row_jit
 def _logit_core(y, n, eta, p):
+    # y = 0 or y = n (every Bernoulli row): one log sigmoid, the same value (the other
+    # term is 0 times a finite number)
+    if y == 0.0:
+        return n * log_sigmoid(-eta)
+    if y == n:
+        return y * log_sigmoid(eta)
     return y * log_sigmoid(eta) + (n - y) * log_sigmoid(-eta)
 
 
@@ -153,6 +159,9 @@ def _probit_terms(x):
 
 @row_jit
 def _probit_core(y, n, eta, p):
+    if y == 0.0:
+        b, _, _ = _probit_terms(-eta)
+        return n * b
     a, _, _ = _probit_terms(eta)
     if n == y:
         return y * a
@@ -162,7 +171,13 @@ def _probit_core(y, n, eta, p):
 
 @row_jit
 def _probit_derivs(y, n, eta, p):
+    # y = 0 or y = n (every Bernoulli row): the terms of one side only
+    if y == 0.0:
+        _, lam_m, curv_m = _probit_terms(-eta)
+        return -n * lam_m, -n * curv_m
     _, lam, curv = _probit_terms(eta)
+    if y == n:
+        return y * lam, -y * curv
     _, lam_m, curv_m = _probit_terms(-eta)
     return y * lam - (n - y) * lam_m, -y * curv - (n - y) * curv_m
 
@@ -330,6 +345,26 @@ def _trigamma(x):
 
 
 @row_jit
+def _digamma_trigamma(x):
+    """``(_digamma(x), _trigamma(x))`` for x > 0 (to rounding), the two recurrences in one
+    loop (one division per step)."""
+    a = 0.0
+    b = 0.0
+    while x < 10.0:
+        q = 1.0 / x
+        a -= q
+        b += q * q
+        x += 1.0
+    f = 1.0 / (x * x)
+    series = f * (1.0 / 12.0 - f * (1.0 / 120.0 - f * (1.0 / 252.0 - f * (
+        1.0 / 240.0 - f * (1.0 / 132.0 - f * (691.0 / 32760.0 - f / 12.0))))))
+    z = 1.0 / x
+    series1 = z + 0.5 * f + z * f * (1.0 / 6.0 - f * (1.0 / 30.0 - f * (1.0 / 42.0 - f * (
+        1.0 / 30.0 - f * (5.0 / 66.0 - f * (691.0 / 2730.0 - f * 7.0 / 6.0))))))
+    return a + math.log(x) - 0.5 / x - series, b + series1
+
+
+@row_jit
 def _psi_diffs(y, r):
     """``(psi(y + r) - psi(r), psi'(y + r) - psi'(r))`` for a count y >= 0: the sums
     ``sum_{j<y} 1/(r+j)`` and ``-sum_{j<y} 1/(r+j)^2`` for y < 16 (no cancellation), else
@@ -345,11 +380,79 @@ def _psi_diffs(y, r):
     return _digamma(y + r) - _digamma(r), _trigamma(y + r) - _trigamma(r)
 
 
+#: Counts below which :func:`_log_rising` is the log of a product (the rows of
+#: :func:`_psi_diffs` switch at the same count).
+RISING_MAX = 16
+
+
+@row_jit
+def _log_rising(y, r, s):
+    """``lgamma(y + r) - lgamma(r) - y s`` for a count y >= 0 and ``r = e^s > 0``.
+
+    ``lgamma(y + r) - lgamma(r) = sum_{j<y} log(r + j)``, so for an integer ``y <``
+    :data:`RISING_MAX` it is the log of one product: ``log prod_{0<j<y} (1 + j / r)`` for
+    r >= 1, ``(1 - y) s + log prod_{0<j<y} (r + j)`` below (each factor between 1 and 16, so
+    the product neither overflows nor underflows), one ``log`` and y - 1 multiplications in
+    place of two ``lgamma``; without the cancellation of two large lgamma at large r (and
+    finite where ``r = e^s`` overflows or underflows). Other y: the two ``lgamma``."""
+    if y == 0.0:
+        return 0.0
+    if y >= RISING_MAX or y != math.floor(y):
+        return math.lgamma(y + r) - math.lgamma(r) - y * s
+    k = int(y)
+    p = 1.0
+    if r >= 1.0:
+        q = 1.0 / r
+        for j in range(1, k):
+            p *= 1.0 + j * q
+        return math.log(p)
+    for j in range(1, k):
+        p *= r + j
+    return (1.0 - y) * s + math.log(p)
+
+
 @row_jit
 def _negbin2_core(y, n, eta, s):
-    # s = log r: y (eta - s) + (y + r) log sigmoid(s - eta) + lgamma(y + r) - lgamma(r)
+    # s = log r: y (eta - s) + (y + r) log sigmoid(s - eta) + lgamma(y + r) - lgamma(r), the
+    # last two by _log_rising (with its y s)
     r = math.exp(s)
-    return y * (eta - s) + (y + r) * log_sigmoid(s - eta) + math.lgamma(y + r) - math.lgamma(r)
+    return y * eta + (y + r) * log_sigmoid(s - eta) + _log_rising(y, r, s)
+
+
+@row_jit
+def _rising_diff(y, r, s, r_new, s_new):
+    """``_log_rising(y, r_new, s_new) - _log_rising(y, r, s)``: when both r and r_new are on
+    the same side of 1, one loop over the factors of both products and one ``log`` of their
+    quotient (each product between 1 and 15!, so the quotient is exact to rounding)."""
+    if y == 0.0:
+        return 0.0
+    if y >= RISING_MAX or y != math.floor(y) or (r >= 1.0) != (r_new >= 1.0):
+        return _log_rising(y, r_new, s_new) - _log_rising(y, r, s)
+    k = int(y)
+    p = 1.0
+    p_new = 1.0
+    if r >= 1.0:
+        q = 1.0 / r
+        q_new = 1.0 / r_new
+        for j in range(1, k):
+            p *= 1.0 + j * q
+            p_new *= 1.0 + j * q_new
+        return math.log(p_new / p)
+    for j in range(1, k):
+        p *= r + j
+        p_new *= r_new + j
+    return (1.0 - y) * (s_new - s) + math.log(p_new / p)
+
+
+@row_jit
+def _negbin2_diff(y, n, eta, eta_new, s, s_new):
+    """``_negbin2_core(y, n, eta_new, s_new) - _negbin2_core(y, n, eta, s)`` to rounding,
+    the two rising factorials in one pass (:func:`_rising_diff`)."""
+    r = math.exp(s)
+    r_new = math.exp(s_new)
+    return (y * (eta_new - eta) + ((y + r_new) * log_sigmoid(s_new - eta_new)
+                                   - (y + r) * log_sigmoid(s - eta))
+            + _rising_diff(y, r, s, r_new, s_new))
 
 
 @row_jit
@@ -369,7 +472,7 @@ def _negbin2_derivs(y, n, eta, s):
     pq = e / ((1.0 + e) * (1.0 + e))
     c = y + r
     d1, d2 = _psi_diffs(y, r)
-    rl = r * log_sigmoid(-t)
+    rl = r * ((-t if t > 0.0 else 0.0) - log1p_unit(e))     # r log sigmoid(-t), e reused
     return (y - c * p, -y + rl + c * p + r * d1, -c * pq, -r * p + c * pq,
             rl + 2.0 * r * p - c * pq + r * d1 + r * r * d2)
 
@@ -379,6 +482,18 @@ def _gamma2_core(y, n, eta, s):
     # s = log k: k s - lgamma(k) + k log y - k (eta + y e^-eta)
     k = math.exp(s)
     return k * (s + math.log(y) - eta - y * math.exp(-eta)) - math.lgamma(k)
+
+
+@row_jit
+def _gamma2_diff(y, n, eta, eta_new, s, s_new):
+    """``_gamma2_core(y, n, eta_new, s_new) - _gamma2_core(y, n, eta, s)`` to rounding, with
+    one ``log y``."""
+    k = math.exp(s)
+    k_new = math.exp(s_new)
+    ly = math.log(y)
+    return ((k_new * (s_new + ly - eta_new - y * math.exp(-eta_new))
+             - k * (s + ly - eta - y * math.exp(-eta)))
+            - (math.lgamma(k_new) - math.lgamma(k)))
 
 
 @row_jit
@@ -393,8 +508,9 @@ def _gamma2_derivs(y, n, eta, s):
     k = math.exp(s)
     v = y * math.exp(-eta)
     f_e = k * (v - 1.0)
-    f_s = k * (s + 1.0 - _digamma(k) + math.log(y) - eta - v)
-    return f_e, f_s, -k * v, f_e, f_s + k - k * k * _trigamma(k)
+    psi, psi1 = _digamma_trigamma(k)
+    f_s = k * (s + 1.0 - psi + math.log(y) - eta - v)
+    return f_e, f_s, -k * v, f_e, f_s + k - k * k * psi1
 
 
 @row_jit
@@ -418,10 +534,16 @@ def _gaussian2_derivs(y, n, eta, s):
 
 
 @cache
-def _nuisance_row_kernels(core, const, derivs):
-    """``(row_loglik, row_ratio, row_grad, link, derivs)`` of a family whose parameter
-    ``s = theta[d]`` is estimated (d the columns of X): ``link(data, i, eta, s)`` and
-    ``derivs(data, i, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)``, weighted and tempered."""
+def _nuisance_row_kernels(core, const, derivs, diff=None):
+    """``(row_loglik, row_ratio, row_grad, link, derivs, ratio)`` of a family whose parameter
+    ``s = theta[d]`` is estimated (d the columns of X): ``link(data, i, eta, s)``,
+    ``derivs(data, i, eta, s) -> (f_e, f_s, f_ee, f_es, f_ss)`` and ``ratio(data, i, eta,
+    eta_new, s, s_new)`` (the difference of two links without ``const``: ``diff`` or two
+    ``core``), weighted and tempered."""
+    if diff is None:
+        @row_jit
+        def diff(y, n, eta, eta_new, s, s_new):
+            return core(y, n, eta_new, s_new) - core(y, n, eta, s)
 
     @row_jit
     def link(data, i, eta, s):
@@ -446,14 +568,18 @@ def _nuisance_row_kernels(core, const, derivs):
         return link(data, i, a, theta[X.shape[1]])
 
     @row_jit
-    def row_ratio(data, i, theta, theta_new):
+    def ratio(data, i, eta, eta_new, s, s_new):
         X, y, trials, offset, weights, params, inv_temp = data
-        a, a_new = dots(X, i, theta, theta_new)
-        d = X.shape[1]
         n = _at(trials, i)
         o = _at(offset, i)
-        diff = core(y[i], n, a_new + o, theta_new[d]) - core(y[i], n, a + o, theta[d])
-        return _at(weights, i) * diff * inv_temp
+        return _at(weights, i) * diff(y[i], n, eta + o, eta_new + o, s, s_new) * inv_temp
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        X = data[0]
+        a, a_new = dots(X, i, theta, theta_new)
+        d = X.shape[1]
+        return ratio(data, i, a, a_new, theta[d], theta_new[d])
 
     @row_jit
     def row_grad(data, i, theta, out):
@@ -467,7 +593,7 @@ def _nuisance_row_kernels(core, const, derivs):
             out[j] = f_e * X[i, j]
         out[d] = f_s
 
-    return row_loglik, row_ratio, row_grad, link, row_derivs
+    return row_loglik, row_ratio, row_grad, link, row_derivs, ratio
 
 
 # --- row kernels over data = (X, y, trials, offset, weights, params, 1/K) --------------------
@@ -475,7 +601,9 @@ def _nuisance_row_kernels(core, const, derivs):
 
 @cache
 def _row_kernels(core, const, derivs):
-    """``(row_loglik, row_ratio, row_grad, link, derivs)`` of one family and link."""
+    """``(row_loglik, row_ratio, row_grad, link, derivs, ratio)`` of one family and link:
+    ``ratio(data, i, eta, eta_new)`` is ``link(data, i, eta_new) - link(data, i, eta)`` to
+    rounding, without the ``const`` terms, which cancel (each costs up to three ``lgamma``)."""
 
     @row_jit
     def row_eta(data, i, theta):
@@ -504,13 +632,17 @@ def _row_kernels(core, const, derivs):
         return link(data, i, row_eta(data, i, theta))
 
     @row_jit
-    def row_ratio(data, i, theta, theta_new):
+    def ratio(data, i, eta, eta_new):
         X, y, trials, offset, weights, params, inv_temp = data
-        a, a_new = dots(X, i, theta, theta_new)
         n = _at(trials, i)
         o = _at(offset, i)
-        diff = core(y[i], n, a_new + o, params) - core(y[i], n, a + o, params)
+        diff = core(y[i], n, eta_new + o, params) - core(y[i], n, eta + o, params)
         return _at(weights, i) * diff * inv_temp
+
+    @row_jit
+    def row_ratio(data, i, theta, theta_new):
+        a, a_new = dots(data[0], i, theta, theta_new)
+        return ratio(data, i, a, a_new)
 
     @row_jit
     def row_grad(data, i, theta, out):
@@ -519,7 +651,7 @@ def _row_kernels(core, const, derivs):
         for j in range(X.shape[1]):
             out[j] = w * X[i, j]
 
-    return row_loglik, row_ratio, row_grad, link, row_derivs
+    return row_loglik, row_ratio, row_grad, link, row_derivs, ratio
 
 
 # --- the families ---------------------------------------------------------------------------
@@ -540,6 +672,9 @@ class _Link:
     #: The family parameter estimated as theta[d] (its log), or "": then ``core`` and
     #: ``derivs`` take ``s`` in place of ``params`` and ``const`` takes no ``params``.
     nuisance: str = ""
+    #: With ``nuisance``: ``diff(y, n, eta, eta_new, s, s_new)``, the difference of two
+    #: ``core`` computed in one pass (shared work), or None (two ``core``).
+    diff: Callable | None = None
 
 
 def _student_m3(s):
@@ -585,9 +720,10 @@ _ESTIMATED_WHY = ("its parameter is estimated (theta's last coordinate), and the
 #: last coordinate of theta (no bounds: every supremum grows without bound in it).
 NUISANCE = {
     "negative_binomial": {"log": _Link(_negbin2_core, _negbin2_const, _negbin2_derivs, None,
-                                       None, None, _ESTIMATED_WHY, "dispersion")},
+                                       None, None, _ESTIMATED_WHY, "dispersion",
+                                       _negbin2_diff)},
     "gamma": {"log": _Link(_gamma2_core, _gamma2_const, _gamma2_derivs, None, None, None,
-                           _ESTIMATED_WHY, "shape")},
+                           _ESTIMATED_WHY, "shape", _gamma2_diff)},
     "gaussian": {"identity": _Link(_gaussian2_core, _gaussian2_const, _gaussian2_derivs, None,
                                    None, None, _ESTIMATED_WHY, "scale")},
 }
@@ -896,7 +1032,9 @@ class GLM(BaseModel):
     @property
     def _kernels(self):
         s = self._spec
-        return (_nuisance_row_kernels if s.nuisance else _row_kernels)(s.core, s.const, s.derivs)
+        if s.nuisance:
+            return _nuisance_row_kernels(s.core, s.const, s.derivs, s.diff)
+        return _row_kernels(s.core, s.const, s.derivs)
 
     @property
     def _row_loglik(self):

@@ -241,7 +241,7 @@ class TaylorRemainder:
             self.row_ratio, self.row_prefetch = model._row_ratio, model._row_prefetch
         else:
             kernels = _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter,
-                                  type(model)._row_prefetch)
+                                  type(model)._row_prefetch, glm.ratio)
             self.row_ratio, self.row_prefetch = kernels[0], kernels[3]
 
     def decision_data(self):
