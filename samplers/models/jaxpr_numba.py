@@ -507,7 +507,7 @@ def translate_prior(logprior, dim):
     ...     return -0.125 * theta[0] ** 2 - 0.5 * theta[1] ** 2
     >>> prior = translate_prior(logprior, 2)
     >>> prior.logpdf(np.array([2.0, 1.0])), prior.grad(np.array([2.0, 1.0])).tolist()
-    (-1.0, [-1.0, -1.0])
+    (-1.0, [-0.5, -1.0])
     """
     import hashlib
 

@@ -125,18 +125,15 @@ def model_route(model) -> ModelRoute:
 
     Examples
     --------
+    A built-in model is used as given (a JaxModel's route is ``'JAX -> numba'``, its model
+    a RowModel: ``tests/samplers/test_jax_model.py``; this example runs without JAX):
+
     >>> import numpy as np
-    >>> import jax.numpy as jnp
-    >>> from samplers import GaussianPrior
-    >>> from samplers.models import JaxModel
-    >>> X = np.random.default_rng(0).normal(size=(200, 2))
-    >>> model = JaxModel(lambda theta, x: -0.5 * jnp.sum((x - theta) ** 2), X,
-    ...                  GaussianPrior(0.0, 10.0), dim=2)
+    >>> from samplers import GaussianMean
+    >>> model = GaussianMean(np.random.default_rng(0).normal(size=100))
     >>> r = model_route(model)
-    >>> r.route, type(r.model).__name__
-    ('JAX -> numba', 'RowModel')
-    >>> model_route(r.model).route        # translated once, never twice
-    'as given'
+    >>> r.route, r.model is model, r.lines
+    ('as given', True, ())
     """
     ask = getattr(model, "numba_translation", None)
     if ask is None:
