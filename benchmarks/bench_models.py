@@ -23,18 +23,28 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    JaxModel's row function translated to numba by ``compile_jax_model``), ``JaxModel JAX``
    (the JaxModel itself, a JAX call per batch on the Python loop) and ``python protocol``
    (NumPy methods). JAX routes need jax installed;
-2. **fit** (``--fit``, at N <= ``--fit-max-n``): ``validation.fit(model, tolerance=0.01,
-   draws=--draws)``: seconds all-in, min bulk ESS over the 11 coordinates, ESS per second
-   all-in and sampling only (the chain's wall time), rows read per step, and the accuracy
-   against a long reference chain (``--reference-draws`` draws of NumPyro NUTS when NumPyro
-   is installed, else of the exact MH test on the compiled loop): max over coordinates of
-   |mean error| / sd and |sd error| / sd (the target is 0.05 at ESS >= 1000; the Monte Carlo
-   standard error of the mean error is printed beside it). A route whose ``fit`` refuses the
-   model records the refusal.
+2. **fit** (``--fit``; ``--fit-only`` skips the timing): every route of :data:`FIT_ROUTES`
+   (Poisson, probit and negative binomial with the dispersion **estimated**, theta's last
+   coordinate ``log r`` with prior N(0, 3^2), each as ``GLM``, as a ``JaxModel`` and as a
+   NumPyro model through ``from_numpyro``, handed to ``validation.fit`` as they are: fit
+   translates the JAX ones to numba itself), at every N of ``--fit-sizes``, fitted by
+   ``validation.fit(model, tolerance=0.01, draws=--draws, ess=--ess)``; beside them NumPyro
+   NUTS and HMCECS on the same data and prior (``bench_models_accuracy.numpyro_row``:
+   ``--warmup`` warm-up steps, ``--numpyro-draws`` draws sampled twice, the second run timing
+   sampling alone; ``--nuts-max-n`` caps the sizes they run at). Recorded: seconds all-in
+   and sampling only, min bulk ESS, ESS per second both ways, rows read per step, the model
+   route fit took, and the accuracy against an **importance-sampling reference**
+   (``bench_models_accuracy.reference``: ``--is-draws`` draws of a multivariate t around the
+   GLM's Laplace fit, weighted by a log-likelihood written independently in JAX; its
+   weights' ESS is recorded): max over coordinates of |mean error| / sd and |sd error| / sd
+   (target 0.05), with the Monte Carlo standard error of a mean error,
+   ``sqrt(1 / ESS + 1 / ESS_reference)`` in sds, beside it. A route whose ``fit`` refuses
+   the model records the refusal.
 
 Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--repeats 1]
-          [--fit]
-          [--fit-max-n 100000] [--draws 40000] [--reference-draws 4000] [--out models]
+          [--fit | --fit-only] [--fit-sizes 100000 1000000] [--fit-routes ...] [--draws 2000]
+          [--ess 10000] [--is-draws 20000] [--warmup 500] [--numpyro-draws 1000]
+          [--nuts-max-n 1000000] [--out models]
 Writes benchmarks/results/<out>.json (machine load included: compare within one run).
 """
 
@@ -60,7 +70,6 @@ from samplers import (  # noqa: E402
     GLM,
     AustereTest,
     ControlVariates,
-    ExactTest,
     GaussianPrior,
     LogisticRegression,
     RandomWalk,
@@ -271,51 +280,10 @@ ROUTES = [
 ]
 
 
-# --- references --------------------------------------------------------------------------
-
-
-def numpyro_reference(data, draws, seed):
-    """Posterior draws of NumPyro NUTS (4 chains of ``draws / 4`` after as many warm-up
-    steps) on the same likelihood and prior, or None without NumPyro."""
-    try:
-        import jax
-        import numpyro
-        import numpyro.distributions as dist
-        from numpyro.infer import MCMC, NUTS
-    except ImportError:
-        return None
-    jax.config.update("jax_enable_x64", True)
-    X, y = data.X, data.y
-
-    def model():
-        theta = numpyro.sample("theta", dist.Normal(0.0, PRIOR_SD).expand([X.shape[1]]))
-        eta = X @ theta
-        if data.family == "logistic":
-            numpyro.sample("y", dist.Bernoulli(logits=eta), obs=y)
-        elif data.family == "probit":
-            numpyro.sample("y", dist.Bernoulli(probs=jax.scipy.stats.norm.cdf(eta)), obs=y)
-        elif data.family == "poisson":
-            numpyro.sample("y", dist.Poisson(jax.numpy.exp(eta)), obs=y)
-        else:
-            numpyro.sample("y", dist.NegativeBinomial2(jax.numpy.exp(eta), DISPERSION), obs=y)
-
-    per_chain = max(draws // 4, 250)
-    mcmc = MCMC(NUTS(model), num_warmup=per_chain, num_samples=per_chain, num_chains=4,
-                chain_method="sequential", progress_bar=False)
-    mcmc.run(jax.random.PRNGKey(seed))
-    return np.asarray(mcmc.get_samples(group_by_chain=True)["theta"])
-
-
-def exact_reference(model, draws, seed):
-    cv = ControlVariates(model)
-    chain = sample(model, ExactTest(), RandomWalk.from_laplace(cv), cv.center.theta,
-                   draws * 20, rng=seed, progress=False)
-    return chain.samples[None, ::20]
-
-
 def min_ess(samples):
     """Min bulk ESS over coordinates of ``samples`` (chains, draws, d)."""
     return float(az.ess(az.convert_to_dataset(samples), method="bulk").x.values.min())
+
 
 
 # --- measurements ------------------------------------------------------------------------
@@ -340,30 +308,174 @@ def timing_chain(model, steps, compiled, seed):
     return run
 
 
-def run_fit(model, draws, seed, ref):
+# --- the fit part: every route through validation.fit, beside NumPyro --------------------
+
+LOG_R_SD = 3.0
+FIT_FAMILIES = ("poisson", "probit", "negative_binomial")
+
+
+def _fit_prior(family, k):
+    """GaussianPrior(0, 10) on the coefficients, N(0, 3^2) on log r (negative binomial)."""
+    if family == "negative_binomial":
+        return GaussianPrior(0.0, np.r_[np.full(k, PRIOR_SD), LOG_R_SD])
+    return GaussianPrior(0.0, PRIOR_SD)
+
+
+def fit_glm(d):
+    args = dict(poisson=dict(family="poisson"), probit=dict(family="bernoulli", link="probit"),
+                negative_binomial=dict(family="negative_binomial"))[d.family]
+    return GLM(d.X, d.y, prior=_fit_prior(d.family, d.X.shape[1]), **args)
+
+
+def fit_jax(d):
+    """The family's row log-likelihood in jax.numpy, as a JaxModel (fit translates it)."""
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln, log_ndtr
+
+    k = d.X.shape[1]
+
+    def poisson(theta, row):
+        x, y = row
+        eta = x @ theta
+        return y * eta - jnp.exp(eta) - gammaln(y + 1.0)
+
+    def probit(theta, row):
+        x, y = row
+        eta = x @ theta
+        return jnp.where(y > 0, log_ndtr(eta), log_ndtr(-eta))
+
+    def negative_binomial(theta, row):
+        x, y = row
+        eta, log_r = x @ theta[:k], theta[k]
+        r = jnp.exp(log_r)
+        log_mu_r = jnp.logaddexp(eta, log_r)
+        return (gammaln(y + r) - gammaln(r) - gammaln(y + 1.0) + r * (log_r - log_mu_r)
+                + y * (eta - log_mu_r))
+
+    row = dict(poisson=poisson, probit=probit, negative_binomial=negative_binomial)[d.family]
+    nb = d.family == "negative_binomial"
+    return JaxModel(row, (d.X, d.y), _fit_prior(d.family, k), dim=k + nb)
+
+
+def fit_numpyro(d):
+    """The family as a NumPyro model (a plate over the rows), through from_numpyro."""
+    import jax.numpy as jnp
+    import numpyro
+    import numpyro.distributions as dist
+    from jax.scipy.special import log_ndtr
+
+    from samplers.models import from_numpyro
+
+    family = d.family
+
+    def model(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0.0, PRIOR_SD).expand([X.shape[1]]))
+        log_r = (numpyro.sample("log_r", dist.Normal(0.0, LOG_R_SD))
+                 if family == "negative_binomial" else None)
+        with numpyro.plate("data", X.shape[0]):
+            eta = X @ beta
+            if family == "poisson":
+                numpyro.sample("y", dist.Poisson(jnp.exp(eta)), obs=y)
+            elif family == "probit":
+                numpyro.sample("y", dist.Bernoulli(logits=log_ndtr(eta) - log_ndtr(-eta)), obs=y)
+            else:
+                numpyro.sample("y", dist.NegativeBinomial2(jnp.exp(eta), jnp.exp(log_r)), obs=y)
+
+    return from_numpyro(model, d.X, d.y)
+
+
+#: The fit part's routes (theta ordered as the GLM's: coefficients, then log r).
+FIT_ROUTES = [
+    Route("GLM", FIT_FAMILIES, fit_glm),
+    Route("JaxModel", FIT_FAMILIES, fit_jax),
+    Route("from_numpyro", FIT_FAMILIES, fit_numpyro),
+]
+
+
+def run_fit(model, ref, draws, ess, seed):
+    """``validation.fit`` on ``model``: timings, ESS, rows per step and accuracy (or the
+    refusal)."""
+    from bench_models_accuracy import accuracy
     from validation import fit
 
     t0 = time.perf_counter()
     try:
-        idata = fit(model, tolerance=0.01, draws=draws, rng=seed, progress=False)
+        idata = fit(model, tolerance=0.01, draws=draws, ess=ess, rng=seed, progress=False)
     except (TypeError, ValueError, RuntimeError) as exc:
         return {"refused": f"{type(exc).__name__}: {exc}"}
-    seconds = time.perf_counter() - t0
-    post = idata.posterior
-    samples = np.asarray(post["theta"].values)
-    wall = float(np.sum(post.attrs.get("wall_time") or idata.attrs.get("wall_time")))
-    ess = min_ess(samples)
-    flat = samples.reshape(-1, samples.shape[-1])
-    ref_flat = ref.reshape(-1, ref.shape[-1])
-    sd = ref_flat.std(axis=0)
-    mean_err = np.abs(flat.mean(axis=0) - ref_flat.mean(axis=0)) / sd
-    sd_err = np.abs(flat.std(axis=0) - sd) / sd
-    return dict(seconds_all_in=seconds, seconds_sampling=wall, min_ess=ess,
-                ess_per_s_all_in=ess / seconds, ess_per_s_sampling=ess / wall,
-                rows_per_step=float(post.attrs["rows_realised"]),
-                test=str(post.attrs["test"]), settings=str(post.attrs["settings"]),
-                max_mean_error_sd=float(mean_err.max()), max_sd_error_sd=float(sd_err.max()),
-                mcse_mean_sd=float(1.0 / np.sqrt(ess) + 1.0 / np.sqrt(min_ess(ref))))
+    wall = time.perf_counter() - t0
+    a = idata.posterior.attrs
+    x = np.asarray(idata.posterior.theta.values)
+    acc = accuracy(x, ref)
+    chain_s = a["timings"]["chains"]
+    return dict(sampler="validation.fit", route=a["route"], model_route=a["model_route"],
+                all_in_s=wall, sampling_s=chain_s, timings=a["timings"],
+                draws=int(x.shape[0] * x.shape[1]), ess_per_s_all_in=acc["min_ess"] / wall,
+                ess_per_s_sampling=acc["min_ess"] / chain_s,
+                rows_per_step=float(a["rows_realised"]), **acc)
+
+
+def _show(N, family, name, r):
+    if "refused" in r:
+        print(f"{N:>8} {family:<18} {name:<16} refused: {r['refused'][:200]}", flush=True)
+        return
+    print(f"{N:>8} {family:<18} {name:<16} all-in {r['all_in_s']:7.1f} s, sampling "
+          f"{r['sampling_s']:7.2f} s, min ESS {r['min_ess']:6.0f}, ESS/s "
+          f"{r['ess_per_s_all_in']:7.1f} all-in / {r['ess_per_s_sampling']:8.1f} sampling, "
+          f"{r['rows_per_step']:10.1f} rows/step; max |mean err| {r['max_mean_error_sd']:.3f} "
+          f"sd, |sd err| {r['max_sd_error_sd']:.3f} sd (MC se {r['mcse_mean_sd']:.3f})"
+          + (f" [{r['model_route']}; {r['route']}]" if "model_route" in r else ""), flush=True)
+
+
+def fit_part(args, save, rows):
+    """Step 2: every fit route and NumPyro NUTS / HMCECS against the importance-sampling
+    reference, at every N of ``args.fit_sizes`` (data from their own stream)."""
+    from bench_models_accuracy import numpyro_row, reference
+
+    rng = np.random.default_rng(20261128)
+    routes = [r for r in FIT_ROUTES if args.fit_routes is None or r.name in args.fit_routes]
+    for N in args.fit_sizes:
+        for family in args.fit_families:
+            data = make_data(family, N, rng)
+            t0 = time.perf_counter()
+            ref = reference(data, ControlVariates(fit_glm(data)), args.is_draws, 1)
+            ref_s = time.perf_counter() - t0
+            print(f"{N:>8} {family:<18} reference: importance sampling, weights' ESS "
+                  f"{ref['ess']:.0f} of {args.is_draws} ({ref_s:.1f} s)", flush=True)
+            row = dict(N=N, family=family, d=D + 1, part="fit", truth=data.theta.tolist(),
+                       reference=dict(kind="importance sampling (t, 5 df) with a JAX "
+                                           "log-likelihood written apart", ess=ref["ess"],
+                                      draws=args.is_draws, seconds=ref_s,
+                                      mean=ref["mean"].tolist(), sd=ref["sd"].tolist()),
+                       results=[])
+            rows.append(row)
+            for route in routes:
+                t0 = time.perf_counter()
+                try:
+                    model = route.build(data)
+                except (TypeError, ValueError) as exc:
+                    r = {"refused": f"{type(exc).__name__}: {exc}"}
+                else:
+                    built = time.perf_counter() - t0
+                    r = run_fit(model, ref, args.draws, args.ess, int(rng.integers(2**31)))
+                    if "refused" not in r:
+                        r["build_s"] = built
+                        r["all_in_s"] += built          # building the model is set-up too
+                        r["ess_per_s_all_in"] = r["min_ess"] / r["all_in_s"]
+                r["model"] = route.name
+                row["results"].append(r)
+                _show(N, family, route.name, r)
+                save()
+            if N <= args.nuts_max_n and not args.no_numpyro:
+                for hmcecs in (False, True):
+                    try:
+                        r = numpyro_row(data, ref, args, int(rng.integers(2**31)), hmcecs)
+                    except Exception as exc:    # a NumPyro failure is a result too
+                        r = {"sampler": "NumPyro HMCECS" if hmcecs else "NumPyro NUTS",
+                             "refused": f"{type(exc).__name__}: {exc}"}
+                    row["results"].append(r)
+                    _show(N, family, r["sampler"], r)
+                    save()
 
 
 def main(argv=None):
@@ -373,10 +485,24 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=1,
                     help="rounds of timing chains over all routes, interleaved (each route "
                          "keeps its fastest)")
-    ap.add_argument("--fit", action="store_true", help="also run validation.fit")
-    ap.add_argument("--fit-max-n", type=int, default=100_000)
-    ap.add_argument("--draws", type=int, default=40_000)
-    ap.add_argument("--reference-draws", type=int, default=4000)
+    ap.add_argument("--fit", action="store_true", help="also run the fit part")
+    ap.add_argument("--fit-only", action="store_true", help="run the fit part alone")
+    ap.add_argument("--fit-sizes", type=int, nargs="+", default=[100_000, 1_000_000])
+    ap.add_argument("--fit-families", nargs="+", default=list(FIT_FAMILIES),
+                    choices=FIT_FAMILIES)
+    ap.add_argument("--fit-routes", nargs="*", default=None,
+                    help="fit route names (default: all of FIT_ROUTES)")
+    ap.add_argument("--draws", type=int, default=2000, help="fit's first round per chain")
+    ap.add_argument("--ess", type=float, default=10_000, help="fit's target min bulk ESS")
+    ap.add_argument("--is-draws", type=int, default=20_000,
+                    help="draws of the importance-sampling reference")
+    ap.add_argument("--warmup", type=int, default=500, help="NumPyro's warm-up steps")
+    ap.add_argument("--numpyro-draws", type=int, default=1000,
+                    help="NumPyro's draws per run (two runs)")
+    ap.add_argument("--hmcecs-m", type=int, default=1000, help="HMCECS's rows per subsample")
+    ap.add_argument("--nuts-max-n", type=int, default=10**7,
+                    help="largest N NumPyro NUTS and HMCECS run at")
+    ap.add_argument("--no-numpyro", action="store_true")
     ap.add_argument("--routes", nargs="*", default=None, help="route names (default: all)")
     ap.add_argument("--out", default="models")
     args = ap.parse_args(argv)
@@ -392,11 +518,10 @@ def main(argv=None):
             "before": load_before, "now": os.getloadavg()[0]}, "rows": rows})
 
     datasets = {}
-    models = {}
     # 1. time per step of every route (all sizes first: the fits and references are slower);
     # the routes' chains run in --repeats interleaved rounds and each keeps its fastest, so
     # a change of load during the run falls on every route alike
-    for N in args.sizes:
+    for N in [] if args.fit_only else args.sizes:
         used = {f for route in routes for f in route.families}
         data = datasets[N] = {f: make_data(f, N, rng) for f in FAMILIES + MORE_FAMILIES
                               if f in FAMILIES or f in used}
@@ -443,36 +568,9 @@ def main(argv=None):
                   f"x{row['cpu_ratio_to_builtin_logistic']:.2f})", flush=True)
             rows.append(row)
             save()
-            if args.fit and N <= args.fit_max_n and route.fit:
-                models[N, family, route.name] = (model, row)
-    # 2. validation.fit against a reference chain
-    refs = {}
-    for (N, family, name), (model, row) in models.items():
-        if (N, family) not in refs:
-            t0 = time.perf_counter()
-            ref = numpyro_reference(datasets[N][family], args.reference_draws, 1)
-            kind = "numpyro NUTS"
-            if ref is None:
-                ref = exact_reference(model, args.reference_draws, 1)
-                kind = "exact MH"
-            refs[N, family] = ref, kind
-            print(f"{N:>9} {family:<18} reference: {kind}, min ESS {min_ess(ref):.0f}, "
-                  f"{time.perf_counter() - t0:.1f} s", flush=True)
-        ref, kind = refs[N, family]
-        row["fit"] = f = run_fit(model, args.draws, int(rng.integers(2**31)), ref)
-        row["reference"] = kind
-        row["reference_min_ess"] = min_ess(ref)
-        if "refused" in f:
-            print(f"{N:>9} {family:<18} {name:<16} fit refused: {f['refused'][:150]}",
-                  flush=True)
-        else:
-            print(f"{N:>9} {family:<18} {name:<16} fit: {f['seconds_all_in']:.1f} s all-in "
-                  f"({f['seconds_sampling']:.2f} s sampling), ESS {f['min_ess']:.0f}, ESS/s "
-                  f"{f['ess_per_s_all_in']:.0f} all-in / {f['ess_per_s_sampling']:.0f} "
-                  f"sampling, {f['rows_per_step']:.1f} rows/step; max |mean err| "
-                  f"{f['max_mean_error_sd']:.3f} sd, max |sd err| {f['max_sd_error_sd']:.3f} "
-                  f"sd (MC se of a mean error ~{f['mcse_mean_sd']:.3f} sd)", flush=True)
-        save()
+    # 2. validation.fit on every fit route, beside NumPyro, against importance sampling
+    if args.fit or args.fit_only:
+        fit_part(args, save, rows)
     print(f"load average {load_before:.2f} before, {os.getloadavg()[0]:.2f} after")
 
 

@@ -96,8 +96,9 @@ def reference(data, cv, n_draws, seed):
     thetas = q.rvs(n_draws).reshape(n_draws, mode.size)
     f = jax.jit(jax.vmap(jax_loglik(data.family, jax.numpy.asarray(data.X),
                                     jax.numpy.asarray(data.y))))
-    ll = np.concatenate([np.asarray(f(jax.numpy.asarray(thetas[a:a + 200])))
-                         for a in range(0, n_draws, 200)])
+    step = max(1, min(200, 20_000_000 // data.X.shape[0]))   # draws per call: <= 2e7 etas
+    ll = np.concatenate([np.asarray(f(jax.numpy.asarray(thetas[a:a + step])))
+                         for a in range(0, n_draws, step)])
     logw = ll + log_prior(thetas, data.X.shape[1]) - q.logpdf(thetas)
     w = np.exp(logw - logw.max())
     w /= w.sum()

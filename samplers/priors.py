@@ -9,18 +9,28 @@ The built-in priors also give their parameters as a kernel tuple (``Prior._kerne
 :func:`prior_logpdf` and :func:`prior_grad`: the same arithmetic as ``logpdf`` and ``grad``
 (the Gaussian's ``z @ z`` through the same BLAS ``ddot``, the Laplace's sum in NumPy's
 pairwise order), so both give the same bits (``tests/samplers/test_blocks.py``).
+
+A prior the codes do not cover can still run compiled: :class:`CompiledPrior` wraps two
+numba functions of theta (a log density and its gradient, e.g. a NumPyro model's prior
+translated from JAX by :mod:`samplers.models.jaxpr_numba`) and hands the loops a handle in the
+code's place; :func:`prior_logpdf` and :func:`prior_grad` call the functions when they are
+given such a handle (resolved when the loop is compiled, by the handle's numba type).
 """
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 
 import numpy as np
+from numba.core import types
+from numba.extending import (NativeValue, models, overload, register_model, typeof_impl,
+                             unbox)
 
 from design._lib.checks import check_finite_array
 from design._lib.jit import jit
 
-__all__ = ["Prior", "FlatPrior", "GaussianPrior", "LaplacePrior"]
+__all__ = ["Prior", "FlatPrior", "GaussianPrior", "LaplacePrior", "CompiledPrior"]
 
 _LOG_2PI = float(np.log(2 * np.pi))
 
@@ -55,8 +65,8 @@ def pairwise_sum(a):
 
 
 @jit
-def prior_logpdf(code, a, b, const, theta):
-    """Log density of a built-in prior from its kernel tuple (see :meth:`Prior._kernel`)."""
+def _code_logpdf(code, a, b, const, theta):
+    """Log density of a built-in prior from its code and parameters."""
     if code == GAUSSIAN:
         z = (theta - a) / b
         return const - 0.5 * np.dot(z, z)
@@ -66,7 +76,7 @@ def prior_logpdf(code, a, b, const, theta):
 
 
 @jit
-def prior_grad(code, a, b, const, theta, out):
+def _code_grad(code, a, b, const, theta, out):
     """Gradient of a built-in prior's log density into ``out``."""
     for j in range(theta.shape[0]):
         if code == GAUSSIAN:
@@ -75,6 +85,87 @@ def prior_grad(code, a, b, const, theta, out):
             out[j] = -np.sign(theta[j] - a[j]) / b[j]
         else:
             out[j] = 0.0
+
+
+#: Keys of the CompiledPriors made without one (unique in the process).
+_UNNAMED = itertools.count()
+
+
+class PriorFunctions:
+    """The handle a :class:`CompiledPrior` puts in its kernel tuple in place of the code: its
+    numba functions ``logpdf(theta) -> float`` and ``grad(theta, out)``, and ``key``, which
+    names them in the compiled loops' types (equal keys must mean equal functions)."""
+
+    __slots__ = ("logpdf", "grad", "key")
+
+    def __init__(self, logpdf, grad, key):
+        self.logpdf, self.grad, self.key = logpdf, grad, str(key)
+
+
+class PriorFunctionsType(types.Type):
+    """numba's type of a :class:`PriorFunctions`: the functions live in the type (a loop is
+    compiled for them, as for any numba function it calls); the value carries nothing."""
+
+    def __init__(self, logpdf, grad, key):
+        self.logpdf, self.grad = logpdf, grad
+        super().__init__(name=f"PriorFunctions({key})")
+
+
+@typeof_impl.register(PriorFunctions)
+def _typeof_prior_functions(val, c):
+    return PriorFunctionsType(val.logpdf, val.grad, val.key)
+
+
+register_model(PriorFunctionsType)(models.OpaqueModel)
+
+
+@unbox(PriorFunctionsType)
+def _unbox_prior_functions(typ, obj, c):
+    return NativeValue(c.context.get_dummy_value())
+
+
+def prior_logpdf(code, a, b, const, theta):
+    """Log density of a prior from its kernel tuple (see :meth:`Prior._kernel`): a built-in
+    prior's code and parameters, or a :class:`CompiledPrior`'s functions."""
+    if isinstance(code, PriorFunctions):
+        return float(code.logpdf(theta))
+    return _code_logpdf(code, a, b, const, theta)
+
+
+def prior_grad(code, a, b, const, theta, out):
+    """Gradient of a prior's log density into ``out`` (kernel tuple as :func:`prior_logpdf`)."""
+    if isinstance(code, PriorFunctions):
+        code.grad(theta, out)
+    else:
+        _code_grad(code, a, b, const, theta, out)
+
+
+@overload(prior_logpdf, jit_options=dict(error_model="numpy"))
+def _prior_logpdf_compiled(code, a, b, const, theta):
+    if isinstance(code, PriorFunctionsType):
+        logpdf = code.logpdf
+
+        def call(code, a, b, const, theta):
+            return logpdf(theta)
+        return call
+
+    def builtin(code, a, b, const, theta):
+        return _code_logpdf(code, a, b, const, theta)
+    return builtin
+
+
+@overload(prior_grad, jit_options=dict(error_model="numpy"))
+def _prior_grad_compiled(code, a, b, const, theta, out):
+    if isinstance(code, PriorFunctionsType):
+        grad = code.grad
+
+        def call(code, a, b, const, theta, out):
+            grad(theta, out)
+        return call
+
+    def builtin(code, a, b, const, theta, out):
+        _code_grad(code, a, b, const, theta, out)
+    return builtin
 
 
 class Prior:
@@ -211,3 +302,64 @@ class LaplacePrior(Prior):
         if type(self) is not LaplacePrior or self._d is None:
             return None
         return (LAPLACE, np.array(self.loc), np.array(self.scale), float(np.sum(np.log(2 * self.scale))))
+
+
+class CompiledPrior(Prior):
+    """A log prior given as two numba functions of theta: the compiled chain loops call them
+    (a model with it keeps the compiled loop, where a prior given as a Python function takes
+    the Python loop).
+
+    Parameters
+    ----------
+    logpdf : numba function
+        ``logpdf(theta) -> float``, theta a float64 vector of length ``dim``.
+    grad : numba function
+        ``grad(theta, out)``: writes the gradient of ``logpdf`` into ``out`` (length ``dim``).
+    dim : int
+        The length of theta.
+    key : str, optional
+        A name for the pair that equal functions share (a hash of their source, say): the
+        compiled loops are typed by it, so two priors with one key must be the same
+        functions. Default: unique to this pair of function objects.
+
+    Examples
+    --------
+    >>> import math
+    >>> import numba
+    >>> @numba.njit
+    ... def logpdf(theta):            # a standard Cauchy on one coordinate
+    ...     return -math.log(math.pi) - math.log1p(theta[0] ** 2)
+    >>> @numba.njit
+    ... def grad(theta, out):
+    ...     out[0] = -2.0 * theta[0] / (1.0 + theta[0] ** 2)
+    >>> prior = CompiledPrior(logpdf, grad, dim=1)
+    >>> round(prior.logpdf(np.array([1.0])), 6), prior.grad(np.array([1.0])).tolist()
+    (-1.837877, [-1.0])
+    """
+
+    def __init__(self, logpdf, grad, dim, key=None):
+        for name, fn in (("logpdf", logpdf), ("grad", grad)):
+            if not hasattr(fn, "py_func"):
+                raise TypeError(f"{name} must be a numba function (numba.njit), got "
+                                f"{type(fn).__name__}")
+        self.dim = int(dim)
+        key = f"unnamed-{next(_UNNAMED)}" if key is None else str(key)
+        self._handle = PriorFunctions(logpdf, grad, key)
+
+    def bind(self, d):
+        if int(d) != self.dim:
+            raise ValueError(f"this CompiledPrior is for theta of length {self.dim}, got a "
+                             f"model of dimension {d}")
+        return self
+
+    def logpdf(self, theta):
+        return float(self._handle.logpdf(np.ascontiguousarray(theta, dtype=np.float64)))
+
+    def grad(self, theta):
+        theta = np.ascontiguousarray(theta, dtype=np.float64)
+        out = np.empty(theta.shape[0])
+        self._handle.grad(theta, out)
+        return out
+
+    def _kernel(self):
+        return (self._handle, _NONE, _NONE, 0.0)

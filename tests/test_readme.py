@@ -49,19 +49,22 @@ def _run_own_model(k):
     post = namespace["idata"].posterior["theta"]
     mean, sd = post.mean(("chain", "draw")).values, post.std(("chain", "draw")).values
     assert np.all(np.abs(mean - [0.5, 0.3, -0.2]) < 5 * sd)
+    return namespace["idata"].posterior.attrs
 
 
 def test_readme_own_model_glm_runs():
     _run_own_model(0)
 
 
-@pytest.mark.slow   # JAX tracing and numba compilation; the NumPyro prior runs on the Python loop
+@pytest.mark.slow   # JAX tracing and numba compilation of the translated kernels
 @pytest.mark.parametrize("k, needs", [(1, ("jax",)), (2, ("jax", "numpyro"))],
                          ids=["jax", "numpyro"])
 def test_readme_own_model_jax_and_numpyro_run(k, needs):
     for name in needs:
         pytest.importorskip(name)
-    _run_own_model(k)
+    attrs = _run_own_model(k)
+    # fit translated the row function (and the NumPyro prior) to numba by itself
+    assert attrs["model_route"] == "JAX -> numba"
 
 
 @pytest.mark.slow

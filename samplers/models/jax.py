@@ -94,8 +94,9 @@ class JaxModel:
 
     **Per step.** :func:`~samplers.models.compile_jax_model` translates the row function to
     numba (a :class:`~samplers.models.RowModel` whose chains run on the compiled loop, tens
-    of microseconds per step); the JaxModel itself runs on the Python loop (a compiled numba
-    loop cannot call JAX);
+    of microseconds per step), and :func:`validation.fit` does so by itself
+    (:meth:`numba_translation`); the JaxModel itself runs on the Python loop (a compiled
+    numba loop cannot call JAX);
     each decision stage is one jitted call (:meth:`loglik_ratio`, or the control-variate
     residuals of :meth:`residual_ratio`); a ``logprior`` written in JAX is one more call per
     step (a :class:`~samplers.priors.Prior` is not). JAX's asynchronous CPU dispatch hands
@@ -381,6 +382,16 @@ class JaxModel:
             return np.zeros(self.dim)
         with self._jax.enable_x64(True):
             return np.asarray(self._f_grad_logprior(theta), dtype=float)
+
+    def numba_translation(self):
+        """This model translated to numba (:func:`~samplers.models.jaxpr_numba.translate_model`):
+        a :class:`~samplers.models.jaxpr_numba.Translation` whose ``model`` is a
+        :class:`~samplers.models.RowModel` on the compiled loop, or this model with the reason
+        a primitive did not translate. :func:`validation.fit` asks for it before any pass
+        over the data."""
+        from .jaxpr_numba import translate_model
+
+        return translate_model(self)
 
     @property
     def _leaves(self) -> list:

@@ -30,12 +30,14 @@ from __future__ import annotations
 
 import math
 import warnings
+from dataclasses import dataclass
 
 import numpy as np
 
 from design._lib.jit import jit
 
-__all__ = ["SUPPORTED", "UnsupportedPrimitive", "compile_jax_model", "translate"]
+__all__ = ["SUPPORTED", "UnsupportedPrimitive", "compile_jax_model", "translate",
+           "translate_model", "translate_prior", "Translation"]
 
 #: Most scalars one translated program may hold (the arrays of the program unrolled): above
 #: it the source and its compilation grow too large, and the model keeps the JAX path.
@@ -476,6 +478,53 @@ def translate_row_function(loglik_row, treedef, leaves, dim):
     return f_loglik, f_grad, f_hvp
 
 
+def translate_prior(logprior, dim):
+    """A log prior written in JAX (a function of theta alone: the NumPyro bridge's prior and
+    Jacobian) as a :class:`~samplers.priors.CompiledPrior`: its program and its gradient's
+    (``jax.grad``) translated to numba, which the compiled chain loops call.
+
+    Parameters
+    ----------
+    logprior : callable
+        ``logprior(theta) -> scalar`` in ``jax.numpy``.
+    dim : int
+        The length of theta.
+
+    Returns
+    -------
+    samplers.priors.CompiledPrior
+
+    Raises
+    ------
+    UnsupportedPrimitive
+        When a primitive of either program has no translation.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import jax.numpy as jnp
+    >>> def logprior(theta):        # N(0, 2^2) on theta[0], a log-normal scale on theta[1]
+    ...     return -0.125 * theta[0] ** 2 - 0.5 * theta[1] ** 2
+    >>> prior = translate_prior(logprior, 2)
+    >>> prior.logpdf(np.array([2.0, 1.0])), prior.grad(np.array([2.0, 1.0])).tolist()
+    (-1.0, [-0.5, -1.0])
+    """
+    import hashlib
+
+    import jax
+
+    from ..priors import CompiledPrior
+
+    theta0 = np.zeros(dim)
+    with jax.enable_x64(True):
+        programs = [jax.make_jaxpr(f)(theta0) for f in (logprior, jax.grad(logprior))]
+    theta = [np.array([f"theta[{j}]" for j in range(dim)], dtype=object)]
+    src_lp, f_lp = translate(programs[0], theta, "theta", "scalar", "logprior")
+    src_g, f_g = translate(programs[1], theta, "theta, out", "out", "grad_logprior")
+    key = hashlib.sha256((src_lp + "\n" + src_g).encode()).hexdigest()[:24]
+    return CompiledPrior(f_lp, f_g, dim, key=f"jax-{key}")
+
+
 def compile_jax_model(model, *, warn=True):
     """A :class:`~samplers.models.JaxModel` (or a NumPyro bridge model) as a
     :class:`~samplers.models.RowModel` whose kernels are its JAX row function translated to
@@ -500,8 +549,9 @@ def compile_jax_model(model, *, warn=True):
     rounding (~1e-15 relative), not bit for bit (JAX may sum a dot product in another
     order). A ``logprior`` that is a :class:`~samplers.priors.Prior` keeps the chain on the
     compiled loop; a ``logprior`` written in JAX (the NumPyro bridge's prior and Jacobian)
-    stays a JAX function called once per step, and the chain runs on the Python loop with
-    compiled rows. Integer data keep their type; float data are the model's float64 copy.
+    is translated too (:func:`translate_prior`), so the chain stays compiled; if it has a
+    primitive without translation, it stays a JAX function called once per step (with
+    ``warn``, a warning says so), and the chain runs on the Python loop with compiled rows. Integer data keep their type; float data are the model's float64 copy.
 
     Examples
     --------
@@ -524,22 +574,109 @@ def compile_jax_model(model, *, warn=True):
     >>> bool(np.allclose(model.loglik(theta, idx), jax_model.loglik(theta, idx), rtol=1e-13))
     True
     """
+    translation = translate_model(model)
+    if translation.error is not None and not translation.rows:
+        if not warn:
+            raise translation.error
+        warnings.warn(f"{translation.error}: the JaxModel keeps its JAX path (a Python loop "
+                      "with a JAX call per batch)", UserWarning, stacklevel=2)
+    elif translation.error is not None and warn:
+        warnings.warn(f"{translation.error}: the model's logprior stays a JAX function, so "
+                      "its chains run on the Python loop (the rows compiled)", UserWarning,
+                      stacklevel=2)
+    return translation.model
+
+
+@dataclass(frozen=True)
+class Translation:
+    """What :func:`translate_model` made of a :class:`~samplers.models.JaxModel`.
+
+    Attributes
+    ----------
+    model : RowModel or JaxModel
+        The translated model, or the JaxModel itself when its row function has a primitive
+        without translation.
+    rows : bool
+        The row function (log-likelihood, gradient, Hessian-vector product) was translated.
+    prior : str
+        ``"built-in"`` (a :class:`~samplers.priors.Prior`), ``"flat"`` (none), ``"translated"``
+        (a JAX ``logprior`` now numba) or ``"JAX"`` (a JAX ``logprior`` that did not
+        translate: the chains run on the Python loop).
+    error : UnsupportedPrimitive or None
+        Why a part was not translated.
+    seconds : float
+        Time taken by the translation (tracing and writing the source; numba compiles the
+        kernels when they are first called).
+    """
+
+    model: object
+    rows: bool
+    prior: str
+    error: UnsupportedPrimitive | None
+    seconds: float
+
+    @property
+    def compiled(self) -> bool:
+        """Whether the chains can run on the compiled loop (rows and prior compiled)."""
+        return self.rows and self.prior != "JAX"
+
+    def summary(self) -> str:
+        """One sentence: which route the model takes and, when a part stayed in JAX, why."""
+        if not self.rows:
+            return (f"JaxModel kept on its JAX path: {self.error}; its chains run on the "
+                    "Python loop (a JAX call per batch)")
+        said = ("row log-likelihood, gradient and Hessian-vector product translated from "
+                f"JAX to numba in {self.seconds:.2g} s")
+        if self.prior == "translated":
+            return said + ", and the JAX logprior with them: the chains run on the compiled loop"
+        if self.prior == "JAX":
+            return (said + f"; the logprior stays a JAX function ({self.error}), so the chains "
+                    "run on the Python loop")
+        return said + ": the chains run on the compiled loop"
+
+
+def translate_model(model) -> Translation:
+    """Translate a :class:`~samplers.models.JaxModel`'s row function (and a JAX
+    ``logprior``) to numba, saying what was translated (:class:`Translation`); never raises
+    :class:`UnsupportedPrimitive`. :func:`compile_jax_model` and :func:`validation.fit` call
+    it.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import jax.numpy as jnp
+    >>> from samplers.models import JaxModel
+    >>> X = np.random.default_rng(0).normal(size=(100, 2))
+    >>> model = JaxModel(lambda theta, x: -0.5 * jnp.sum((x - theta) ** 2), X,
+    ...                  lambda theta: -0.5 * theta @ theta, dim=2)
+    >>> t = translate_model(model)
+    >>> type(t.model).__name__, t.rows, t.prior, t.compiled
+    ('RowModel', True, 'translated', True)
+    """
+    import time
+
     from .row_model import RowModel
 
+    t0 = time.perf_counter()
     leaves = [np.asarray(leaf) for leaf in model._leaves]
     try:
         f_loglik, f_grad, f_hvp = translate_row_function(model._row_fn, model._treedef,
                                                          leaves, model.dim)
     except UnsupportedPrimitive as exc:
-        if not warn:
-            raise
-        warnings.warn(f"{exc}: the JaxModel keeps its JAX path (a Python loop with a JAX call "
-                      "per batch)", UserWarning, stacklevel=2)
-        return model
-    logprior = model.prior if model.prior is not None else model._logprior_fn
-    grad_logprior = None
+        kind = ("built-in" if model.prior is not None else
+                "flat" if model._logprior_fn is None else "JAX")
+        return Translation(model, False, kind, exc, time.perf_counter() - t0)
+    logprior, grad_logprior, kind, error = model.prior, None, "built-in", None
+    if model.prior is None:
+        kind = "flat"
     if model.prior is None and model._logprior_fn is not None:
-        logprior, grad_logprior = model.logprior, model.grad_logprior
-    return RowModel(f_loglik, tuple(leaves), dim=model.dim, logprior=logprior,
-                    grad_row=f_grad, hvp_row=f_hvp, grad_logprior=grad_logprior,
-                    names=model.names)
+        try:
+            logprior, kind = translate_prior(model._logprior_fn, model.dim), "translated"
+        except UnsupportedPrimitive as exc:
+            # the prior stays a JAX function: the chains run on the Python loop
+            logprior, grad_logprior, kind, error = (model.logprior, model.grad_logprior,
+                                                    "JAX", exc)
+    row_model = RowModel(f_loglik, tuple(leaves), dim=model.dim, logprior=logprior,
+                         grad_row=f_grad, hvp_row=f_hvp, grad_logprior=grad_logprior,
+                         names=model.names)
+    return Translation(row_model, True, kind, error, time.perf_counter() - t0)

@@ -95,7 +95,9 @@ def from_numpyro(model_fn, *args, **kwargs) -> NumPyroModel:
     Raises
     ------
     ValueError
-        For a model shape the bridge does not take: no observed site; observed sites
+        For observed data outside the support of their distribution (negative or fractional
+        counts, a Bernoulli y not in {0, 1}: the site and the first such row are named),
+        and for a model shape the bridge does not take: no observed site; observed sites
         outside a plate, or not all in the same single plate ("no plate over the data");
         a plate that subsamples (``subsample_size``: the bridge does the subsampling, so
         write the plate over all rows); a latent site inside the plate (local latent
@@ -176,6 +178,7 @@ def from_numpyro(model_fn, *args, **kwargs) -> NumPyroModel:
             f"model_fn {name}: the plate {plate!r} subsamples ({subsample_size} of {N} rows); "
             "the bridge draws the minibatches itself, so write the plate over all rows "
             f"(numpyro.plate({plate!r}, {N})) without subsample_size")
+    _check_support(name, observed, plate, N)
     local = [s["name"] for s in latent
              if plate in {f.name for f in s["cond_indep_stack"]}]
     if local:
@@ -253,6 +256,31 @@ def from_numpyro(model_fn, *args, **kwargs) -> NumPyroModel:
     model._constrain = constrain
     model.sites, model.observed, model.plate = sites, obs_names, plate
     return model
+
+
+def _check_support(name, observed, plate, N):
+    """Refuse an observed value outside its distribution's support (negative or fractional
+    counts, a Bernoulli y not in {0, 1}), naming the site and the first such row: one
+    vectorised check of the data, before any pass of the model."""
+    for s in observed:
+        fn, value = s["fn"], s["value"]
+        try:
+            ok = np.asarray(fn.support(value))
+        except Exception:       # a support without a check (or a custom one): left to the model
+            continue
+        if ok.all():
+            continue
+        frame = next(f for f in s["cond_indep_stack"] if f.name == plate)
+        bad = np.argwhere(~ok)[0]
+        axis = ok.ndim + frame.dim if ok.ndim else None
+        row = int(bad[axis]) if axis is not None and 0 <= axis < ok.ndim else None
+        first = np.asarray(value)[tuple(bad)] if np.ndim(value) == ok.ndim else None
+        held = "" if first is None else f" holds {first.item()!r}"
+        where = f"row {row}" if row is not None else f"entry {tuple(int(k) for k in bad)}"
+        raise ValueError(
+            f"model_fn {name}: the observed site {s['name']!r} is outside the support of its "
+            f"{type(fn).__name__} ({fn.support}): {where}{held} ({int((~ok).sum())} of "
+            f"{ok.size} values outside); pass data the distribution can have produced")
 
 
 def _has_rows(a, N) -> bool:

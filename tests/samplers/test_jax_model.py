@@ -102,6 +102,37 @@ def test_fit_on_a_poisson_jax_model_matches_quadrature():
     idata = fit(model, tolerance=0.05, draws=2000, n_trial=10, rng=3)
     assert idata.posterior.attrs["rows_realised"] < 0.2 * len(y)
     check_posterior(idata, grid_posterior(X, y))
+    # fit translated the row function and the JAX prior to numba by itself (step 0)
+    attrs = idata.posterior.attrs
+    assert attrs["model_route"] == "JAX -> numba"
+    assert attrs["explanation"].startswith("0. model: row log-likelihood, gradient and "
+                                           "Hessian-vector product translated")
+    assert "timings" in attrs and "model_route" in attrs["timings"]
+
+
+def test_fit_says_which_route_a_jax_model_took():
+    """A model translated already is used as given (never translated twice); a row function
+    with a primitive that has no translation keeps the JAX path, and the explanation names
+    the primitive and the Python loop."""
+    from samplers.models import RowModel, compile_jax_model
+    from validation.workflow.steps import model_route
+
+    X, y = poisson_data(N=2000)
+    model = compile_jax_model(JaxModel(poisson_row, (X, y), GaussianPrior(0.0, 10.0), dim=2))
+    assert isinstance(model, RowModel)
+    assert model_route(model).model is model and model_route(model).route == "as given"
+
+    def cumulative(theta, row):             # cumsum: no numba translation
+        x, y = row
+        eta = jnp.sum(jnp.cumsum(x * theta)) - x[0] * theta[0]
+        return y * eta - jnp.exp(eta)
+
+    jax_model = JaxModel(cumulative, (X, y), GaussianPrior(0.0, 10.0), dim=2)
+    idata = fit(jax_model, tolerance=0.05, draws=100, n_trial=10, parallel=False, rng=1)
+    attrs = idata.posterior.attrs
+    assert attrs["model_route"] == "JAX"
+    first = attrs["explanation"].splitlines()[0]
+    assert "'cumsum' has no numba translation" in first and "Python loop" in first
 
 
 def test_x64_stays_scoped(pair):
@@ -145,5 +176,9 @@ def test_nan_log_likelihood_at_the_mode_is_refused():
     def bad_row(theta, row):                    # NaN on every row: sqrt of a negative
         return poisson_row(theta, row) + jnp.sqrt(-1.0 - theta[0] ** 2)
 
-    with pytest.raises(ValueError, match="log-likelihood is nan|log posterior is finite"):
+    # fit translates the model to numba, whose row kernel is checked at its first point
+    # before any pass; on the JAX path, the mode search refuses it
+    with pytest.raises(ValueError, match="loglik_row returns NaN at row 0"):
         fit(JaxModel(bad_row, (X, y), dim=2))
+    with pytest.raises(ValueError, match="log-likelihood is nan|log posterior is finite"):
+        ControlVariates(JaxModel(bad_row, (X, y), dim=2))

@@ -9,6 +9,7 @@ from scipy import stats
 pytest.importorskip("jax")
 numpyro = pytest.importorskip("numpyro")
 
+import jax.numpy as jnp  # noqa: E402
 import numpyro.distributions as dist  # noqa: E402
 
 from samplers import GaussianPrior, LogisticRegression  # noqa: E402
@@ -133,3 +134,33 @@ def test_model_shapes_outside_the_bridge_are_refused(data):
         from_numpyro(fixed_size, X, y)
     with pytest.raises(TypeError, match="model_fn must be a NumPyro model"):
         from_numpyro("logistic", X, y)
+
+
+def test_observed_data_outside_the_support_are_refused(data):
+    """Negative counts, fractional Poisson counts and a Bernoulli y not in {0, 1}: the site
+    and the first such row named, before any pass of the model."""
+    X, y = data
+
+    def poisson(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("counts", dist.Poisson(jnp.exp(X @ beta)), obs=y)
+
+    def logistic(X, y):
+        beta = numpyro.sample("beta", dist.Normal(0.0, 1.0).expand([X.shape[1]]))
+        with numpyro.plate("data", X.shape[0]):
+            numpyro.sample("y", dist.Bernoulli(logits=X @ beta), obs=y)
+
+    counts = np.ones(X.shape[0])
+    for k, bad, match in ((5, -1.0, "row 5 holds -1.0"), (7, 1.5, "row 7 holds 1.5")):
+        c = counts.copy()
+        c[k] = bad
+        with pytest.raises(ValueError, match=f"observed site 'counts' is outside the support "
+                                             f"of its Poisson .*{match}"):
+            from_numpyro(poisson, X, c)
+    y2 = y.copy()
+    y2[3] = 2.0
+    with pytest.raises(ValueError, match="'y' is outside the support of its Bernoulli.*row 3 "
+                                         "holds 2.0 \\(1 of 2000"):
+        from_numpyro(logistic, X, y2)
+    assert from_numpyro(poisson, X, counts).N == X.shape[0]   # in the support: accepted

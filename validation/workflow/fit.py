@@ -67,6 +67,13 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     The steps (functions of :mod:`validation.workflow.steps`, each timed in
     ``attrs["timings"]`` and reported in ``attrs["explanation"]``):
 
+    0. **the model's route** (:func:`~validation.workflow.steps.model_route`): a model
+       written in JAX (:class:`samplers.models.JaxModel`, a NumPyro model through
+       :func:`samplers.models.from_numpyro`) is translated to numba (its row function's
+       log-likelihood, gradient and Hessian-vector product, and a JAX ``logprior``), so
+       its passes and chains run compiled; a part with a primitive that has no translation
+       stays in JAX (the chains then run on the Python loop) and the explanation names the
+       primitive. ``attrs["model_route"]`` says which;
     1. **mode and proxy** (:func:`~validation.workflow.steps.mode_and_proxy`):
        ``ControlVariates(model, center, order)``, the Taylor proxy whose residuals make each
        row's ratio small (Bardenet, Doucet & Holmes 2017, section 7), and the Laplace
@@ -178,6 +185,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     arviz.InferenceData (ArviZ 0.x) or xarray.DataTree (ArviZ 1.x)
         ``posterior.theta`` of shape (chains, draws, d) and ``sample_stats``; attributes
         (root and groups): ``route`` ("test / proposal"), ``test``, ``proposal``,
+        ``model_route`` (step 0: "as given", "JAX -> numba", "JAX -> numba rows, JAX
+        prior" or "JAX"),
         ``pareto_k`` (of the Gaussian's weights), ``proposals_tried`` (each independence-type
         proposal looked at, with its k-hat), ``candidates`` (one line per candidate),
         ``cost_predicted`` and ``cost_realised`` (rows per effective sample),
@@ -235,8 +244,10 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     rng = as_generator(rng)
     executor = _check_executor(executor)
     clock = _Clock()
-    proxy = clock("mode_and_proxy", steps.mode_and_proxy, model, center, order,
+    reached = clock("model_route", steps.model_route, model)
+    proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
                   executor=executor)
+    proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
     split, split_lines = (clock("heavy_rows", _split, proxy, heavy, executor)
                           if test is None or test in DESIGNED else (None, ()))
     draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng,
@@ -265,7 +276,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                 progress=progress, executor=executor)
     after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng, executor)
     return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance, clock,
-                   verbose)
+                   verbose, reached.route)
 
 
 def _check_executor(executor):
@@ -539,7 +550,8 @@ def _explain(proxy, choice, pairs, chosen, state, ran, after):
     return say, rows, acc, realised
 
 
-def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock, verbose):
+def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, clock, verbose,
+            model_route="as given"):
     """The explanation, the attributes and the ArviZ data."""
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
@@ -553,7 +565,7 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     plan = state["plan"] if c.test in DESIGNED else None
     clt = None if v is None else v.clt
     attrs = {
-        "route": c.name, "test": c.test, "proposal": choice.kind,
+        "route": c.name, "test": c.test, "proposal": choice.kind, "model_route": model_route,
         "pareto_k": float(draws_.pareto_k),
         "proposals_tried": "; ".join(f"{kind} k {k:.3g} sd {sd:.3g}"
                                      for kind, k, sd in choice.tried),

@@ -1,6 +1,8 @@
 """The named steps of :func:`validation.fit`, each a function a user can call alone.
 
 =========================  =====================================================================
+:func:`model_route`        a JAX model (JaxModel, a NumPyro bridge) translated to numba, so its
+                           chains run on the compiled loop; any other model as given
 :func:`mode_and_proxy`     the posterior mode, the Laplace covariance there and the Taylor proxy
                            (:class:`samplers.ControlVariates`) at the center
 :func:`laplace_draws`      draws from the Laplace approximation, their exact log importance
@@ -31,7 +33,7 @@ import numpy as np
 
 from design._lib.checks import as_generator
 
-__all__ = ["Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
+__all__ = ["ModelRoute", "model_route", "Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
            "proposal_draws", "independence_proposal", "imh_ess_per_step", "K_GOOD", "K_OK",
            "LOGW_SD_OK", "T_DF", "T_PRICE",
            "MIXTURE_WEIGHT", "MIXTURE_INFLATION",
@@ -87,6 +89,60 @@ MIXTURE_WEIGHT, MIXTURE_INFLATION = 0.15, 2.5
 #: The least ESS per step of the t, relative to the Gaussian's, at which it replaces a Gaussian
 #: whose k-hat is "ok": safety is worth at most a factor 2 in sampling time.
 T_PRICE = 0.5
+
+
+# -- 0. the model's route ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class ModelRoute:
+    """The model the steps run on, and how it was reached.
+
+    Attributes
+    ----------
+    model : model
+        The translated model (a :class:`samplers.models.RowModel`) or the model given.
+    route : str
+        ``"as given"``, ``"JAX -> numba"`` (rows and prior compiled), ``"JAX -> numba rows,
+        JAX prior"`` (the chains on the Python loop) or ``"JAX"`` (nothing translated: the
+        chains on the Python loop, a JAX call per batch).
+    lines : tuple of str
+        The explanation.
+    """
+
+    model: object
+    route: str
+    lines: tuple
+
+
+def model_route(model) -> ModelRoute:
+    """Step 0: a model written in JAX (one that offers ``numba_translation()``: a
+    :class:`samplers.models.JaxModel` or a NumPyro bridge model) translated to numba, its
+    row log-likelihood, gradient and Hessian-vector product and a JAX ``logprior``
+    (:func:`samplers.models.jaxpr_numba.translate_model`), so that its passes and chains
+    run compiled; where a primitive has no translation the model keeps that part in JAX and
+    the explanation names the primitive. Any other model (a built-in, a
+    :class:`~samplers.models.RowModel` or a JaxModel already translated by
+    :func:`~samplers.models.compile_jax_model`) is used as given. No pass over the data.
+
+    Examples
+    --------
+    A built-in model is used as given (a JaxModel's route is ``'JAX -> numba'``, its model
+    a RowModel: ``tests/samplers/test_jax_model.py``; this example runs without JAX):
+
+    >>> import numpy as np
+    >>> from samplers import GaussianMean
+    >>> model = GaussianMean(np.random.default_rng(0).normal(size=100))
+    >>> r = model_route(model)
+    >>> r.route, r.model is model, r.lines
+    ('as given', True, ())
+    """
+    ask = getattr(model, "numba_translation", None)
+    if ask is None:
+        return ModelRoute(model, "as given", ())
+    t = ask()
+    route = ("JAX" if not t.rows else "JAX -> numba rows, JAX prior" if t.prior == "JAX"
+             else "JAX -> numba")
+    return ModelRoute(t.model, route, (f"0. model: {t.summary()}",))
 
 
 # -- 1. mode and proxy -----------------------------------------------------------------------
