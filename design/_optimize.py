@@ -34,6 +34,11 @@ SCREEN_MERGE = 0.02
 #: The screen's margins are this many times the merged plan's error bounds
 #: (``MERGE_ERROR_E``, ``MERGE_ERROR_DATA`` times the squared merge steps of both plans).
 SCREEN_SAFETY = 2.0
+#: Rounding allowed in the knot-wise order of the programme's pi-bar in epsilon, and in its
+#: range [m / N, 1], when the screen bounds a cell's data fraction by its row's cells (see
+#: ``_Evaluator.data_lower_bound``): the largest increase measured as epsilon grows is
+#: 1e-13 (N = 2e3 to 1e6, m = 10 to 1000; ``tests/design/test_screen_floors.py``).
+ORDER_SLACK = 1e-11
 
 
 class InfeasibleDesignError(ValueError):
@@ -236,6 +241,11 @@ class _Evaluator:
             # being mostly positive
             self.spread = (float(np.mean(np.sum(np.abs(self.integrals.A_err), axis=1))),
                            float(np.mean(np.sum(np.abs(self.integrals.A_data), axis=1))))
+            # the mean data fraction is data_weights @ pi-bar(knots) + tail_mean * m / N
+            self.data_weights = np.mean(self.integrals.A_data, axis=0)
+            self.tail_mean = float(np.mean(self.integrals.tail))
+        #: (m, eps, screen) -> pi-bar at the knots, of every average-design cell evaluated
+        self.data_tables = {}
 
     def __call__(self, m, eps, screen=False):
         """(error, data fraction) of cell (m, eps); ``screen``: by the screening programme
@@ -246,8 +256,34 @@ class _Evaluator:
                        **options)
             return float(r["error"][0]), float(r["data_fraction"][0])
         table = run_dp(self.integrals.knots, m, eps, self.N, self.threshold, **options)
+        self.data_tables[(int(m), float(eps), bool(screen))] = table["data_fraction"]
         delta, data = self.integrals.evaluate(table, m, self.N)
         return float(np.mean(np.abs(delta))), float(np.mean(data))
+
+    def data_lower_bound(self, m, larger=(), smaller=()):
+        """Lower bound on the mean data fraction of a cell at this m by the design's
+        programme, from the knot tables of pi-bar (``data_tables``) of cells of the same m
+        run in full: ``larger`` at larger epsilons, ``smaller`` at smaller ones.
+
+        Lowering epsilon raises every threshold of the (merged) plan, so on every path the
+        test stops no earlier: at each knot pi-bar cannot fall as epsilon falls, and it lies
+        in [m / N, 1]. Hence pi-bar at the knots is at least the largest of the ``larger``
+        tables (and m / N) and at most the smallest of the ``smaller`` ones (and 1), each
+        up to ``ORDER_SLACK``. The mean data fraction is linear in the knot values with
+        weights ``data_weights`` (the pairs' mean spline weights, some of them negative), so
+        its least value over that box takes the lower end at a positive weight and the upper
+        end at a negative one. (The data fraction itself need not fall with epsilon where
+        weights are negative: this bound, not that order, is what the screen relies on.)
+        """
+        lo = np.full(self.data_weights.size, m / self.N)
+        hi = np.ones(self.data_weights.size)
+        for table in larger:
+            lo = np.maximum(lo, table)
+        for table in smaller:
+            hi = np.minimum(hi, table)
+        w = self.data_weights
+        return float(np.sum(np.where(w > 0, w * (lo - ORDER_SLACK), w * (hi + ORDER_SLACK)))
+                     + self.tail_mean * (m / self.N) * (1.0 - ORDER_SLACK))
 
     def screen_is_exact(self, m):
         """Whether the screening programme is the design's own at this m: neither plan
@@ -383,7 +419,14 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     a feasible cell found cannot be chosen. The candidates run in order of screened data,
     so the search stops at the first one that cannot beat the best found
     (``tests/design/test_optimize.py`` checks the screen's error against its margins and
-    the chosen design against the full search's).
+    the chosen design against the full search's). A candidate is also skipped when a
+    lower bound on its data from its row's cells already run in full is at least the best
+    found: pi-bar at each knot of the programme's table lies in [m / N, 1] and cannot fall
+    as epsilon falls (the order above), and the mean data fraction is a fixed linear map of
+    those knot values, so its least value over the box they allow bounds it even where
+    the map's spline weights are negative (where the data fraction itself need not fall
+    with epsilon). ``tests/design/test_screen_floors.py`` checks the knot-wise order and
+    that random trial chains get the same design with and without the skip.
 
     Raises
     ------
@@ -685,7 +728,7 @@ def _cells_bisect(n_m, n_eps, feasible):
         guess = lo
 
 
-def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, floors=None):
+def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, data_bound=None):
     """The average design's search: a cheap screen of every cell, then the full programme
     only where the screen cannot rule a cell out (see ``optimize``, Notes).
 
@@ -698,31 +741,32 @@ def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, floors=None):
     feasible cell, the cells that may hold the grid's smallest error run instead (the
     error message names it). The jobs depend only on the results, never on the threads.
 
-    Two more lower bounds on a candidate's data skip it (they matter where the data
+    One more lower bound on a candidate's data skips it (it matters where the data
     fractions differ by less than the margins, as with control variates, where every
     design reads about one minibatch: at N = 10^6 the data margin is 2,400 rows):
-    ``floors[i]`` = m / N (the test reads at least its first minibatch), and, within a
-    row, the data of a cell at a larger epsilon of the same m evaluated in full (lowering
-    epsilon raises every threshold, so on every path the test stops no earlier: the data
-    fraction cannot fall). A candidate whose bound is above the best feasible data, or
-    equal to it (only an exact tie in the data fraction, where the full search would take
-    the smaller error, could choose it), is not run.
+    ``data_bound(i, k, done)``, given the epsilon indices ``done`` of row i already run in
+    full (``_Evaluator.data_lower_bound``: the test reads at least its first minibatch, and
+    pi-bar at each knot of the table cannot fall as epsilon falls). A candidate whose bound
+    is above the best feasible data, or equal to it (only an exact tie in the data
+    fraction, where the full search would take the smaller error, could choose it), is not
+    run.
     """
     cells = [(i, k) for i in range(n_m) for k in range(n_eps)]
-    floors = [0.0] * n_m if floors is None else floors
     yield [(i, k, True) for i, k in cells]
     screened = {c: result((*c, True)) for c in cells}
     order = sorted((c for c in cells if screened[c][0] <= tolerance + margins[c[0]][0]),
                    key=lambda c: screened[c][1])
     best = math.inf
-    row_data = {}        # row -> [(k, full data)] of its cells run in full
-    pos = 0
+    done = {}            # row -> epsilon indices of its cells run in full
 
     def bound(c):
         i, k = c
-        done = [d for kk, d in row_data.get(i, ()) if kk > k]
-        return max([screened[c][1] - margins[i][1], floors[i]] + done)
+        lower = screened[c][1] - margins[i][1]
+        if data_bound is None:
+            return lower
+        return max(lower, data_bound(i, k, done.get(i, [])))
 
+    pos = 0
     while pos < len(order):
         batch = []
         while pos < len(order) and len(batch) < workers:
@@ -739,7 +783,7 @@ def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, floors=None):
         yield [(i, k, False) for i, k in batch]
         for c in batch:
             err, data = result((*c, False))
-            row_data.setdefault(c[0], []).append((c[1], data))
+            done.setdefault(c[0], []).append(c[1])
             if err <= tolerance:
                 best = min(best, data)
     if best == math.inf:
@@ -826,13 +870,18 @@ def _plan(search, evaluate, m_grid, epsilon_grid, tolerance, workers):
         """A full-programme job of a row whose screen is that programme reuses it."""
         key = (rows[m], cols[eps], True)
         if not screen and same[key[0]] and key in results:
+            evaluate.data_tables[(m, eps, False)] = evaluate.data_tables[(m, eps, True)]
             return results[key]
         return evaluate(m, eps, screen=screen)
 
-    floors = [int(m) / evaluate.N for m in m_grid]
+    def data_bound(i, k, done):
+        m = int(m_grid[i])
+        table = lambda kk: evaluate.data_tables[(m, float(epsilon_grid[kk]), False)]  # noqa: E731
+        return evaluate.data_lower_bound(m, larger=[table(kk) for kk in done if kk > k],
+                                         smaller=[table(kk) for kk in done if kk < k])
 
     def jobs(result):
-        return _cells_screen(n_m, n_eps, result, tolerance, margins, workers, floors)
+        return _cells_screen(n_m, n_eps, result, tolerance, margins, workers, data_bound)
     return cell, jobs, 2 * n_m * n_eps, results
 
 
