@@ -176,8 +176,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         ``posterior.theta`` of shape (chains, draws, d) and ``sample_stats``; attributes
         (root and groups): ``route`` ("test / proposal"), ``test``, ``proposal``,
         ``pareto_k`` (of the Gaussian's weights, all its draws), ``proposals_tried`` (each
-        independence-type proposal looked at, with its k-hat +- NOISE_Z se and its draws), ``candidates`` (one line per candidate),
-        ``cost_predicted`` and ``cost_realised`` (rows per effective sample),
+        independence-type proposal looked at, with its k-hat +- NOISE_Z se and its number
+        of draws), ``candidates`` (one line per candidate), ``cost_predicted`` and
+        ``cost_realised`` (rows per effective sample),
         ``acceptance_predicted``, ``ess_per_step_predicted`` and ``ess_per_step_realised``
         (min bulk ESS over all draws of all chains), ``ess_bulk``, ``rhat``, ``timings``
         (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
