@@ -7,8 +7,9 @@ Workloads (``--workloads``, default all; each its own seed):
   chunk to ``.npy`` files and read as memmaps (:func:`samplers.datasets.write_memmap`);
 * ``d100-N2e5``, ``d100-N1e6``: the same with 100 covariates, where the random walk needs about
   d times more steps per effective draw and HMCECS's gradients pay off;
-* ``rare-N2e5``: :func:`samplers.datasets.rare_covariate_logistic` (a binary covariate active in
-  40 rows at a 6% base rate, d = 5): heterogeneous rows, where the minibatch CLT fails.
+* ``rare-N2e5``, ``rare-N1e6``: :func:`samplers.datasets.rare_covariate_logistic` (a binary
+  covariate active in 40 rows at a 6% base rate, d = 5): heterogeneous rows, where the
+  minibatch CLT fails.
 
 For each: ``fit(model, tolerance=0.01, ess=--ess)`` timed whole (mode, proxy, trial pairs,
 design, route, verdict, chains) and its chains alone (``attrs["timings"]["chains"]``), the
@@ -60,6 +61,7 @@ WORKLOADS = {
     "d10-N1e5": (10, 100_000, 1), "d10-N1e6": (10, 1_000_000, 7),
     "d10-N1e7": (10, 10_000_000, 3), "d100-N2e5": (100, 200_000, 4),
     "d100-N1e6": (100, 1_000_000, 5), "rare-N2e5": ("rare", 200_000, 6),
+    "rare-N1e6": ("rare", 1_000_000, 8),
 }
 
 
@@ -145,14 +147,39 @@ def _wquantile(x, w, p):
 
 
 def accuracy(x, ref):
-    """Errors in posterior sds of draws x (chains, draws, d) against the reference."""
+    """Errors in posterior sds of draws x (chains, draws, d) against the reference, each the
+    largest over the coordinates, with the Monte Carlo standard error at that coordinate
+    (``*_mcse``: the chain's, from arviz's ``mcse``, and the reference's, from its weights' ESS,
+    combined) and the largest error in units of its MCSE over the coordinates (``*_z``): a
+    bias shows as z well above 3-4 (the largest of d normal errors is about
+    sqrt(2 log d) MCSEs)."""
+    az = import_arviz()
     s = x.reshape(-1, x.shape[2])
-    sd = ref["sd"]
-    return dict(
-        mean_error=float(np.max(np.abs(s.mean(axis=0) - ref["mean"]) / sd)),
-        sd_error=float(np.max(np.abs(s.std(axis=0) - sd) / sd)),
-        q05_error=float(np.max(np.abs(np.quantile(s, 0.05, axis=0) - ref["q05"]) / sd)),
-        q95_error=float(np.max(np.abs(np.quantile(s, 0.95, axis=0) - ref["q95"]) / sd)))
+    sd, d = ref["sd"], x.shape[2]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        mc = {
+            "mean": np.array([float(az.mcse(x[:, :, j], method="mean")) for j in range(d)]),
+            "sd": np.array([float(az.mcse(x[:, :, j], method="sd")) for j in range(d)]),
+            "q05": np.array([float(az.mcse(x[:, :, j], method="quantile", prob=0.05))
+                             for j in range(d)]),
+            "q95": np.array([float(az.mcse(x[:, :, j], method="quantile", prob=0.95))
+                             for j in range(d)])}
+    # the reference's own error: mean sd / sqrt(ESS), sd 1 / sqrt(2 ESS) (in sds), a 5% or
+    # 95% quantile sqrt(p (1 - p)) / phi(1.645) / sqrt(ESS) = 2.11 / sqrt(ESS) sds (Gaussian)
+    ref_mc = {"mean": 1.0, "sd": 1.0 / np.sqrt(2.0), "q05": 2.11, "q95": 2.11}
+    err = {"mean": s.mean(axis=0) - ref["mean"], "sd": s.std(axis=0) - sd,
+           "q05": np.quantile(s, 0.05, axis=0) - ref["q05"],
+           "q95": np.quantile(s, 0.95, axis=0) - ref["q95"]}
+    out = {}
+    for key, e in err.items():
+        e = np.abs(e) / sd
+        mcse = np.sqrt((mc[key] / sd) ** 2 + ref_mc[key] ** 2 / ref["ess"])
+        j = int(np.argmax(e))
+        out[f"{key}_error"] = float(e[j])
+        out[f"{key}_mcse"] = float(mcse[j])
+        out[f"{key}_z"] = float(np.max(e / mcse))
+    return out
 
 
 # --- samplers ----------------------------------------------------------------------------------
@@ -256,8 +283,11 @@ def show(name, r):
     print(f"  {r['sampler']:<16} {r.get('route', ''):<26} all-in {r['all_in_s']:8.2f} s  "
           f"sampling {r['sampling_s']:8.2f} s  min ESS {r['min_ess']:7.0f}  ESS/s all-in "
           f"{r['ess_per_s_all_in']:9.1f}  sampling {r['ess_per_s_sampling']:9.1f}  "
-          f"mean err {r['mean_error']:.3f}  sd err {r['sd_error']:.3f}  q05 {r['q05_error']:.3f}"
-          f"  q95 {r['q95_error']:.3f}  load {r['load']:.1f}", flush=True)
+          f"load {r['load']:.1f}", flush=True)
+    print("    errors (sds, max over coordinates) with the MCSE there and max |err| / MCSE: "
+          + "  ".join(f"{k} {r[k + '_error']:.3f} (mcse {r.get(k + '_mcse', np.nan):.3f}, "
+                      f"z {r.get(k + '_z', np.nan):.1f})" for k in ("mean", "sd", "q05", "q95")),
+          flush=True)
     if "cost_predicted" in r:
         print(f"    predicted {r['cost_predicted']:,.0f} vs realised {r['cost_realised']:,.0f} "
               f"rows per effective sample; ESS per step predicted "
@@ -265,11 +295,17 @@ def show(name, r):
               f" proposals tried: {r['proposals_tried']}; timings {r['timings']}", flush=True)
 
 
+def _err(r, key) -> str:
+    """An error with its MCSE, when the row has one (older JSON files do not)."""
+    e = f"{r[key + '_error']:.3f}"
+    return e if key + "_mcse" not in r else e + f" ± {r[key + '_mcse']:.3f}"
+
+
 def table(out) -> str:
     """All rows as one markdown table, fit's ratio to HMCECS sampling-only beside each."""
     head = ("| workload | sampler | route | all-in s | sampling s | min ESS | ESS/s all-in | "
-            "ESS/s sampling | fit all-in / HMCECS sampling | mean err | sd err | q05 err | "
-            "q95 err | cost pred / real | ESS/step pred / real | load |")
+            "ESS/s sampling | fit all-in / HMCECS sampling | mean err ± MCSE | sd err ± MCSE | "
+            "q05 err ± MCSE | q95 err ± MCSE | cost pred / real | ESS/step pred / real | load |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, w in out.items():
         hmcecs = next((r for r in w["rows"] if r["sampler"] == "NumPyro HMCECS"), None)
@@ -284,8 +320,8 @@ def table(out) -> str:
                 f"| {name} (N = {w['N']:,}, d = {w['d']}) | {r['sampler']} | "
                 f"{r.get('route', '')} | {r['all_in_s']:.1f} | {r['sampling_s']:.1f} | "
                 f"{r['min_ess']:.0f} | {r['ess_per_s_all_in']:.1f} | "
-                f"{r['ess_per_s_sampling']:.1f} | {ratio} | {r['mean_error']:.3f} | "
-                f"{r['sd_error']:.3f} | {r['q05_error']:.3f} | {r['q95_error']:.3f} | {cost} | "
+                f"{r['ess_per_s_sampling']:.1f} | {ratio} | "
+                + " | ".join(_err(r, k) for k in ("mean", "sd", "q05", "q95")) + f" | {cost} | "
                 f"{eps} | {r['load']:.1f} |")
     return "\n".join(lines)
 
@@ -306,12 +342,18 @@ def main():
                    help="largest N at which NUTS (full-data gradients) runs")
     p.add_argument("--ref-gaussian-above-d", type=int, default=20,
                    help="the reference draws from the Laplace Gaussian above this d")
+    p.add_argument("--ref-widen", type=float, default=None,
+                   help="scale of the reference's proposal relative to the Laplace fit "
+                        "(default 1.2 for the t, 1.0 for the Gaussian; above 1 the Gaussian "
+                        "reference does not share the tails of fit's Gaussian proposal)")
+    p.add_argument("--seed", type=int, default=None, help="replaces each workload's seed")
     p.add_argument("--out", default="bench_fit", help="results/<out>.json")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     out = {}
     for name in args.workloads.split(","):
         kind, N, seed = WORKLOADS[name]
+        seed = seed if args.seed is None else args.seed
         with tempfile.TemporaryDirectory() as tmp:
             X, y = data(kind, N, seed, tmp)
             model = LogisticRegression(X, y, prior=GaussianPrior(0.0, PRIOR_SD))
@@ -321,9 +363,10 @@ def main():
             gauss = X.shape[1] > args.ref_gaussian_above_d
             ref = reference(X, y, cv.center.theta, cv.laplace_covariance(), args.ref_draws,
                             np.random.default_rng(seed + 100), df=None if gauss else 5.0,
-                            widen=1.0 if gauss else 1.2)
+                            widen=args.ref_widen or (1.0 if gauss else 1.2))
             print(f"  reference: importance sampling from the Laplace "
-                  f"{'Gaussian' if gauss else 't (df 5, scale x 1.2)'}, weights' ESS "
+                  f"{'Gaussian' if gauss else 't (df 5)'}, scale x "
+                  f"{args.ref_widen or (1.0 if gauss else 1.2):g}, weights' ESS "
                   f"{ref['ess']:,.0f} of {args.ref_draws:,}", flush=True)
             rows = [] if "fit" in skip else [fit_row(model, ref, args, seed)]
             if rows:
@@ -336,7 +379,8 @@ def main():
                     rows.append(numpyro_row(X, y, ref, args, seed, which == "hmcecs"))
                     show(name, rows[-1])
             out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
-                             reference="laplace-gaussian" if gauss else "t5", rows=rows,
+                             reference="laplace-gaussian" if gauss else "t5", seed=seed,
+                             reference_widen=args.ref_widen or (1.0 if gauss else 1.2), rows=rows,
                              load_after=os.getloadavg()[0])
             del X, y, model, cv
         save(args, out)          # after each workload: a long run keeps what it finished

@@ -187,9 +187,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         (root and groups): ``route`` ("test / proposal"), ``test``, ``proposal``,
         ``model_route`` (step 0: "as given", "JAX -> numba", "JAX -> numba rows, JAX
         prior" or "JAX"),
-        ``pareto_k`` (of the Gaussian's weights), ``proposals_tried`` (each independence-type
-        proposal looked at, with its k-hat), ``candidates`` (one line per candidate),
-        ``cost_predicted`` and ``cost_realised`` (rows per effective sample),
+        ``pareto_k`` (of the Gaussian's weights, all its draws), ``proposals_tried`` (each
+        independence-type proposal looked at, with its k-hat +- NOISE_Z se and its draws),
+        ``candidates`` (one line per candidate),
         ``acceptance_predicted``, ``ess_per_step_predicted`` and ``ess_per_step_realised``
         (min bulk ESS over all draws of all chains), ``ess_bulk``, ``rhat``, ``timings``
         (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
@@ -566,9 +566,9 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     clt = None if v is None else v.clt
     attrs = {
         "route": c.name, "test": c.test, "proposal": choice.kind, "model_route": model_route,
-        "pareto_k": float(draws_.pareto_k),
-        "proposals_tried": "; ".join(f"{kind} k {k:.3g} sd {sd:.3g}"
-                                     for kind, k, sd in choice.tried),
+        "pareto_k": float(choice.tried[0][1] if choice.tried else draws_.pareto_k),
+        "proposals_tried": "; ".join(f"{kind} k {k:.3g} +- {dk:.2g} (n {n}) sd {sd:.3g}"
+                                     for kind, k, sd, n, dk, _ in choice.tried),
         "acceptance_predicted": float(c.acceptance),
         "ess_per_step_predicted": float(c.ess_per_step),
         "ess_per_step_realised": float(ran.ess_bulk / max(ran.chains.samples.shape[0]
