@@ -224,3 +224,22 @@ def test_chains_cut_after_an_interruption_keep_their_store_reads(models):
     assert cut.chains[0].samples.shape[0] == 20
     assert cut.chains[0].store_reads == long.store_reads
     assert cut.chains[1].store_reads == short.store_reads
+
+
+def test_fit_rounds_draw_keyed_rows_on_a_store_and_shared_in_memory(models):
+    """validation.fit's chains: keyed row draws when the model's rows sit in a store (the
+    chain fetches only the rows it reads), the shared scheme in memory (chains as before)."""
+    from validation.workflow.steps import _round
+
+    memory, store = models
+    walk = RandomWalk.from_laplace(memory)
+    test = AustereTest(m=30, epsilon=0.05)
+    theta0 = memory.centre.theta[None, :]
+    streams = lambda: [np.random.default_rng(3)]    # noqa: E731  (a fresh stream per call)
+    on_store, _ = _round(store, test, walk, theta0, 200, streams(), False, False)
+    in_memory, _ = _round(memory, test, walk, theta0, 200, streams(), False, False)
+    _same(on_store[0], sample(memory, test, walk, theta0[0], 200, rng=np.random.default_rng(3),
+                              row_draws="keyed"))
+    _same(in_memory[0], sample(memory, test, walk, theta0[0], 200,
+                               rng=np.random.default_rng(3)))
+    assert on_store[0].store_reads.rows_fetched <= 1.25 * on_store[0].store_reads.rows_read + 64

@@ -1055,17 +1055,25 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
 
 
 def _round(model, test, proposal, theta0, n, streams, parallel, progress, executor=None):
-    """One round: each chain ``n`` steps on its stream; (chains, interrupted)."""
+    """One round: each chain ``n`` steps on its stream; (chains, interrupted).
+
+    A model whose rows sit in a store draws its rows by ``row_draws="keyed"`` (each
+    decision's rows known ahead, so the chain fetches exactly those, in sorted reads: about
+    3-5x the in-memory step at 10^7 rows, against 30-70x for the shared scheme); a model in
+    memory keeps the shared scheme, so its chains stay those of earlier versions. Equal seeds
+    give identical chains either way."""
     from samplers import sample
 
     k = len(streams)
+    rows = "keyed" if _on_store(model) else "shared"
     if executor is not None:
         from samplers import sample_chains
 
         if callable(getattr(executor, "get_executor", None)):   # a Dask client: its executor,
             executor = executor.get_executor(pure=False)        # without hashing the model
         got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
-                            rng=_Streams(streams), executor=executor, progress=progress)
+                            rng=_Streams(streams), executor=executor, progress=progress,
+                            row_draws=rows)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
     if parallel is None:
@@ -1077,19 +1085,26 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
         # compile in this process first (a throwaway 2-step chain on its own stream): the
         # forked workers inherit the compiled kernels instead of each compiling them again
         sample(model, test, proposal, theta0[0], 2, rng=np.random.default_rng(0),
-               progress=False)
+               progress=False, row_draws=rows)
         parent = _Streams(streams)
         with ProcessPoolExecutor(max_workers=k) as pool:
             got = sample_chains(model, test, proposal, theta0, n, n_chains=k, rng=parent,
-                                executor=pool, progress=progress)
+                                executor=pool, progress=progress, row_draws=rows)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
     runs = []
     for j, s in enumerate(streams):
-        runs.append(sample(model, test, proposal, theta0[j], n, rng=s, progress=progress))
+        runs.append(sample(model, test, proposal, theta0[j], n, rng=s, progress=progress,
+                           row_draws=rows))
         if runs[-1].samples.shape[0] < n:        # Ctrl-C: stop here, keep what was drawn
             return _cut(runs), True
     return runs, False
+
+
+def _on_store(model) -> bool:
+    """Whether any of the model's rows (or those of a model it wraps) sit in a store."""
+    sources = getattr(model, "data_sources", None)
+    return bool(sources()) if callable(sources) else False
 
 
 class _Streams(np.random.Generator):
