@@ -153,7 +153,7 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
         @kernel
         def times_hessian(inner, i, center, v, out):
             d = center.shape[0]
-            H = row_scratch(d * d).reshape((d, d))   # stack memory up to d = 27: no allocation per row
+            H = row_scratch(d * d).reshape((d, d))   # on the stack for d <= 27
             hess(inner, i, center, H)
             for j in range(d):
                 s = 0.0
