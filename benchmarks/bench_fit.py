@@ -516,9 +516,15 @@ def main():
                       f"{ref['taylor_check']['draws']} draws (out to Mahalanobis "
                       f"{ref['taylor_check']['max_mahalanobis']:.1f}): largest difference "
                       f"{ref['taylor_check']['max_abs_diff']:.2e}", flush=True)
-            rows = [] if "fit" in skip else [fit_row(model, ref, args, seed)]
-            if rows:
+            rows = []
+            # each row saved as it comes: a run killed later (memory, time) keeps the rows before
+            entry = out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
+                                     reference_taylor_check=ref.get("taylor_check"),
+                                     reference="laplace-gaussian" if gauss else "t5", rows=rows)
+            if "fit" not in skip:
+                rows.append(fit_row(model, ref, args, seed))
                 show(name, rows[-1])
+                save(args, out)
             if kind == "rare" and "exact" not in skip:
                 rows.append(exact_row(model, ref, args, seed))
                 show(name, rows[-1])
@@ -526,10 +532,8 @@ def main():
                 if which not in skip and not (which == "nuts" and N > args.nuts_max_n):
                     rows.append(numpyro_row(X, y, ref, args, seed, which == "hmcecs"))
                     show(name, rows[-1])
-            out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
-                             reference_taylor_check=ref.get("taylor_check"),
-                             reference="laplace-gaussian" if gauss else "t5", rows=rows,
-                             load_after=os.getloadavg()[0])
+                    save(args, out)
+            entry["load_after"] = os.getloadavg()[0]
             del X, y, model, cv
         save(args, out)          # after each workload: a long run keeps what it finished
     print(table(out))
