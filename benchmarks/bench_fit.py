@@ -541,7 +541,7 @@ def main():
 
 def save(args, out):
     """The JSON (with the machine) and the markdown table of the workloads so far."""
-    write(args.out, {"args": vars(args), "workloads": out})
+    write(args.out, {"args": {**vars(args), "data_dir": bool(args.data_dir)}, "workloads": out})
     (RESULTS / f"{args.out}.md").write_text(table(out) + "\n")
 
 
