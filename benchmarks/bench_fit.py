@@ -7,22 +7,27 @@ Workloads (``--workloads``, default all; each its own seed):
   chunk to ``.npy`` files and read as memmaps (:func:`samplers.datasets.write_memmap`);
 * ``d100-N2e5``, ``d100-N1e6``: the same with 100 covariates, where the random walk needs about
   d times more steps per effective draw and HMCECS's gradients pay off;
-* ``rare-N2e5``, ``rare-N1e6``: :func:`samplers.datasets.rare_covariate_logistic` (a binary
-  covariate active in 40 rows at a 6% base rate, d = 5): heterogeneous rows, where the
-  minibatch CLT fails.
+* ``rare-N2e5``, ``rare-N1e6``: :func:`samplers.datasets.rare_covariate_logistic` (a binary covariate active in
+  40 rows at a 6% base rate, d = 5): heterogeneous rows, where the minibatch CLT fails.
 
 For each: ``fit(model, tolerance=0.01, ess=--ess)`` timed whole (mode, proxy, trial pairs,
 design, route, verdict, chains) and its chains alone (``attrs["timings"]["chains"]``), the
 route chosen, its predicted and realised rows per effective sample; NumPyro HMCECS (Taylor
-proxy at the mode, ``num_blocks=100``, subsample ``--hmcecs-m``) and NUTS (full data) all-in
-(mode by BFGS in JAX, compilation, warm-up, sampling) and sampling only (NUTS up to
-``--nuts-max-n`` rows); min bulk ESS per second of each; accuracy against an
-importance-sampling reference (exact full-data weights, ``--ref-draws`` draws, its weights'
+proxy at the mode, ``--hmcecs-blocks`` blocks, subsample ``--hmcecs-m``: NumPyro's example
+uses 100 and 1300) and NUTS (full data) all-in (mode by Newton's method in JAX, compilation,
+warm-up, sampling) and sampling only (NUTS up to ``--nuts-max-n`` rows; ``--laplace-mass``
+gives both the Laplace covariance as a fixed dense mass matrix); min bulk ESS per second
+(wall) and per CPU-second (this process and its chain processes: fairer under load) of
+each; accuracy against an importance-sampling reference (``--ref-draws`` draws, its weights'
 ESS printed; from a multivariate t with 5 degrees of freedom at the mode, Laplace scale x 1.2,
 for d <= 20, and from the Laplace Gaussian itself above, where a t's radial law no longer
-matches): max |mean error| and |sd error| in posterior sds and the largest 5% / 95% quantile
-error in posterior sds. fit's predicted and realised cost (rows per effective sample) and
-ESS per step are printed beside its figures. On the rare-covariate workload, exact MH
+matches; weights from exact full-data sums, or with ``--ref-method taylor4``, meant for the
+d10 workloads (its tensors hold d^4 numbers), from the log-likelihood's degree-4 Taylor
+polynomial at the mode, one pass, checked against exact sums at ``--ref-check`` draws): max
+|mean error| and |sd error| in posterior sds and the largest 5% / 95% quantile error in
+posterior sds, each with its Monte Carlo standard error (the draws' and the reference's).
+fit's predicted and realised cost (rows per effective sample) and ESS per step are printed
+beside its figures. On the rare-covariate workload, exact MH
 (random walk, all rows, ``--exact-draws`` steps per chain) gives the baseline ESS per second.
 Every row records the 1-minute load average when it finished; a markdown table of all rows
 goes beside the JSON (``results/<out>.md``).
@@ -35,6 +40,7 @@ machine the JSON names, with its load.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 import tempfile
@@ -67,13 +73,18 @@ WORKLOADS = {
 
 def data(kind, N, seed, tmpdir):
     """The workload's (X, y): in memory below ``MEMMAP_ROWS`` rows, else memmaps written in
-    chunks (one chunk in memory at a time)."""
+    chunks (one chunk in memory at a time) to ``tmpdir``, where a finished earlier write of the
+    same workload (``done`` marker) is reopened instead (``--data-dir``)."""
     rng = np.random.default_rng(seed)
     if kind == "rare":
         X, y, _ = datasets.rare_covariate_logistic(N, rng=rng, rare_rows=40)
         return X, y
     if N < MEMMAP_ROWS:
         return cv_logistic_dataset(N, rng, kind)
+    done_marker = Path(tmpdir) / f"done-{kind}-{N}-{seed}"
+    if done_marker.exists():
+        return (np.load(Path(tmpdir) / "X.npy", mmap_mode="r"),
+                np.load(Path(tmpdir) / "y.npy", mmap_mode="r"))
     theta = rng.normal(0.0, 1.0 / np.sqrt(kind), kind + 1)
 
     def rows(n, r):
@@ -90,7 +101,17 @@ def data(kind, N, seed, tmpdir):
         return (r.random(n) < 1.0 / (1.0 + np.exp(-eta))).astype(float)
 
     y = datasets.write_memmap(Path(tmpdir) / "y.npy", N, labels, rng=rng)
+    done_marker.touch()
     return X, y
+
+
+def cpu_seconds():
+    """CPU seconds of this process and its finished children (fit's chain processes): under
+    load, a fairer clock than the wall for comparing samplers run at different moments."""
+    import resource
+
+    c = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + c.ru_utime + c.ru_stime
 
 
 def ess_bulk(x):
@@ -108,6 +129,8 @@ def loglik_jax(X, y, thetas, block_rows=1 << 17):
     import jax
     import jax.numpy as jnp
 
+    jax.config.update("jax_enable_x64", True)     # else the first workload's sums are float32
+
     @jax.jit
     def block(th, Xb, sb):
         return jnp.sum(jax.nn.log_sigmoid(sb[:, None] * (Xb @ th.T)), axis=0)
@@ -121,23 +144,78 @@ def loglik_jax(X, y, thetas, block_rows=1 << 17):
     return total
 
 
-def reference(X, y, mode, cov, n_draws, rng, df=5.0, widen=1.2):
+def taylor4_loglik(X, y, center, block_rows=1 << 16):
+    """The full-data logistic log-likelihood as its Taylor polynomial of degree 4 at ``center``
+    (one pass): returns ``ll(thetas)``, exact up to ``sum_i |f^(5)| |x_i'u|^5 / 120`` with
+    ``u = theta - center`` and ``|f^(5)| <= 1/8``, far below 1e-3 in a posterior's bulk and
+    tails from N = 10^5 on; :func:`reference` checks it against exact full-data sums."""
+    d = center.size
+    iu, ju = np.triu_indices(d)
+    pair = np.empty((d, d), dtype=int)
+    pair[iu, ju] = pair[ju, iu] = np.arange(iu.size)
+    c0, g, H = 0.0, np.zeros(d), np.zeros((d, d))
+    T3, T4 = np.zeros((iu.size, d)), np.zeros((iu.size, iu.size))
+    for r in range(0, X.shape[0], block_rows):
+        Xb, yb = np.asarray(X[r:r + block_rows]), np.asarray(y[r:r + block_rows])
+        eta = Xb @ center
+        p = 1.0 / (1.0 + np.exp(-eta))
+        v = p * (1.0 - p)
+        c0 += float(np.sum(yb * eta - np.logaddexp(0.0, eta)))
+        g += Xb.T @ (yb - p)
+        H -= (Xb * v[:, None]).T @ Xb
+        Z = Xb[:, iu] * Xb[:, ju]
+        T3 -= (Z * (v * (1.0 - 2.0 * p))[:, None]).T @ Xb
+        T4 -= (Z * (v * (1.0 - 6.0 * p + 6.0 * p * p))[:, None]).T @ Z
+    T3 = T3[pair.ravel()]                          # (d*d, d): row a*d+b is the pair (a, b)
+    T4 = T4[np.ix_(pair.ravel(), pair.ravel())]    # (d*d, d*d)
+
+    def ll(thetas):
+        U = np.atleast_2d(thetas) - center
+        V = (U[:, :, None] * U[:, None, :]).reshape(len(U), d * d)
+        return (c0 + U @ g + 0.5 * np.sum((U @ H) * U, axis=1)
+                + np.sum((V @ T3) * U, axis=1) / 6.0 + np.sum((V @ T4) * V, axis=1) / 24.0)
+    return ll
+
+
+def reference(X, y, mode, cov, n_draws, rng, df=5.0, widen=1.2, method="exact", check=200):
     """Importance sampling from a multivariate t at the mode (``df`` None: the Gaussian
-    N(mode, widen^2 cov)): weighted means, sds, quantiles, and the weights' ESS."""
+    N(mode, widen^2 cov)): weighted means, sds, quantiles, and the weights' ESS.
+
+    ``method="taylor4"`` (logistic only) weighs by :func:`taylor4_loglik` at the mode, which
+    costs O(d^4) per draw instead of a full-data pass, and checks it against exact full-data
+    sums at ``check`` draws (half the farthest from the mode within the Laplace
+    approximation's 1 - 1e-9 region, beyond which weights are nil, half at random): the
+    largest difference in log-likelihood goes in ``taylor_check``."""
     from scipy import stats
 
     d = mode.size
     q = (stats.multivariate_normal(mean=mode, cov=widen ** 2 * cov, seed=rng) if df is None
          else stats.multivariate_t(loc=mode, shape=widen ** 2 * cov, df=df, seed=rng))
     thetas = q.rvs(n_draws).reshape(n_draws, d)
-    ll = np.concatenate([loglik_jax(X, y, thetas[a:a + 500]) for a in range(0, n_draws, 500)])
+    extra = {}
+    if method == "taylor4":
+        poly = taylor4_loglik(X, y, mode)
+        ll = np.concatenate([poly(thetas[a:a + 20_000]) for a in range(0, n_draws, 20_000)])
+        dist2 = np.sum((thetas - mode) @ np.linalg.inv(cov) * (thetas - mode), axis=1)
+        inside = np.flatnonzero(dist2 <= stats.chi2.ppf(1.0 - 1e-9, d))
+        far = inside[np.argsort(dist2[inside])[::-1][:check // 2]]
+        pick = np.concatenate([far, rng.choice(n_draws, check - far.size, replace=False)])
+        exact = np.concatenate([loglik_jax(X, y, thetas[pick[a:a + 100]])
+                                for a in range(0, pick.size, 100)])
+        extra = dict(taylor_check=dict(
+            draws=int(pick.size), max_abs_diff=float(np.max(np.abs(exact - ll[pick]))),
+            max_mahalanobis=float(np.sqrt(dist2[far[0]]))))
+    else:
+        ll = np.concatenate([loglik_jax(X, y, thetas[a:a + 500])
+                             for a in range(0, n_draws, 500)])
     logw = ll - 0.5 * np.sum(thetas ** 2, axis=1) / PRIOR_SD ** 2 - q.logpdf(thetas)
     w = np.exp(logw - logw.max())
     w /= w.sum()
     mean = w @ thetas
     sd = np.sqrt(w @ (thetas - mean) ** 2)
     qs = np.array([[_wquantile(thetas[:, j], w, p) for j in range(d)] for p in (0.05, 0.95)])
-    return dict(mean=mean, sd=sd, q05=qs[0], q95=qs[1], ess=float(1.0 / np.sum(w ** 2)))
+    return dict(mean=mean, sd=sd, q05=qs[0], q95=qs[1], ess=float(1.0 / np.sum(w ** 2)),
+                **extra)
 
 
 def _wquantile(x, w, p):
@@ -146,49 +224,46 @@ def _wquantile(x, w, p):
     return float(np.interp(p, c - 0.5 * w[order], x[order]))
 
 
+#: Monte Carlo standard error of the reference's statistics in posterior sds per 1/sqrt(weights'
+#: ESS), Gaussian approximations: mean 1, sd 1/sqrt(2), p-quantile sqrt(p(1-p)) / phi(z_p).
+REF_MCSE = dict(mean=1.0, sd=0.5 ** 0.5, q05=2.113, q95=2.113)
+
+
 def accuracy(x, ref):
-    """Errors in posterior sds of draws x (chains, draws, d) against the reference, each the
-    largest over the coordinates, with the Monte Carlo standard error at that coordinate
-    (``*_mcse``: the chain's, from arviz's ``mcse``, and the reference's, from its weights' ESS,
-    combined) and the largest error in units of its MCSE over the coordinates (``*_z``): a
-    bias shows as z well above 3-4 (the largest of d normal errors is about
-    sqrt(2 log d) MCSEs)."""
+    """Errors in posterior sds of draws x (chains, draws, d) against the reference: for the
+    mean, the sd and the 5% / 95% quantiles, the largest error over coordinates
+    (``<stat>_error``), the Monte Carlo standard error of that coordinate's error
+    (``<stat>_mcse``: the draws' by ArviZ, the reference's from :data:`REF_MCSE`, added in
+    quadrature) and the largest ratio of error to its MCSE over coordinates (``<stat>_z``)."""
     az = import_arviz()
     s = x.reshape(-1, x.shape[2])
-    sd, d = ref["sd"], x.shape[2]
+    sd = ref["sd"]
+    err = dict(mean=s.mean(axis=0) - ref["mean"], sd=s.std(axis=0) - sd,
+               q05=np.quantile(s, 0.05, axis=0) - ref["q05"],
+               q95=np.quantile(s, 0.95, axis=0) - ref["q95"])
+    out = {}
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        mc = {
-            "mean": np.array([float(az.mcse(x[:, :, j], method="mean")) for j in range(d)]),
-            "sd": np.array([float(az.mcse(x[:, :, j], method="sd")) for j in range(d)]),
-            "q05": np.array([float(az.mcse(x[:, :, j], method="quantile", prob=0.05))
-                             for j in range(d)]),
-            "q95": np.array([float(az.mcse(x[:, :, j], method="quantile", prob=0.95))
-                             for j in range(d)])}
-    # the reference's own error: mean sd / sqrt(ESS), sd 1 / sqrt(2 ESS) (in sds), a 5% or
-    # 95% quantile sqrt(p (1 - p)) / phi(1.645) / sqrt(ESS) = 2.11 / sqrt(ESS) sds (Gaussian)
-    ref_mc = {"mean": 1.0, "sd": 1.0 / np.sqrt(2.0), "q05": 2.11, "q95": 2.11}
-    err = {"mean": s.mean(axis=0) - ref["mean"], "sd": s.std(axis=0) - sd,
-           "q05": np.quantile(s, 0.05, axis=0) - ref["q05"],
-           "q95": np.quantile(s, 0.95, axis=0) - ref["q95"]}
-    out = {}
-    for key, e in err.items():
-        e = np.abs(e) / sd
-        mcse = np.sqrt((mc[key] / sd) ** 2 + ref_mc[key] ** 2 / ref["ess"])
-        j = int(np.argmax(e))
-        out[f"{key}_error"] = float(e[j])
-        out[f"{key}_mcse"] = float(mcse[j])
-        out[f"{key}_z"] = float(np.max(e / mcse))
+        for stat, e in err.items():
+            kw = (dict(method=stat) if stat in ("mean", "sd")
+                  else dict(method="quantile", prob=float(stat[1:]) / 100))
+            own = np.array([float(np.asarray(az.mcse(x[:, :, j], **kw)))
+                            for j in range(x.shape[2])])
+            mcse = np.hypot(own / sd, REF_MCSE[stat] / np.sqrt(ref["ess"]))
+            a = np.abs(e) / sd
+            j = int(np.argmax(a))
+            out.update({f"{stat}_error": float(a[j]), f"{stat}_mcse": float(mcse[j]),
+                        f"{stat}_z": float(np.max(a / mcse))})
     return out
 
 
 # --- samplers ----------------------------------------------------------------------------------
 
 def fit_row(model, ref, args, seed):
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), cpu_seconds()
     idata = fit(model, tolerance=0.01, draws=args.draws, ess=args.ess, max_seconds=args.cap,
                 rng=seed, progress=False)
-    wall = time.perf_counter() - t0
+    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
     a = idata.posterior.attrs
     x = idata.posterior.theta.values
     e = ess_bulk(x)
@@ -196,6 +271,7 @@ def fit_row(model, ref, args, seed):
     return dict(sampler="fit", route=a["route"], pareto_k=a["pareto_k"],
                 proposals_tried=a["proposals_tried"], all_in_s=wall,
                 sampling_s=chain_s, setup_s=wall - chain_s, timings=a["timings"],
+                cpu_s=cpu, ess_per_cpu_s=float(e.min() / cpu),
                 draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
                 ess_per_s_all_in=float(e.min() / wall), ess_per_s_sampling=float(e.min() / chain_s),
                 rows_per_step=a["rows_realised"], cost_predicted=a["cost_predicted"],
@@ -221,25 +297,51 @@ def exact_row(model, ref, args, seed):
                 **accuracy(x, ref))
 
 
+def newton_mode_jax(Xj, yj, max_steps=50):
+    """The posterior mode by Newton's method in JAX (halving steps that do not raise the log
+    posterior), until the Newton decrement is below 1e-12. Not ``jax.scipy.optimize``'s BFGS:
+    on d10-N1e6 it stopped (status 5) 50 posterior sds from the mode, leaving HMCECS a
+    Taylor proxy whose estimator is far too noisy. Returns the mode and the negative log
+    posterior's Hessian there."""
+    import jax
+    import jax.numpy as jnp
+
+    @jax.jit
+    def logpost_grad_hess(th):
+        eta = Xj @ th
+        p = jax.nn.sigmoid(eta)
+        lp = (jnp.sum(yj * eta - jnp.logaddexp(0.0, eta)) - 0.5 * th @ th / PRIOR_SD ** 2)
+        g = Xj.T @ (yj - p) - th / PRIOR_SD ** 2
+        H = Xj.T @ (Xj * (p * (1 - p))[:, None]) + jnp.eye(th.size) / PRIOR_SD ** 2
+        return lp, g, H
+
+    th = jnp.zeros(Xj.shape[1])
+    lp, g, H = logpost_grad_hess(th)
+    for _ in range(max_steps):
+        step = jnp.linalg.solve(H, g)
+        if float(g @ step) < 1e-12:
+            break
+        for _ in range(30):
+            lp_new, g_new, H_new = logpost_grad_hess(th + step)
+            if float(lp_new) >= float(lp):
+                break
+            step = step / 2
+        th, lp, g, H = th + step, lp_new, g_new, H_new
+    return jax.block_until_ready(th), H
+
+
 def numpyro_row(X, y, ref, args, seed, hmcecs):
     import jax
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
-    from jax.scipy.optimize import minimize
     from numpyro.infer import HMCECS, MCMC, NUTS
 
     jax.config.update("jax_enable_x64", True)
     N, k = X.shape
     Xj, yj = jnp.asarray(np.asarray(X)), jnp.asarray(np.asarray(y))
-    t0 = time.perf_counter()
-
-    def neg(th):
-        return -(jnp.sum(jax.nn.log_sigmoid((2 * yj - 1) * (Xj @ th)))
-                 - 0.5 * th @ th / PRIOR_SD ** 2)
-
-    mode = minimize(neg, jnp.zeros(k), method="BFGS").x
-    jax.block_until_ready(mode)
+    t0, c0 = time.perf_counter(), cpu_seconds()
+    mode, hess = newton_mode_jax(Xj, yj)
     t_mode = time.perf_counter() - t0
     m = args.hmcecs_m if hmcecs else None
 
@@ -251,10 +353,21 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
         with numpyro.plate("N", N, subsample_size=m) as idx:
             numpyro.sample("obs", dist.Bernoulli(logits=X[idx] @ theta), obs=y[idx])
 
-    kernel = (HMCECS(NUTS(model), num_blocks=100, proxy=HMCECS.taylor_proxy({"theta": mode}))
-              if hmcecs else NUTS(model))
-    mcmc = MCMC(kernel, num_warmup=args.warmup, num_samples=args.numpyro_draws,
-                num_chains=1, progress_bar=False)
+    # --laplace-mass: NUTS takes the Laplace covariance as its (dense) inverse mass matrix and
+    # adapts only its step size; else it starts from the identity, whose first warm-up trees
+    # run to depth 10 when the posterior sds are ~1e-3 (1023 full-data gradients per draw at
+    # N = 10^7), and the adaptation's regularisation (towards 1e-3 I) exceeds such variances
+    nuts = (dict(dense_mass=True, inverse_mass_matrix=jnp.linalg.inv(hess),
+                 adapt_mass_matrix=False) if args.laplace_mass else {})
+    kernel = (HMCECS(NUTS(model, **nuts), num_blocks=args.hmcecs_blocks,
+                     proxy=HMCECS.taylor_proxy({"theta": mode}))
+              if hmcecs else NUTS(model, **nuts))
+    warmup, draws = ((args.warmup, args.numpyro_draws) if hmcecs else
+                     (args.nuts_warmup or args.warmup, args.nuts_draws or args.numpyro_draws))
+    settings = dict(warmup=warmup, draws_per_run=draws, inner="NUTS",
+                    mass="Laplace, dense, fixed" if args.laplace_mass else "identity, adapted",
+                    **(dict(subsample=m, num_blocks=args.hmcecs_blocks) if hmcecs else {}))
+    mcmc = MCMC(kernel, num_warmup=warmup, num_samples=draws, num_chains=1, progress_bar=False)
     t1 = time.perf_counter()
     mcmc.warmup(jax.random.PRNGKey(seed), Xj, yj, init_params={"theta": mode})
     jax.block_until_ready(mcmc.post_warmup_state)
@@ -264,10 +377,11 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
     x = np.asarray(mcmc.get_samples()["theta"])[None]
     t_first = time.perf_counter() - t2            # compiles the sampling loop, then samples
     mcmc.post_warmup_state = mcmc.last_state
-    t3 = time.perf_counter()
+    t3, c3 = time.perf_counter(), cpu_seconds()
     mcmc.run(mcmc.post_warmup_state.rng_key, Xj, yj)
     x2 = np.asarray(mcmc.get_samples()["theta"])[None]
     t_sample = time.perf_counter() - t3           # the same length again: sampling only
+    cpu_sample, cpu = cpu_seconds() - c3, cpu_seconds() - c0
     x = np.concatenate([x, x2], axis=1)
     e = ess_bulk(x)
     all_in = t_mode + t_warm + t_first + t_sample
@@ -276,18 +390,21 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
                 compile_s=max(t_first - t_sample, 0.0), draws=int(x.shape[1]),
                 min_ess=float(e.min()), ess_per_s_all_in=float(e.min() / all_in),
                 ess_per_s_sampling=float(e.min() / (2 * t_sample)), load=os.getloadavg()[0],
-                **accuracy(x, ref))
+                cpu_s=cpu, cpu_sampling_s=2 * cpu_sample, ess_per_cpu_s=float(e.min() / cpu),
+                ess_per_cpu_s_sampling=float(e.min() / (2 * cpu_sample)),
+                settings=settings, **accuracy(x, ref))
 
 
 def show(name, r):
     print(f"  {r['sampler']:<16} {r.get('route', ''):<26} all-in {r['all_in_s']:8.2f} s  "
           f"sampling {r['sampling_s']:8.2f} s  min ESS {r['min_ess']:7.0f}  ESS/s all-in "
           f"{r['ess_per_s_all_in']:9.1f}  sampling {r['ess_per_s_sampling']:9.1f}  "
-          f"load {r['load']:.1f}", flush=True)
-    print("    errors (sds, max over coordinates) with the MCSE there and max |err| / MCSE: "
-          + "  ".join(f"{k} {r[k + '_error']:.3f} (mcse {r.get(k + '_mcse', np.nan):.3f}, "
-                      f"z {r.get(k + '_z', np.nan):.1f})" for k in ("mean", "sd", "q05", "q95")),
-          flush=True)
+          f"{_errors(r)}  load {r['load']:.1f}", flush=True)
+    if "cpu_s" in r:
+        print(f"    CPU-s all-in {r['cpu_s']:.1f} ({r['ess_per_cpu_s']:.1f} ESS per CPU-s)"
+              + (f", sampling {r['cpu_sampling_s']:.1f} ({r['ess_per_cpu_s_sampling']:.1f})"
+                 if "cpu_sampling_s" in r else "")
+              + (f"; settings {r['settings']}" if "settings" in r else ""), flush=True)
     if "cost_predicted" in r:
         print(f"    predicted {r['cost_predicted']:,.0f} vs realised {r['cost_realised']:,.0f} "
               f"rows per effective sample; ESS per step predicted "
@@ -295,23 +412,33 @@ def show(name, r):
               f" proposals tried: {r['proposals_tried']}; timings {r['timings']}", flush=True)
 
 
-def _err(r, key) -> str:
-    """An error with its MCSE, when the row has one (older JSON files do not)."""
-    e = f"{r[key + '_error']:.3f}"
-    return e if key + "_mcse" not in r else e + f" ± {r[key + '_mcse']:.3f}"
+def _errors(r):
+    """``mean err 0.012 (0.010)  ...``: each error in posterior sds with its MCSE."""
+    return "  ".join(f"{k} err {r[f'{k}_error']:.3f}"
+                    + (f" ({r[f'{k}_mcse']:.3f})" if f"{k}_mcse" in r else "")
+                    for k in ("mean", "sd", "q05", "q95"))
+
+
+def _cells(r):
+    """The four errors as table cells, each with its MCSE in brackets when known."""
+    return " | ".join(f"{r[f'{k}_error']:.3f}"
+                      + (f" ({r[f'{k}_mcse']:.3f})" if f"{k}_mcse" in r else "")
+                      for k in ("mean", "sd", "q05", "q95"))
 
 
 def table(out) -> str:
     """All rows as one markdown table, fit's ratio to HMCECS sampling-only beside each."""
     head = ("| workload | sampler | route | all-in s | sampling s | min ESS | ESS/s all-in | "
-            "ESS/s sampling | fit all-in / HMCECS sampling | mean err ± MCSE | sd err ± MCSE | "
-            "q05 err ± MCSE | q95 err ± MCSE | cost pred / real | ESS/step pred / real | load |")
+            "ESS/s sampling | fit all-in / HMCECS sampling (per CPU-s) | mean err (MCSE) | sd err (MCSE) | "
+            "q05 err (MCSE) | q95 err (MCSE) | cost pred / real | ESS/step pred / real | load |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, w in out.items():
         hmcecs = next((r for r in w["rows"] if r["sampler"] == "NumPyro HMCECS"), None)
         for r in w["rows"]:
             ratio = ("" if hmcecs is None or r["sampler"] != "fit" else
                      f"{r['ess_per_s_all_in'] / hmcecs['ess_per_s_sampling']:.2f}x")
+            if ratio and "ess_per_cpu_s" in r and "ess_per_cpu_s_sampling" in hmcecs:
+                ratio += f" (CPU {r['ess_per_cpu_s'] / hmcecs['ess_per_cpu_s_sampling']:.1f}x)"
             cost = (f"{r['cost_predicted']:,.0f} / {r['cost_realised']:,.0f}"
                     if "cost_predicted" in r else "")
             eps = (f"{r['ess_per_step_predicted']:.3f} / {r['ess_per_step_realised']:.3f}"
@@ -320,8 +447,7 @@ def table(out) -> str:
                 f"| {name} (N = {w['N']:,}, d = {w['d']}) | {r['sampler']} | "
                 f"{r.get('route', '')} | {r['all_in_s']:.1f} | {r['sampling_s']:.1f} | "
                 f"{r['min_ess']:.0f} | {r['ess_per_s_all_in']:.1f} | "
-                f"{r['ess_per_s_sampling']:.1f} | {ratio} | "
-                + " | ".join(_err(r, k) for k in ("mean", "sd", "q05", "q95")) + f" | {cost} | "
+                f"{r['ess_per_s_sampling']:.1f} | {ratio} | {_cells(r)} | {cost} | "
                 f"{eps} | {r['load']:.1f} |")
     return "\n".join(lines)
 
@@ -337,9 +463,20 @@ def main():
     p.add_argument("--warmup", type=int, default=500)
     p.add_argument("--numpyro-draws", type=int, default=1000)
     p.add_argument("--hmcecs-m", type=int, default=1000)
+    p.add_argument("--hmcecs-blocks", type=int, default=100)
+    p.add_argument("--laplace-mass", action="store_true",
+                   help="NUTS and HMCECS's inner NUTS take the Laplace covariance (the "
+                        "mode's Newton Hessian) as their dense inverse mass matrix, unadapted")
+    p.add_argument("--nuts-warmup", type=int, default=None, help="default: --warmup")
+    p.add_argument("--nuts-draws", type=int, default=None, help="default: --numpyro-draws")
     p.add_argument("--skip", default="", help="comma list of: fit, nuts, hmcecs, exact")
     p.add_argument("--nuts-max-n", type=int, default=1_000_000,
                    help="largest N at which NUTS (full-data gradients) runs")
+    p.add_argument("--ref-method", choices=("exact", "taylor4"), default="exact",
+                   help="the reference's log-likelihood on the logistic workloads: exact "
+                        "full-data sums per draw, or the degree-4 Taylor polynomial at the "
+                        "mode (one pass, checked against exact sums at --ref-check draws)")
+    p.add_argument("--ref-check", type=int, default=200)
     p.add_argument("--ref-gaussian-above-d", type=int, default=20,
                    help="the reference draws from the Laplace Gaussian above this d")
     p.add_argument("--ref-widen", type=float, default=None,
@@ -348,14 +485,26 @@ def main():
                         "reference does not share the tails of fit's Gaussian proposal)")
     p.add_argument("--seed", type=int, default=None, help="replaces each workload's seed")
     p.add_argument("--out", default="bench_fit", help="results/<out>.json")
+    p.add_argument("--data-dir", default=None,
+                   help="keep the memmap workloads' files here (<data-dir>/<workload>/) and "
+                        "reuse a finished write; default: a temporary directory")
+    p.add_argument("--write-only", action="store_true",
+                   help="write (or check) the workloads' data and stop")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     out = {}
     for name in args.workloads.split(","):
         kind, N, seed = WORKLOADS[name]
         seed = seed if args.seed is None else args.seed
-        with tempfile.TemporaryDirectory() as tmp:
+        keep = Path(args.data_dir) / name if args.data_dir else None
+        if keep is not None:
+            keep.mkdir(parents=True, exist_ok=True)
+        with (contextlib.nullcontext(str(keep)) if keep is not None
+              else tempfile.TemporaryDirectory()) as tmp:
             X, y = data(kind, N, seed, tmp)
+            if args.write_only:
+                print(f"{name}: data in {tmp}, shape {X.shape}", flush=True)
+                continue
             model = LogisticRegression(X, y, prior=GaussianPrior(0.0, PRIOR_SD))
             print(f"{name}: N = {N:,}, d = {X.shape[1]}, load {os.getloadavg()[0]:.1f}",
                   flush=True)
@@ -363,14 +512,29 @@ def main():
             gauss = X.shape[1] > args.ref_gaussian_above_d
             ref = reference(X, y, cv.center.theta, cv.laplace_covariance(), args.ref_draws,
                             np.random.default_rng(seed + 100), df=None if gauss else 5.0,
-                            widen=args.ref_widen or (1.0 if gauss else 1.2))
+                            widen=args.ref_widen or (1.0 if gauss else 1.2),
+                            method=args.ref_method if kind != "rare" else "exact",
+                            check=args.ref_check)
             print(f"  reference: importance sampling from the Laplace "
                   f"{'Gaussian' if gauss else 't (df 5)'}, scale x "
                   f"{args.ref_widen or (1.0 if gauss else 1.2):g}, weights' ESS "
                   f"{ref['ess']:,.0f} of {args.ref_draws:,}", flush=True)
-            rows = [] if "fit" in skip else [fit_row(model, ref, args, seed)]
-            if rows:
+            if "taylor_check" in ref:
+                print(f"  Taylor-4 log-likelihood vs exact full-data sums at "
+                      f"{ref['taylor_check']['draws']} draws (out to Mahalanobis "
+                      f"{ref['taylor_check']['max_mahalanobis']:.1f}): largest difference "
+                      f"{ref['taylor_check']['max_abs_diff']:.2e}", flush=True)
+            rows = []
+            # each row saved as it comes: a run killed later (memory, time) keeps the rows before
+            entry = out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
+                                     reference_taylor_check=ref.get("taylor_check"),
+                                     reference="laplace-gaussian" if gauss else "t5", seed=seed,
+                                     reference_widen=args.ref_widen or (1.0 if gauss else 1.2),
+                                     rows=rows)
+            if "fit" not in skip:
+                rows.append(fit_row(model, ref, args, seed))
                 show(name, rows[-1])
+                save(args, out)
             if kind == "rare" and "exact" not in skip:
                 rows.append(exact_row(model, ref, args, seed))
                 show(name, rows[-1])
@@ -378,10 +542,8 @@ def main():
                 if which not in skip and not (which == "nuts" and N > args.nuts_max_n):
                     rows.append(numpyro_row(X, y, ref, args, seed, which == "hmcecs"))
                     show(name, rows[-1])
-            out[name] = dict(N=N, d=int(X.shape[1]), reference_ess=ref["ess"],
-                             reference="laplace-gaussian" if gauss else "t5", seed=seed,
-                             reference_widen=args.ref_widen or (1.0 if gauss else 1.2), rows=rows,
-                             load_after=os.getloadavg()[0])
+                    save(args, out)
+            entry["load_after"] = os.getloadavg()[0]
             del X, y, model, cv
         save(args, out)          # after each workload: a long run keeps what it finished
     print(table(out))
@@ -389,7 +551,7 @@ def main():
 
 def save(args, out):
     """The JSON (with the machine) and the markdown table of the workloads so far."""
-    write(args.out, {"args": vars(args), "workloads": out})
+    write(args.out, {"args": {**vars(args), "data_dir": bool(args.data_dir)}, "workloads": out})
     (RESULTS / f"{args.out}.md").write_text(table(out) + "\n")
 
 
