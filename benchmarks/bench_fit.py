@@ -8,7 +8,8 @@ Workloads (``--workloads``, default all; each its own seed):
 * ``d100-N2e5``, ``d100-N1e6``: the same with 100 covariates, where the random walk needs about
   d times more steps per effective draw and HMCECS's gradients pay off;
 * ``rare-N2e5``, ``rare-N1e6``: :func:`samplers.datasets.rare_covariate_logistic` (a binary
-  covariate active in 40 rows at a 6% base rate, d = 5): heterogeneous rows, where the minibatch CLT fails.
+  covariate active in 40 rows at a 6% base rate, d = 5): heterogeneous rows, where the
+  minibatch CLT fails.
 
 For each: ``fit(model, tolerance=0.01, ess=--ess)`` timed whole (mode, proxy, trial pairs,
 design, route, verdict, chains) and its chains alone (``attrs["timings"]["chains"]``), the
