@@ -108,7 +108,9 @@ class _ShardFill:
     def __init__(self, reader):
         self._reader = reader
         self._files: OrderedDict = OrderedDict()
-        self._buf = np.empty(BUFFER, dtype=np.uint8)
+        # one row wider than BUFFER still fits (read_shard joins rows only within the
+        # buffer, but always reads a run's first row whole)
+        self._buf = np.empty(max(BUFFER, int(reader.row_bytes)), dtype=np.uint8)
 
     def _fd(self, s, path):
         fd = self._files.get(s)

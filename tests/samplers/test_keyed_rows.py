@@ -210,6 +210,25 @@ def test_compiled_shard_reads_equal_the_rows(tmp_path):
     fill.close()
 
 
+def test_compiled_shard_reads_of_rows_wider_than_the_buffer(tmp_path):
+    """A row of more than BUFFER bytes (here 1.1 MB) is read whole into a buffer that grows to
+    fit it (a 1 MiB buffer was overrun: wrong rows, then a crash)."""
+    pytest.importorskip("zarr")
+    from samplers import _shardread
+    from samplers.sources import ZarrSource, to_zarr
+
+    X = np.random.default_rng(2).normal(size=(3, 140_000))
+    assert X[0].nbytes > _shardread.BUFFER
+    to_zarr(X, tmp_path / "wide.zarr", rows_per_chunk=1, rows_per_shard=2, progress=False)
+    fill = _shardread.shard_filler(ZarrSource(tmp_path / "wide.zarr"))
+    if fill is None:
+        pytest.skip("no pread in this C library")
+    out = np.zeros_like(X)
+    fill(np.arange(3, dtype=np.int64), np.array([2, 0, 1], dtype=np.int64), out)
+    fill.close()
+    assert np.array_equal(out[[2, 0, 1]], X)
+
+
 def test_chains_cut_after_an_interruption_keep_their_store_reads(models):
     """sample_chains cuts interrupted chains to the shortest: each keeps what it read."""
     from samplers._chain import ChainInterrupted, _common_length
