@@ -19,7 +19,7 @@ given such a handle (resolved when the loop is compiled, by the handle's numba t
 
 from __future__ import annotations
 
-import itertools
+import uuid
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -85,10 +85,6 @@ def _code_grad(code, a, b, const, theta, out):
             out[j] = -np.sign(theta[j] - a[j]) / b[j]
         else:
             out[j] = 0.0
-
-
-#: Keys of the CompiledPriors made without one (unique in the process).
-_UNNAMED = itertools.count()
 
 
 class PriorFunctions:
@@ -320,7 +316,8 @@ class CompiledPrior(Prior):
     key : str, optional
         A name for the pair that equal functions share (a hash of their source, say): the
         compiled loops are typed by it, so two priors with one key must be the same
-        functions. Default: unique to this pair of function objects.
+        functions. Default: a random name, unique to this prior (then every process compiles
+        the loops for it anew: give a key to reuse the on-disk cache).
 
     Examples
     --------
@@ -343,7 +340,10 @@ class CompiledPrior(Prior):
                 raise TypeError(f"{name} must be a numba function (numba.njit), got "
                                 f"{type(fn).__name__}")
         self.dim = int(dim)
-        key = f"unnamed-{next(_UNNAMED)}" if key is None else str(key)
+        # the compiled loops are cached on disk by their types, so an unnamed pair must never
+        # share its name with another process's (a counter restarting at 0 in every process
+        # loaded the loop compiled for an earlier process's functions): a random name
+        key = f"unnamed-{uuid.uuid4().hex}" if key is None else str(key)
         self._handle = PriorFunctions(logpdf, grad, key)
 
     def bind(self, d):
