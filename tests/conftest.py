@@ -1,7 +1,10 @@
-"""Shared test configuration: a derandomised, capped hypothesis profile."""
+"""Shared test configuration: a derandomised, capped hypothesis profile, and a check that no
+test leaves a SIGINT handler behind."""
 
+import signal
 import warnings
 
+import pytest
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -15,3 +18,16 @@ settings.load_profile("austerity")
 
 # ArviZ announces its refactor on import; the tests use only its stable API.
 warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+
+
+@pytest.fixture(autouse=True)
+def _sigint_handler_left_as_found():
+    """Every test leaves Ctrl-C's handler as it found it: a handler left behind (by the code
+    under test or a library it starts) would make a later in-process Ctrl-C test wait for a
+    KeyboardInterrupt that never comes."""
+    before = signal.getsignal(signal.SIGINT)
+    yield
+    after = signal.getsignal(signal.SIGINT)
+    if after is not before:
+        signal.signal(signal.SIGINT, before)
+        pytest.fail(f"the test left SIGINT's handler {after!r} installed (it was {before!r})")
