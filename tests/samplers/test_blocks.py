@@ -112,7 +112,8 @@ def _ctrl_c_after(seconds, again=10.0, most=6):
     If the block is still running ``again`` seconds later, press it again (at most ``most``
     times in all): CPython can drop a KeyboardInterrupt when its handler happens to run
     inside a finaliser (``__del__``, a weakref callback) of some earlier object, and a user
-    would press Ctrl-C again; a dropped press then costs seconds, not a hung run. A chain
+    would press Ctrl-C again; a dropped press then costs seconds, not a hung run (the tests
+    also run without gc callbacks: the ``no_gc_callbacks`` fixture). A chain
     that honours Ctrl-C returns within a fraction of a second, well before a second press.
     """
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, (
@@ -202,7 +203,7 @@ def test_compiled_true_refuses_a_chain_without_a_compiled_loop():
     assert chain.samples.shape == (10, 1)
 
 
-def test_ctrl_c_keeps_the_completed_blocks():
+def test_ctrl_c_keeps_the_completed_blocks(no_gc_callbacks):
     model, theta0 = _logistic(N=20_000, d=5)
     sample(model, AcceptAll(), SGLD(1e-5, 100), theta0, 5, rng=0, compiled=True)  # compiled
     n = 5_000_000   # minutes of work: the interrupt comes first
@@ -462,7 +463,7 @@ def test_cv_more_thresholds_and_sgld_compiled_equal_python(monkeypatch):
     assert_same_chain(python, compiled)
 
 
-def test_cv_ctrl_c_keeps_the_completed_blocks():
+def test_cv_ctrl_c_keeps_the_completed_blocks(no_gc_callbacks):
     from samplers import Independence
 
     cv = _cv_logistic(2, N=20_000)
@@ -578,7 +579,7 @@ def test_confidence_range_failures_raise_the_same_error_on_both_loops(theta0, me
     assert errors[0] == errors[1]
 
 
-def test_ctrl_c_keeps_the_completed_blocks_of_a_compiled_mh_chain():
+def test_ctrl_c_keeps_the_completed_blocks_of_a_compiled_mh_chain(no_gc_callbacks):
     model, theta0 = _logistic(N=20_000, d=5)
     test = ConfidenceTest(delta=0.1, batch_size=50)
     sample(model, test, RandomWalk(0.01), theta0, 5, rng=0, compiled=True)   # compiled

@@ -536,7 +536,7 @@ def test_glm_sums_stop_at_a_nonfinite_chunk():
     assert not math.isfinite(L) and g is None and H is None
 
 
-def test_ctrl_c_between_chunk_groups_stops_the_glm_pass(monkeypatch):
+def test_ctrl_c_between_chunk_groups_stops_the_glm_pass(monkeypatch, no_gc_callbacks):
     """The pass runs its chunks in groups of _GROUP, calling ``progress`` between groups; a
     Ctrl-C (SIGINT) arriving there stops it before the next group."""
     import os
