@@ -51,19 +51,6 @@ def _no_step(center, theta, theta_new):
     return 0.0
 
 
-@row_jit
-def _pair_step(center, theta, theta_new):
-    """Per-step vectors of :func:`_cv_row_kernels`' ratio: ``(theta + theta' - 2 theta*,
-    theta' - theta)``, each entry computed as the row loop computed it (the same bits)."""
-    d = center.shape[0]
-    w = np.empty(d)
-    delta = np.empty(d)
-    for k in range(d):
-        w[k] = theta[k] + theta_new[k] - 2.0 * center[k]
-        delta[k] = theta_new[k] - theta[k]
-    return w, delta
-
-
 @cache
 def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
     """Row kernels of the wrapper over ``data = (inner, center, order2, shift, step)``, and
@@ -160,7 +147,7 @@ def _cv_loglik_many(link, derivs, scatter):
 @cache
 def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     """Row kernels of the wrapper over ``data = (inner, center, order2, shift, step)`` (the
-    layout of :func:`_cv_kernels`; ``step`` the vectors of :func:`_pair_step`) for a model that is not a GLM but has compiled row kernels
+    layout of :func:`_cv_kernels`; no per-step constants) for a model that is not a GLM but has compiled row kernels
     ``loglik``, ``grad`` and ``hess`` or ``hvp`` (:class:`~samplers.models.RowModel`): the
     row's gradient ``g_i`` at the center and, at order 2, its Hessian ``H_i`` times a vector
     (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into
@@ -187,34 +174,35 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
         times_hessian = hvp
 
     @kernel
-    def proxy_difference(inner, i, center, order2, w, delta):
-        """``hat l_i(theta') - hat l_i(theta)`` from ``w = theta + theta' - 2 theta*`` and
-        ``delta = theta' - theta`` (:func:`_pair_step`, once per decision)."""
+    def proxy_difference(inner, i, center, order2, theta, theta_new):
+        """``hat l_i(theta') - hat l_i(theta)``."""
         d = center.shape[0]
-        buf = row_scratch(2 * d)
+        buf = row_scratch(3 * d)
         g = buf[:d]
         grad(inner, i, center, g)
         if order2 != 0.0:
-            hw = buf[d:]
+            w = buf[d:2 * d]
+            hw = buf[2 * d:]
+            for k in range(d):
+                w[k] = theta[k] + theta_new[k] - 2.0 * center[k]
             times_hessian(inner, i, center, w, hw)
             for j in range(d):
                 g[j] += 0.5 * hw[j]
         proxy = 0.0
         for j in range(d):
-            proxy += delta[j] * g[j]
+            proxy += (theta_new[j] - theta[j]) * g[j]
         return proxy
 
     @kernel
     def row_ratio(data, i, theta, theta_new):
-        inner, center, order2, shift, step = data
-        proxy = proxy_difference(inner, i, center, order2, step[0], step[1])
+        inner, center, order2, shift, _ = data
+        proxy = proxy_difference(inner, i, center, order2, theta, theta_new)
         return (loglik(inner, i, theta_new) - loglik(inner, i, theta)) - proxy + shift
 
     @kernel
     def row_loglik(data, i, theta):
         inner, center, order2, shift, _ = data
-        w, delta = _pair_step(center, center, theta)
-        proxy = proxy_difference(inner, i, center, order2, w, delta)
+        proxy = proxy_difference(inner, i, center, order2, center, theta)
         return (loglik(inner, i, theta) - loglik(inner, i, center)) - proxy + shift
 
     @kernel
@@ -240,7 +228,7 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     def row_prefetch(data, i):
         inner_prefetch(data[0], i)
 
-    return row_ratio, row_loglik, row_grad, row_prefetch, _pair_step
+    return row_ratio, row_loglik, row_grad, row_prefetch, _no_step
 
 
 @cache
