@@ -33,7 +33,7 @@ from design._lib.passes import n_chunks, run_chunks
 from ._base import pass_blocks
 from ._kernels import rows_dot
 from .gaussian import GaussianMean
-from .glm import GLM, _nuisance_row_kernels, _row_kernels
+from .glm import GLM, _nuisance_row_kernels, _nuisance_step_kernels, _row_kernels
 from .linear import LinearRegression
 from .logistic import LogisticRegression, log_sigmoid
 from .robust import RobustRegression, t_log_density, t_score
@@ -58,6 +58,14 @@ class GLMKernels(NamedTuple):
     #: i, eta, eta_new, s, s_new)``) computed without the terms of the link that cancel, or
     #: None: the control variates' ratio is then the difference of two links.
     ratio: Callable | None = None
+    #: Optional, for a GLM with s estimated: ``step(s, s_new, s_c) -> c``, the family's
+    #: per-step constants (of theta, theta' and the centre alone), and ``ratio_at(data, i,
+    #: eta, eta_new, s, s_new, c)`` / ``derivs_at(data, i, eta*, s*, c)``, ``ratio`` and
+    #: ``derivs`` at the centre reading them (the same bits): the control variates compute
+    #: ``c`` once per decision instead of once per row.
+    step: Callable | None = None
+    ratio_at: Callable | None = None
+    derivs_at: Callable | None = None
 
 
 # --- rows x_i of a design matrix X = data[0] ------------------------------------------------
@@ -221,7 +229,8 @@ _REGISTRY = {
 
 
 @cache
-def _family_kernels(core, const, derivs, nuisance=False, diff=None) -> GLMKernels:
+def _family_kernels(core, const, derivs, nuisance=False, diff=None, step=None, diff_at=None,
+                    derivs_at=None) -> GLMKernels:
     """The GLM kernels of one family and link of :class:`~samplers.models.glm.GLM`: the
     link and derivatives of its row kernels, its suprema from the model (inf where the
     family has none: ``GLM._sup``); with ``nuisance``, those of a family whose parameter is
@@ -231,16 +240,21 @@ def _family_kernels(core, const, derivs, nuisance=False, diff=None) -> GLMKernel
     else:
         rows = _row_kernels(core, const, derivs)
     link, derivs_, ratio = rows[3:]
+    ratio_at = row_derivs_at = None
+    if nuisance and step is not None:
+        ratio_at, row_derivs_at = _nuisance_step_kernels(diff_at, derivs_at)
     return GLMKernels(_x_dots3, link, derivs_, _x_scatter,
                       _x1_design if nuisance else _x_design, _x_max_row_norm,
                       m2=lambda m: m._sup("m2"), m3=lambda m: m._sup("m3"), nuisance=nuisance,
-                      ratio=ratio)
+                      ratio=ratio, step=step if nuisance else None, ratio_at=ratio_at,
+                      derivs_at=row_derivs_at)
 
 
 #: Models whose GLM kernels depend on the instance (the family), by exact class.
 _PER_INSTANCE = {
     GLM: lambda m: _family_kernels(m._spec.core, m._spec.const, m._spec.derivs,
-                                   bool(m._spec.nuisance), m._spec.diff),
+                                   bool(m._spec.nuisance), m._spec.diff, m._spec.step,
+                                   m._spec.diff_at, m._spec.derivs_at),
 }
 
 

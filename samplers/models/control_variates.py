@@ -45,15 +45,24 @@ SATURATION = 1e-9
 # --- compiled row kernels, generic in the GLM kernels of the wrapped model -------------------
 
 
+@row_jit
+def _no_step(center, theta, theta_new):
+    """The per-step constants of row kernels that have none."""
+    return 0.0
+
+
 @cache
 def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
-    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)``.
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift, step)``, and
+    the function ``step(center, theta, theta_new)`` that gives the last entry.
 
     ``inner`` is the wrapped model's kernel data, ``center`` theta*, ``order2`` 1.0 for a
-    second-order proxy (0.0 for first order) and ``shift`` the per-call constant (P/N for
-    ratios, the proxy's total at theta over N for log-likelihoods). ``ratio(inner, i, eta,
-    eta_new)``, the GLM's difference of two links (:class:`~samplers.models._glm.GLMKernels`),
-    or None: ``link(inner, i, eta_new) - link(inner, i, eta)``.
+    second-order proxy (0.0 for first order), ``shift`` the per-call constant (P/N for
+    ratios, the proxy's total at theta over N for log-likelihoods) and ``step`` the per-step
+    constants of the ratio (functions of theta, theta' and the centre alone, computed once
+    per decision; here none). ``ratio(inner, i, eta, eta_new)``, the GLM's difference of two
+    links (:class:`~samplers.models._glm.GLMKernels`), or None: ``link(inner, i, eta_new) -
+    link(inner, i, eta)``.
     """
     if ratio is None:
         @row_jit
@@ -62,7 +71,7 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
 
     @row_jit
     def row_ratio(data, i, theta, theta_new):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         a, a_new, a_c = dots3(inner, i, theta, theta_new, center)
         f1, f2 = derivs(inner, i, a_c)
         d = a_new - a
@@ -71,7 +80,7 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
 
     @row_jit
     def row_loglik(data, i, theta):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         a, _, a_c = dots3(inner, i, theta, theta, center)
         f1, f2 = derivs(inner, i, a_c)
         s = a - a_c
@@ -79,7 +88,7 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
 
     @row_jit
     def row_grad(data, i, theta, out):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         a, _, a_c = dots3(inner, i, theta, theta, center)
         g1, _ = derivs(inner, i, a)
         f1, f2 = derivs(inner, i, a_c)
@@ -89,12 +98,13 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
     def row_prefetch(data, i):
         inner_prefetch(data[0], i)
 
-    return row_ratio, row_loglik, row_grad, row_prefetch
+    return row_ratio, row_loglik, row_grad, row_prefetch, _no_step
 
 
 @cache
 def _cv_loglik_many(link, derivs, scatter):
-    """Kernel of :meth:`ControlVariates.loglik_many` over ``data = (inner, center, order2, _)``:
+    """Kernel of :meth:`ControlVariates.loglik_many` over ``data = (inner, center, order2, _,
+    _)``:
     ``out[r, k]`` = the wrapper's row log-likelihood of row ``idx[r]`` at vector ``k`` (the
     columns of ``thetas_t``, shape (d, k)) with per-vector shift ``shifts[k]``.
 
@@ -107,7 +117,7 @@ def _cv_loglik_many(link, derivs, scatter):
 
     @jit
     def kernel(data, idx, thetas_t, shifts, out):
-        inner, center, order2, _ = data
+        inner, center, order2 = data[0], data[1], data[2]
         d, K = thetas_t.shape
         x = np.empty(d)
         for r in range(idx.shape[0]):
@@ -136,8 +146,8 @@ def _cv_loglik_many(link, derivs, scatter):
 
 @cache
 def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
-    """Row kernels of the wrapper over ``data = (inner, center, order2, shift)`` (the layout
-    of :func:`_cv_kernels`) for a model that is not a GLM but has compiled row kernels
+    """Row kernels of the wrapper over ``data = (inner, center, order2, shift, step)`` (the
+    layout of :func:`_cv_kernels`; no per-step constants) for a model that is not a GLM but has compiled row kernels
     ``loglik``, ``grad`` and ``hess`` or ``hvp`` (:class:`~samplers.models.RowModel`): the
     row's gradient ``g_i`` at the center and, at order 2, its Hessian ``H_i`` times a vector
     (``hvp``: O(d) per row for a model that offers it; else ``hess``, O(d^2)), into
@@ -185,19 +195,19 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
 
     @kernel
     def row_ratio(data, i, theta, theta_new):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         proxy = proxy_difference(inner, i, center, order2, theta, theta_new)
         return (loglik(inner, i, theta_new) - loglik(inner, i, theta)) - proxy + shift
 
     @kernel
     def row_loglik(data, i, theta):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         proxy = proxy_difference(inner, i, center, order2, center, theta)
         return (loglik(inner, i, theta) - loglik(inner, i, center)) - proxy + shift
 
     @kernel
     def row_grad(data, i, theta, out):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         d = center.shape[0]
         buf = row_scratch(3 * d)
         g = buf[:d]
@@ -218,17 +228,37 @@ def _cv_row_kernels(loglik, grad, hess, hvp, inner_prefetch):
     def row_prefetch(data, i):
         inner_prefetch(data[0], i)
 
-    return row_ratio, row_loglik, row_grad, row_prefetch
+    return row_ratio, row_loglik, row_grad, row_prefetch, _no_step
 
 
 @cache
-def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
+def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=None,
+                         family_step=None, ratio_at=None, derivs_at=None):
     """:func:`_cv_kernels` for a GLM whose rows depend on theta through ``eta_i = x_i .
     theta[:d]`` and ``s = theta[d]`` (an estimated family parameter): the proxy is the Taylor
     polynomial in ``(eta, s)``, ``q(e, t) = e (f_e + o (f_ee e / 2 + f_es t)) + t (f_s + o
     f_ss t / 2)`` with ``e = eta - eta*``, ``t = s - s*``, ``o = order2`` and the derivatives
     ``derivs(inner, i, eta*, s*)``; ``ratio(inner, i, eta, eta_new, s, s_new)`` or None (the
-    difference of two links)."""
+    difference of two links). With the family's per-step constants (``family_step(s, s_new,
+    s*)``, ``ratio_at`` and ``derivs_at`` of :class:`~samplers.models._glm.GLMKernels`) the
+    ratio reads them from the data's ``step`` entry, computed once per decision: the same
+    bits, without the work on theta alone in every row."""
+    if family_step is None:
+        step = _no_step
+
+        @row_jit
+        def ratio_at(inner, i, a, a_new, s, s_new, c):
+            return ratio(inner, i, a, a_new, s, s_new)
+
+        @row_jit
+        def derivs_at(inner, i, a_c, s_c, c):
+            return derivs(inner, i, a_c, s_c)
+    else:
+        @row_jit
+        def step(center, theta, theta_new):
+            k = center.shape[0] - 1
+            return family_step(theta[k], theta_new[k], center[k])
+
     if ratio is None:
         @row_jit
         def ratio(inner, i, a, a_new, s, s_new):
@@ -240,18 +270,18 @@ def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=Non
 
     @row_jit
     def row_ratio(data, i, theta, theta_new):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, c = data
         k = center.shape[0] - 1
         a, a_new, a_c = dots3(inner, i, theta, theta_new, center)
         s, s_new, s_c = theta[k], theta_new[k], center[k]
-        f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, s_c)
+        f_e, f_s, f_ee, f_es, f_ss = derivs_at(inner, i, a_c, s_c, c)
         q_new = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a_new - a_c, s_new - s_c)
         q = proxy(f_e, f_s, f_ee, f_es, f_ss, order2, a - a_c, s - s_c)
-        return ratio(inner, i, a, a_new, s, s_new) - (q_new - q) + shift
+        return ratio_at(inner, i, a, a_new, s, s_new, c) - (q_new - q) + shift
 
     @row_jit
     def row_loglik(data, i, theta):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         k = center.shape[0] - 1
         a, _, a_c = dots3(inner, i, theta, theta, center)
         f_e, f_s, f_ee, f_es, f_ss = derivs(inner, i, a_c, center[k])
@@ -260,7 +290,7 @@ def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=Non
 
     @row_jit
     def row_grad(data, i, theta, out):
-        inner, center, order2, shift = data
+        inner, center, order2, shift, _ = data
         k = center.shape[0] - 1
         a, _, a_c = dots3(inner, i, theta, theta, center)
         e, t = a - a_c, theta[k] - center[k]
@@ -273,7 +303,7 @@ def _cv_kernels_nuisance(dots3, link, derivs, scatter, inner_prefetch, ratio=Non
     def row_prefetch(data, i):
         inner_prefetch(data[0], i)
 
-    return row_ratio, row_loglik, row_grad, row_prefetch
+    return row_ratio, row_loglik, row_grad, row_prefetch, step
 
 
 # --- the proxy's total and gradient, compiled (the block loop of samplers._blocks) -----------
@@ -344,13 +374,21 @@ def cv_ratio_range(consts, theta, theta_new):
     return proxy_total_kernel(g, H, center, order2, theta, theta_new) / N, bound
 
 
-@jit
-def cv_decision_data(data, theta, theta_new):
+@cache
+def cv_decision_data(step):
     """The wrapper's ``_decision_data(theta, theta_new)`` from its block data ``(rows, g, H,
-    N)`` (``rows`` the row kernels' tuple with shift 0): the rows' tuple with shift P / N."""
-    rows, g, H, N = data
-    inner, center, order2, _ = rows
-    return (inner, center, order2, proxy_total_kernel(g, H, center, order2, theta, theta_new) / N)
+    N)`` (``rows`` the row kernels' tuple with shift 0), compiled: the rows' tuple with shift
+    P / N and the per-step constants ``step(center, theta, theta_new)``."""
+
+    @jit
+    def decision_data(data, theta, theta_new):
+        rows, g, H, N = data
+        inner, center, order2 = rows[0], rows[1], rows[2]
+        return (inner, center, order2,
+                proxy_total_kernel(g, H, center, order2, theta, theta_new) / N,
+                step(center, theta, theta_new))
+
+    return decision_data
 
 
 @cache
@@ -839,6 +877,40 @@ class ControlVariates(BaseModel):
             self._row_norm = given.max_row_norm
         return self
 
+    def with_model(self, model) -> "ControlVariates":
+        """The wrapper around ``model`` with this one's center, order and sums, without a
+        pass over the data: for a model with the same rows and log-likelihood in another
+        form (``validation.fit`` hands a JAX model's numba translation in,
+        :func:`samplers.models.compile_jax_model`).
+
+        Raises
+        ------
+        ValueError
+            If ``model`` has another number of rows or another dimension.
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from samplers import ControlVariates, LinearRegression
+        >>> rng = np.random.default_rng(0)
+        >>> X = np.column_stack([np.ones(1000), rng.normal(size=1000)])
+        >>> y = X @ [0.5, -1.0] + rng.normal(size=1000)
+        >>> cv = ControlVariates(LinearRegression(X, y, noise_sd=1.0))
+        >>> again = cv.with_model(LinearRegression(X.copy(), y, noise_sd=1.0))
+        >>> again.center is cv.center, again.model is cv.model
+        (True, False)
+        """
+        n, dim = getattr(model, "N", None), getattr(model, "dim", None)
+        if n != self.N or dim != self.dim:
+            raise ValueError(f"model must have the wrapped model's N = {self.N} rows and dim = "
+                             f"{self.dim}, got N = {n}, dim = {dim}")
+        new = type(self).__new__(type(self))
+        new._setup(model, self.order, self.center.theta)
+        new._set_center(self.center)
+        if "_row_norm" in self.__dict__:
+            new._row_norm = self._row_norm
+        return new
+
     def sums(self) -> "TaylorSums":
         """The sums at the center (:class:`TaylorSums`), in the form :meth:`from_sums` takes."""
         c = self.center
@@ -1075,6 +1147,14 @@ class ControlVariates(BaseModel):
                 if math.isfinite(v_c) and v_c >= value + 1e-4 * t * decrement:
                     break
                 t *= 0.5
+                if t < 1e-12 and math.isnan(v_c):
+                    raise ValueError(
+                        f"the log posterior is nan within {float(np.linalg.norm(cand - theta)):.2g}"
+                        f" of {theta}, where it is finite ({value:.6g}), on the mode search's "
+                        "path uphill (a Newton step from there): the model's "
+                        "log-likelihood (or its prior) returns NaN where the posterior has "
+                        "mass (e.g. a log or sqrt of a negative number, inf - inf, or a guard "
+                        "that returns nan); it must be finite there")
                 if t < 1e-12:
                     raise RuntimeError(f"the mode search stalled at {theta}: no Newton step "
                                        "increases the log posterior; pass center= explicitly")
@@ -1190,9 +1270,12 @@ class ControlVariates(BaseModel):
             if getattr(k, "hess", None) is None or k.loglik is None or k.grad is None:
                 return None
             return _cv_row_kernels(k.loglik, k.grad, k.hess, k.hvp, k.prefetch)
-        kernels = _cv_kernels_nuisance if glm.nuisance else _cv_kernels
-        return kernels(glm.dots3, glm.link, glm.derivs, glm.scatter,
-                       type(self.model)._row_prefetch, glm.ratio)
+        if glm.nuisance:
+            return _cv_kernels_nuisance(glm.dots3, glm.link, glm.derivs, glm.scatter,
+                                        type(self.model)._row_prefetch, glm.ratio, glm.step,
+                                        glm.ratio_at, glm.derivs_at)
+        return _cv_kernels(glm.dots3, glm.link, glm.derivs, glm.scatter,
+                           type(self.model)._row_prefetch, glm.ratio)
 
     @property
     def _row_ratio(self):
@@ -1214,8 +1297,15 @@ class ControlVariates(BaseModel):
         k = self._kernels
         return None if k is None else k[3]
 
-    def _data(self, shift) -> tuple:
-        return (self.model._kernel_data(), self._theta_c, self._order2, float(shift))
+    def _data(self, shift, theta=None, theta_new=None) -> tuple:
+        """The row kernels' data with ``shift``; its per-step constants those of ``(theta,
+        theta_new)`` (the centre's where not given: only the ratio reads them)."""
+        c = self._theta_c
+        kernels = self._kernels
+        step = 0.0 if kernels is None else kernels[4](
+            c, c if theta is None else np.asarray(theta, dtype=np.float64),
+            c if theta_new is None else np.asarray(theta_new, dtype=np.float64))
+        return (self.model._kernel_data(), c, self._order2, float(shift), step)
 
     def _block_data(self) -> tuple | None:
         """``(rows, g, H, N)`` for the compiled block loop (:mod:`samplers._blocks`): the row
@@ -1240,7 +1330,7 @@ class ControlVariates(BaseModel):
         if (data is None or inner is None or inner.decision_data is not same_data
                 or self.prior is not self.model.prior):
             return None
-        return BlockModel(data, inner.prior, cv_decision_data,
+        return BlockModel(data, inner.prior, cv_decision_data(self._kernels[4]),
                           cv_batch_grad(view.row_grad, view.row_prefetch))
 
     def block_range(self):
@@ -1254,7 +1344,8 @@ class ControlVariates(BaseModel):
                         "_decision_data(theta, theta_new), not _kernel_data()")
 
     def _decision_data(self, theta, theta_new):
-        return self._data(self.proxy_total(theta, theta_new) / self._rows_total)
+        return self._data(self.proxy_total(theta, theta_new) / self._rows_total, theta,
+                          theta_new)
 
     def _loglik(self, theta, idx):
         if self._store_backed:
@@ -1280,7 +1371,8 @@ class ControlVariates(BaseModel):
             return (loglik_ratio(self.model, theta, theta_new, idx)
                     - (self._user_proxy(theta_new, idx) - self._user_proxy(theta, idx)) + shift)
         out = np.empty(idx.shape[0])
-        batch_ratio(self._row_ratio, self._row_prefetch)(self._data(shift), idx, theta, theta_new, out)
+        batch_ratio(self._row_ratio, self._row_prefetch)(self._data(shift, theta, theta_new), idx,
+                                                         theta, theta_new, out)
         return out
 
     @property

@@ -380,6 +380,21 @@ def _psi_diffs(y, r):
     return _digamma(y + r) - _digamma(r), _trigamma(y + r) - _trigamma(r)
 
 
+@row_jit
+def _psi_diffs_at(y, r, psi_r, psi1_r):
+    """:func:`_psi_diffs` with ``psi_r = _digamma(r)`` and ``psi1_r = _trigamma(r)`` given
+    (per-step constants of the control variates): the same bits."""
+    if y < 16.0:
+        a = 0.0
+        b = 0.0
+        for j in range(int(y)):
+            q = 1.0 / (r + j)
+            a += q
+            b -= q * q
+        return a, b
+    return _digamma(y + r) - psi_r, _trigamma(y + r) - psi1_r
+
+
 #: Counts below which :func:`_log_rising` is the log of a product (the rows of
 #: :func:`_psi_diffs` switch at the same count).
 RISING_MAX = 16
@@ -424,7 +439,15 @@ def _rising_diff(y, r, s, r_new, s_new):
     """``_log_rising(y, r_new, s_new) - _log_rising(y, r, s)``: when both r and r_new are on
     the same side of 1, one loop over the factors of both products and one ``log`` of their
     quotient (each product between 1 and 15!, so the quotient is exact to rounding)."""
-    if y == 0.0:
+    return _rising_diff_q(y, r, s, r_new, s_new, 1.0 / r, 1.0 / r_new)
+
+
+@row_jit
+def _rising_diff_q(y, r, s, r_new, s_new, q, q_new):
+    """:func:`_rising_diff` with ``q = 1 / r`` and ``q_new = 1 / r_new`` given (per-step
+    constants; read only where r >= 1, as :func:`_rising_diff` computes them): the same bits
+    (at y = 1 both products are empty: the log of their quotient is 0, and so the result)."""
+    if y == 0.0 or y == 1.0:
         return 0.0
     if y >= RISING_MAX or y != math.floor(y) or (r >= 1.0) != (r_new >= 1.0):
         return _log_rising(y, r_new, s_new) - _log_rising(y, r, s)
@@ -432,8 +455,6 @@ def _rising_diff(y, r, s, r_new, s_new):
     p = 1.0
     p_new = 1.0
     if r >= 1.0:
-        q = 1.0 / r
-        q_new = 1.0 / r_new
         for j in range(1, k):
             p *= 1.0 + j * q
             p_new *= 1.0 + j * q_new
@@ -453,6 +474,25 @@ def _negbin2_diff(y, n, eta, eta_new, s, s_new):
     return (y * (eta_new - eta) + ((y + r_new) * log_sigmoid(s_new - eta_new)
                                    - (y + r) * log_sigmoid(s - eta))
             + _rising_diff(y, r, s, r_new, s_new))
+
+
+@row_jit
+def _negbin2_step(s, s_new, s_c):
+    """Per-step constants of the negative binomial with r estimated (functions of theta,
+    theta' and the centre only): ``(r, r', r*, 1/r, 1/r', psi(r*), psi'(r*))``, r = e^s."""
+    r = math.exp(s)
+    r_new = math.exp(s_new)
+    r_c = math.exp(s_c)
+    return (r, r_new, r_c, 1.0 / r, 1.0 / r_new, _digamma(r_c), _trigamma(r_c))
+
+
+@row_jit
+def _negbin2_diff_at(y, n, eta, eta_new, s, s_new, c):
+    """:func:`_negbin2_diff` with the per-step constants ``c`` of :func:`_negbin2_step`."""
+    r, r_new = c[0], c[1]
+    return (y * (eta_new - eta) + ((y + r_new) * log_sigmoid(s_new - eta_new)
+                                   - (y + r) * log_sigmoid(s - eta))
+            + _rising_diff_q(y, r, s, r_new, s_new, c[3], c[4]))
 
 
 @row_jit
@@ -478,6 +518,22 @@ def _negbin2_derivs(y, n, eta, s):
 
 
 @row_jit
+def _negbin2_derivs_at(y, n, eta, s, k):
+    """:func:`_negbin2_derivs` at the centre (``s = s*``) with the per-step constants ``k``
+    of :func:`_negbin2_step` (r*, psi(r*), psi'(r*)): the same bits."""
+    r = k[2]
+    t = eta - s
+    e = math.exp(-abs(t))
+    p = 1.0 / (1.0 + e) if t >= 0.0 else e / (1.0 + e)
+    pq = e / ((1.0 + e) * (1.0 + e))
+    c = y + r
+    d1, d2 = _psi_diffs_at(y, r, k[5], k[6])
+    rl = r * ((-t if t > 0.0 else 0.0) - log1p_unit(e))
+    return (y - c * p, -y + rl + c * p + r * d1, -c * pq, -r * p + c * pq,
+            rl + 2.0 * r * p - c * pq + r * d1 + r * r * d2)
+
+
+@row_jit
 def _gamma2_core(y, n, eta, s):
     # s = log k: k s - lgamma(k) + k log y - k (eta + y e^-eta)
     k = math.exp(s)
@@ -494,6 +550,37 @@ def _gamma2_diff(y, n, eta, eta_new, s, s_new):
     return ((k_new * (s_new + ly - eta_new - y * math.exp(-eta_new))
              - k * (s + ly - eta - y * math.exp(-eta)))
             - (math.lgamma(k_new) - math.lgamma(k)))
+
+
+@row_jit
+def _gamma2_step(s, s_new, s_c):
+    """Per-step constants of the gamma with its shape estimated: ``(k, k', lgamma(k') -
+    lgamma(k), k*, psi(k*), psi'(k*))``, k = e^s."""
+    k = math.exp(s)
+    k_new = math.exp(s_new)
+    k_c = math.exp(s_c)
+    psi, psi1 = _digamma_trigamma(k_c)
+    return (k, k_new, math.lgamma(k_new) - math.lgamma(k), k_c, psi, psi1)
+
+
+@row_jit
+def _gamma2_diff_at(y, n, eta, eta_new, s, s_new, c):
+    """:func:`_gamma2_diff` with the per-step constants ``c`` of :func:`_gamma2_step`."""
+    k, k_new = c[0], c[1]
+    ly = math.log(y)
+    return ((k_new * (s_new + ly - eta_new - y * math.exp(-eta_new))
+             - k * (s + ly - eta - y * math.exp(-eta)))
+            - c[2])
+
+
+@row_jit
+def _gamma2_derivs_at(y, n, eta, s, c):
+    """:func:`_gamma2_derivs` at the centre with the constants ``c`` of :func:`_gamma2_step`."""
+    k = c[3]
+    v = y * math.exp(-eta)
+    f_e = k * (v - 1.0)
+    f_s = k * (s + 1.0 - c[4] + math.log(y) - eta - v)
+    return f_e, f_s, -k * v, f_e, f_s + k - k * k * c[5]
 
 
 @row_jit
@@ -518,6 +605,30 @@ def _gaussian2_core(y, n, eta, s):
     # s = log sigma: -s - (y - eta)^2 e^(-2 s) / 2
     r = y - eta
     return -s - 0.5 * r * r * math.exp(-2.0 * s)
+
+
+@row_jit
+def _gaussian2_step(s, s_new, s_c):
+    """Per-step constants of the Gaussian with its sd estimated: ``e^(-2 s)`` at theta,
+    theta' and the centre."""
+    return (math.exp(-2.0 * s), math.exp(-2.0 * s_new), math.exp(-2.0 * s_c))
+
+
+@row_jit
+def _gaussian2_diff_at(y, n, eta, eta_new, s, s_new, c):
+    """``_gaussian2_core(.., eta_new, s_new) - _gaussian2_core(.., eta, s)`` with the
+    constants of :func:`_gaussian2_step`: the same bits."""
+    r_new = y - eta_new
+    r = y - eta
+    return (-s_new - 0.5 * r_new * r_new * c[1]) - (-s - 0.5 * r * r * c[0])
+
+
+@row_jit
+def _gaussian2_derivs_at(y, n, eta, s, c):
+    r = y - eta
+    w = c[2]
+    rw = r * w
+    return rw, r * rw - 1.0, -w, -2.0 * rw, -2.0 * r * rw
 
 
 @row_jit
@@ -594,6 +705,31 @@ def _nuisance_row_kernels(core, const, derivs, diff=None):
         out[d] = f_s
 
     return row_loglik, row_ratio, row_grad, link, row_derivs, ratio
+
+
+@cache
+def _nuisance_step_kernels(diff_at, derivs_at):
+    """``(ratio_at, derivs_at)`` over the GLM's data tuple for the control variates' ratio of
+    a family with per-step constants ``c`` (``_Link.step``): ``ratio_at(data, i, eta,
+    eta_new, s, s_new, c)`` and ``derivs_at(data, i, eta, s_c, c)``, weighted and tempered as
+    :func:`_nuisance_row_kernels`' ``ratio`` and ``derivs`` (the same bits)."""
+
+    @row_jit
+    def ratio_at(data, i, eta, eta_new, s, s_new, c):
+        X, y, trials, offset, weights, params, inv_temp = data
+        n = _at(trials, i)
+        o = _at(offset, i)
+        return (_at(weights, i) * diff_at(y[i], n, eta + o, eta_new + o, s, s_new, c)
+                * inv_temp)
+
+    @row_jit
+    def row_derivs_at(data, i, eta, s, c):
+        X, y, trials, offset, weights, params, inv_temp = data
+        f_e, f_s, f_ee, f_es, f_ss = derivs_at(y[i], _at(trials, i), eta + _at(offset, i), s, c)
+        w = _at(weights, i) * inv_temp
+        return w * f_e, w * f_s, w * f_ee, w * f_es, w * f_ss
+
+    return ratio_at, row_derivs_at
 
 
 # --- row kernels over data = (X, y, trials, offset, weights, params, 1/K) --------------------
@@ -675,6 +811,14 @@ class _Link:
     #: With ``nuisance``: ``diff(y, n, eta, eta_new, s, s_new)``, the difference of two
     #: ``core`` computed in one pass (shared work), or None (two ``core``).
     diff: Callable | None = None
+    #: With ``nuisance``, optional: ``step(s, s_new, s_c) -> c``, the family's per-step
+    #: constants (functions of theta, theta' and the centre alone, computed once per decision
+    #: by the control variates), and ``diff_at(y, n, eta, eta_new, s, s_new, c)`` /
+    #: ``derivs_at(y, n, eta, s_c, c)``, ``diff`` and ``derivs`` (at the centre) reading them:
+    #: the same bits, without the per-row work on theta alone.
+    step: Callable | None = None
+    diff_at: Callable | None = None
+    derivs_at: Callable | None = None
 
 
 def _student_m3(s):
@@ -721,11 +865,15 @@ _ESTIMATED_WHY = ("its parameter is estimated (theta's last coordinate), and the
 NUISANCE = {
     "negative_binomial": {"log": _Link(_negbin2_core, _negbin2_const, _negbin2_derivs, None,
                                        None, None, _ESTIMATED_WHY, "dispersion",
-                                       _negbin2_diff)},
+                                       _negbin2_diff, _negbin2_step, _negbin2_diff_at,
+                                       _negbin2_derivs_at)},
     "gamma": {"log": _Link(_gamma2_core, _gamma2_const, _gamma2_derivs, None, None, None,
-                           _ESTIMATED_WHY, "shape", _gamma2_diff)},
+                           _ESTIMATED_WHY, "shape", _gamma2_diff, _gamma2_step,
+                           _gamma2_diff_at, _gamma2_derivs_at)},
     "gaussian": {"identity": _Link(_gaussian2_core, _gaussian2_const, _gaussian2_derivs, None,
-                                   None, None, _ESTIMATED_WHY, "scale")},
+                                   None, None, _ESTIMATED_WHY, "scale", None,
+                                   _gaussian2_step, _gaussian2_diff_at,
+                                   _gaussian2_derivs_at)},
 }
 #: sd of the default prior ``N(0, NUISANCE_PRIOR_SD^2)`` on the estimated parameter's log
 #: (the coefficients' default prior stays flat).

@@ -349,9 +349,10 @@ def test_proxy_kernels_match_the_wrapper():
             theta_new = theta + 0.3 * sd * rng.normal(size=cv.dim)
             P = proxy_total_kernel(g, H, rows[1], rows[2], theta, theta_new)
             assert P == cv.proxy_total(theta, theta_new), cv
-            data = cv_decision_data(cv._block_data(), theta, theta_new)
+            data = cv_decision_data(cv._kernels[4])(cv._block_data(), theta, theta_new)
             expected = cv._decision_data(theta, theta_new)
             assert data[3] == expected[3] and data[2] == expected[2], cv
+            assert data[4] == expected[4], cv
             idx = rng.choice(cv.N, size=37, replace=False)
             out = np.empty((37, cv.dim))
             grads(cv._block_data(), idx, theta, out)

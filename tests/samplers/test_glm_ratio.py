@@ -145,6 +145,22 @@ def test_ratio_kernel_is_the_difference_of_two_links(model):
                                atol=1e-13)
 
 
+@pytest.mark.parametrize("model", [m for m in MODELS if glm_kernels(m).nuisance], ids=repr)
+def test_per_step_constants_give_the_same_bits(model):
+    # the control variates' ratio reads the family's constants of (s, s', s*) computed once
+    # per decision (GLMKernels.step): ratio_at / derivs_at equal ratio / derivs bit for bit,
+    # counts on both sides of the product/lgamma switch and r on both sides of 1 included
+    k = glm_kernels(model)
+    data = model._kernel_data()
+    rng = np.random.default_rng(7)
+    for i in range(0, model.N, 3):
+        a, b = rng.normal(0.0, 1.0, 2)
+        s, t, c = rng.normal(0.0, 0.6, 3)
+        consts = k.step(s, t, c)
+        assert k.ratio_at(data, i, a, b, s, t, consts) == k.ratio(data, i, a, b, s, t), (model, i)
+        assert k.derivs_at(data, i, a, c, consts) == k.derivs(data, i, a, c), (model, i)
+
+
 @pytest.mark.parametrize("model", [MODELS[k] for k in (4, 5, 6, 8)], ids=repr)
 def test_control_variates_ratio_is_the_difference_of_their_logliks(model):
     cv = ControlVariates(model)

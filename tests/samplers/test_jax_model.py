@@ -122,6 +122,20 @@ def test_fit_says_which_route_a_jax_model_took():
     assert isinstance(model, RowModel)
     assert model_route(model).model is model and model_route(model).route == "as given"
 
+    # control variates around a JaxModel: rebuilt around its translation, the same center and
+    # sums (no pass), the residuals equal to rounding
+    cv = ControlVariates(JaxModel(poisson_row, (X, y), GaussianPrior(0.0, 10.0), dim=2))
+    reached = model_route(cv)
+    assert reached.route == "JAX -> numba" and isinstance(reached.model, ControlVariates)
+    assert isinstance(reached.model.model, RowModel) and reached.model.center is cv.center
+    assert reached.lines[0].startswith("0. model (inside the ControlVariates")
+    theta = cv.center.theta + 0.01
+    idx = np.arange(0, 2000, 7)
+    np.testing.assert_allclose(reached.model.loglik_ratio(theta, theta + 0.02, idx),
+                               cv.loglik_ratio(theta, theta + 0.02, idx), rtol=0, atol=1e-10)
+    with pytest.raises(ValueError, match="N = 2000 rows and dim = 2"):
+        cv.with_model(LogisticRegression(X[:10], (y[:10] > 0).astype(float)))
+
     def cumulative(theta, row):             # cumsum: no numba translation
         x, y = row
         eta = jnp.sum(jnp.cumsum(x * theta)) - x[0] * theta[0]

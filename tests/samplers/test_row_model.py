@@ -275,6 +275,21 @@ def test_bad_kernels_and_data_are_refused_before_any_pass():
     assert np.isfinite(X).all()   # the caller's arrays untouched
 
 
+@numba.njit
+def nan_past_0_2(data, i, theta):
+    # finite at theta = 0 (the mode search's start), NaN past theta[0] = 0.2 (the mode is near
+    # 0.4): a guard that returns nan
+    return math.nan if theta[0] > 0.2 else poisson_row(data, i, theta)
+
+
+def test_a_log_likelihood_nan_on_the_way_to_the_mode_is_named():
+    X, y = poisson_data(N=300)
+    model = RowModel(nan_past_0_2, (X, y, gammaln(y + 1.0)), dim=2, grad_row=poisson_grad,
+                     hess_row=poisson_hess, logprior=GaussianPrior(0.0, 10.0))
+    with pytest.raises(ValueError, match=r"log posterior is nan within .* it must be finite"):
+        ControlVariates(model)
+
+
 def test_a_python_log_prior_runs_on_the_python_loop():
     X, y = poisson_data(N=200)
     model = RowModel(poisson_row, (X, y, gammaln(y + 1.0)), dim=2,

@@ -136,7 +136,10 @@ def model_route(model) -> ModelRoute:
     run compiled; where a primitive has no translation the model keeps that part in JAX and
     the explanation names the primitive. Any other model (a built-in, a
     :class:`~samplers.models.RowModel` or a JaxModel already translated by
-    :func:`~samplers.models.compile_jax_model`) is used as given. No pass over the data.
+    :func:`~samplers.models.compile_jax_model`) is used as given. A
+    :class:`samplers.ControlVariates` around a JAX model becomes the same wrapper (center,
+    order, sums) around the translation (:meth:`samplers.ControlVariates.with_model`). No pass
+    over the data.
 
     Examples
     --------
@@ -150,13 +153,21 @@ def model_route(model) -> ModelRoute:
     >>> r.route, r.model is model, r.lines
     ('as given', True, ())
     """
-    ask = getattr(model, "numba_translation", None)
+    from samplers import ControlVariates
+
+    wrapped = isinstance(model, ControlVariates)
+    ask = getattr(model.model if wrapped else model, "numba_translation", None)
     if ask is None:
         return ModelRoute(model, "as given", ())
     t = ask()
     route = ("JAX" if not t.rows else "JAX -> numba rows, JAX prior" if t.prior == "JAX"
              else "JAX -> numba")
-    return ModelRoute(t.model, route, (f"0. model: {t.summary()}",))
+    if not wrapped:
+        return ModelRoute(t.model, route, (f"0. model: {t.summary()}",))
+    # control variates around a JAX model: the same center and sums around the translation
+    return ModelRoute(model.with_model(t.model), route,
+                      (f"0. model (inside the ControlVariates, rebuilt around it with their "
+                       f"center and sums, no pass): {t.summary()}",))
 
 
 # -- 1. mode and proxy -----------------------------------------------------------------------
