@@ -131,6 +131,10 @@ class _Source:
                            float(trial.abs_z1[p]), float(trial.abs_z3[p]))
                 for p in range(self.n_pairs)]
 
+    def full(self, p):
+        """All N l_i of pair p if they are at hand (given, or kept at small N), else None."""
+        return self.rows[p] if self.model is None else self._full.get(p)
+
     def values(self, p, rows) -> np.ndarray:
         """The l_i of pair p at ``rows`` (an integer array of any shape), in its shape.
 

@@ -114,6 +114,12 @@ def keyed_prefixes(order, key, epochs, out):
         take_rows(order, u, out[j])
 
 
+@jit
+def set_epoch(order, epoch):
+    """Set a keyed order's epoch (its next restart reads epoch ``epoch + 1``)."""
+    order.epoch = epoch
+
+
 def _sequence_path_impl(radius, grow):
     @jit
     def path(values, N, settings, lo_win, hi_win):

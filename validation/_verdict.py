@@ -27,10 +27,10 @@ import numpy as np
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from design._lib.jit import jit
 from design._lib.progress import progress_bar
-from design._lib.rows import new_order
+from design._lib.rows import new_order, set_keyed
 
-from ._kernels import interval_path, keyed_prefixes, sequence_path_acceptance
-from ._ratios import CHUNK, Population
+from ._kernels import interval_path, keyed_prefixes, sequence_path_acceptance, set_epoch
+from ._ratios import CHUNK
 
 __all__ = ["AcceptanceCheck", "acceptance_check"]
 
@@ -262,7 +262,6 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
     c = _log_consts(src, log_const, P)
     rngs = as_generator(rng).spawn(P)
     spec = AustereTest(m=m, epsilon=epsilon, threshold=threshold).path_spec(N)
-    run = sequence_path_acceptance(spec.radius, spec.grow)
     # path k of pair p reads keyed order k under the pair's key: its rows are known ahead
     keys = [r.integers(0, 2**64, size=2, dtype=np.uint64) for r in rngs]
     orders = [new_order(N) for _ in range(P)]
@@ -276,9 +275,9 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
         for p in range(P):
             if pops[p] is None:
                 pops[p] = _population(src, p)
-            paths[p, done:n] = _path_acceptance(src, p, run, spec.settings, float(c[p]),
-                                                keys[p], orders[p], np.arange(done, n),
-                                                pops[p].mean, first_rows)
+            paths[p, done:n] = _path_acceptance(src, p, spec, float(c[p]), keys[p],
+                                                orders[p], np.arange(done, n), pops[p].mean,
+                                                first_rows)
             bar.update()
         done = n
         pa = np.array([math.exp(min(N * q.mean + c[p], 0.0)) for p, q in enumerate(pops)])
@@ -349,14 +348,16 @@ def _first_rows(spec, N, m):
     return int(min(max(n, m, 2), N))
 
 
-def _path_acceptance(src, p, run, settings, log_const, key, order, epochs, mu, first_rows):
+def _path_acceptance(src, p, spec, log_const, key, order, epochs, mu, first_rows):
     """P(accept | path) of pair p for the paths ``epochs`` (keyed orders under ``key``).
 
     The rows of each path are drawn ahead (``first_rows`` of its order), their l_i read
     (``src.values``) and the path run on them; the paths that read past them get a prefix
     ``_GROWTH`` times longer of the same order, up to N. Memory: ``_BLOCK_VALUES`` l_i.
+    Where all N l_i are at hand (``src.full``: small N), the paths run on them in place.
     """
-    N = src.N
+    N, settings = src.N, spec.settings
+    run = sequence_path_acceptance(spec.radius, spec.grow)
     out = np.empty(epochs.size)
     todo = np.arange(epochs.size)
     L = first_rows
@@ -365,17 +366,35 @@ def _path_acceptance(src, p, run, settings, log_const, key, order, epochs, mu, f
         left = []
         for s in range(0, todo.size, per):
             j = todo[s:s + per]
+            l = src.full(p)
+            if l is not None and np.all(np.diff(epochs[j]) == 1):
+                # every l_i at hand (small N): the paths drawn stage by stage on the same
+                # keyed orders, the same values bit for bit without reading rows ahead
+                got = np.empty(j.size)
+                _keyed_in_place(l, spec, log_const, key, int(epochs[j[0]]), got)
+                out[j] = got
+                continue
             rows = np.empty((j.size, L), dtype=np.intp)
             keyed_prefixes(order, key, epochs[j].astype(np.int64), rows)
             probs, finished = np.empty(j.size), np.empty(j.size, dtype=np.bool_)
             run(src.values(p, rows), mu, N, settings, log_const, _WINDOW, probs, finished)
             out[j[finished]] = probs[finished]
             left.append(j[~finished])
-        todo = np.concatenate(left)
+        todo = np.concatenate(left) if left else todo[:0]
         if todo.size and L == N:
             raise RuntimeError("a path read all N rows without deciding")
         L = min(_GROWTH * L, N)
     return out
+
+
+def _keyed_in_place(l, spec, log_const, key, first_epoch, out):
+    """``out[k]`` = P(accept | path) of keyed order ``first_epoch + k`` under ``key``, the
+    path drawn stage by stage on the N l_i ``l`` (:func:`windowed_path_acceptance`)."""
+    order = new_order(l.shape[0])
+    set_keyed(order, key)
+    set_epoch(order, first_epoch - 1)           # each path restarts the order first
+    direct = windowed_path_acceptance(spec.radius, spec.grow)
+    direct(l, order, spec.settings, log_const, np.random.default_rng(0), out)
 
 
 def _looks(n_paths):

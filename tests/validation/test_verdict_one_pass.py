@@ -15,8 +15,7 @@ from design._lib.rows import new_order, set_keyed
 from samplers import AustereTest, ControlVariates, GaussianPrior, LogisticRegression
 from validation import clt_check, loglik_ratios
 from validation._clt import _Source
-from validation._verdict import _WINDOW, _path_acceptance, windowed_path_acceptance
-from validation._kernels import sequence_path_acceptance
+from validation._verdict import _path_acceptance, windowed_path_acceptance
 
 
 def _logistic_cv(N, seed=0):
@@ -47,11 +46,15 @@ def test_paths_read_ahead_equal_the_paths_drawn_as_they_go():
     windowed_path_acceptance(spec.radius, spec.grow)(l, order, spec.settings, -0.2,
                                                      np.random.default_rng(0), drawn)
     src = _Source(l, None, 1 << 16)
-    run = sequence_path_acceptance(spec.radius, spec.grow)
+    src.full = lambda p: None                   # read ahead, as for a model at large N
     for first in (m, 5 * m):
-        ahead = _path_acceptance(src, 0, run, spec.settings, -0.2, key, new_order(N),
-                                 np.arange(1, 301), float(np.mean(l)), first)
+        ahead = _path_acceptance(src, 0, spec, -0.2, key, new_order(N), np.arange(1, 301),
+                                 float(np.mean(l)), first)
         np.testing.assert_array_equal(ahead, drawn)
+    # with every l_i at hand the paths run in place on the same keyed orders
+    in_place = _path_acceptance(_Source(l, None, 1 << 16), 0, spec, -0.2, key, new_order(N),
+                                np.arange(1, 301), float(np.mean(l)), m)
+    np.testing.assert_array_equal(in_place, drawn)
     assert 0.05 < drawn.mean() < 0.95
 
 
@@ -68,8 +71,7 @@ def test_keyed_paths_have_the_law_of_the_rng_paths():
     old = np.empty(n)
     windowed_path_acceptance(spec.radius, spec.grow)(l, new_order(N), spec.settings, 0.0,
                                                      np.random.default_rng(5), old)
-    run = sequence_path_acceptance(spec.radius, spec.grow)
-    new = _path_acceptance(_Source(l, None, 1 << 16), 0, run, spec.settings, 0.0,
+    new = _path_acceptance(_Source(l, None, 1 << 16), 0, spec, 0.0,
                            np.array([7, 8], dtype=np.uint64), new_order(N), np.arange(n),
                            float(np.mean(l)), 2 * m)
     se = math.sqrt(old.var() / n + new.var() / n)
