@@ -188,6 +188,14 @@ class Chain:
         return bias_exceeds(float(running[-1]), self.acceptance_error_se,
                             getattr(self.test, "tolerance", None))
 
+    def check_bias(self) -> "Chain":
+        """The bias check :func:`sample` runs after its loop (a :class:`BiasWarning` when
+        :attr:`bias_exceeded`), for a chain sampled with ``bias_check=False``: e.g. once on
+        chains joined from several rounds. Returns the chain; a Ctrl-C ends the check (with
+        a :class:`ChainInterrupted` warning). The estimates stay cached on the chain
+        (:attr:`acceptance_errors`), so ``to_arviz`` does not compute them again."""
+        return check_bias(self)
+
     def to_arviz(self, var_name: str = "theta", names=None, *, model=None, progress=None):
         """ArviZ data: ``posterior[var_name]`` and the per-step stats as sample stats.
 
@@ -536,7 +544,7 @@ def check_bias(chain, interrupted=False):
 
 
 def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
-           compiled=None, row_draws="shared") -> Chain:
+           compiled=None, row_draws="shared", bias_check=True) -> Chain:
     """Run one Metropolis-Hastings chain with the given accept/reject test.
 
     Parameters
@@ -572,6 +580,11 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
         several times cheaper on data much larger than the feed's memory. Either choice
         gives a valid chain and equal seeds give identical chains; a keyed chain on a store
         equals the keyed chain on the same rows in memory, not the shared one.
+    bias_check : bool
+        Run the bias check after the loop (default). False leaves it to the caller, who
+        calls :meth:`Chain.check_bias` once on the chain it keeps (a chain extended in
+        rounds, as ``validation.fit`` does, is then checked once, joined, not per round). It
+        never changes the samples.
 
     Returns
     -------
@@ -655,11 +668,11 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
         feed = chain_feed(view, test, proposal, rng, batches)
         if feed is None:
             return _run(view, test, proposal, rng, batches, state, theta, n_samples, None,
-                        progress=progress, compiled=compiled)
+                        progress=progress, compiled=compiled, bias_check=bias_check)
         feed.planned = n_samples
         try:   # rows from a store, fetched ahead (samplers/_rowfeed.py)
             return _run(feed.view, test, proposal, rng, batches, state, theta, n_samples,
-                        feed, progress=progress, compiled=compiled)
+                        feed, progress=progress, compiled=compiled, bias_check=bias_check)
         finally:
             feed.close()
 
@@ -709,7 +722,7 @@ def _fed_step(step, feed, n_samples):
 
 
 def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, progress,
-         compiled):
+         compiled, bias_check=True):
     """The loops of :func:`sample`, after its checks."""
     model = view.model
     block = None
@@ -734,7 +747,7 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
 
         samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
         chain, interrupted = keep_chain(finish_block, samples, done, wall)
-        return check_bias(chain, interrupted or done < n_samples)
+        return check_bias(chain, interrupted or done < n_samples or not bias_check)
 
     def finish(samples, infos, wall):
         n = len(infos)
@@ -750,7 +763,7 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
     step = _fed_step(lambda s: mh_step(rng, s, view, test, proposal, batches), feed, n_samples)
     samples, infos, wall = run_chain(step, state, n_samples, progress=progress, finish=finish)
     chain, interrupted = keep_chain(finish, samples, infos, wall)
-    return check_bias(chain, interrupted or len(infos) < n_samples)
+    return check_bias(chain, interrupted or len(infos) < n_samples or not bias_check)
 
 
 def compiled_block(view, test, proposal, rng, batches, state, n_samples):
@@ -775,7 +788,7 @@ def python_loop_notice(missing: str, enabled: bool) -> None:
 
 
 def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None, *,
-                  executor=None, progress=None, row_draws="shared") -> Chains:
+                  executor=None, progress=None, row_draws="shared", bias_check=True) -> Chains:
     """Run ``n_chains`` independent chains, each on its own stream ``rng.spawn(n_chains)[k]``.
 
     Parameters
@@ -791,6 +804,9 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
         A progress bar over the chains; None (default): only if stderr is a terminal.
     row_draws : {"shared", "keyed"}
         Where each chain's row uniforms come from (:func:`sample`).
+    bias_check : bool
+        Each worker's bias check after its chain (:func:`sample`); False leaves it to the
+        caller (:meth:`Chain.check_bias`).
 
     Returns
     -------
@@ -832,7 +848,8 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
         executor = ProcessPoolExecutor(max_workers=min(n_chains, os.cpu_count() or 1))
     interrupted = False
     try:
-        quiet = partial(sample, progress=False, row_draws=row_draws)   # no bars from workers
+        quiet = partial(sample, progress=False, row_draws=row_draws,   # no bars from workers
+                        bias_check=bias_check)
         futures = [executor.submit(quiet, model, test, proposal, starts[k].copy(), n_samples,
                                    streams[k]) for k in range(n_chains)]
         done = []

@@ -1095,19 +1095,25 @@ class ControlVariates(BaseModel):
         return self._lbfgs(x0)
 
     def _newton(self, theta, given=True) -> TaylorCenter:
-        """Newton's method with Armijo backtracking on the log posterior (one pass a trial)."""
+        """Newton's method with Armijo backtracking on the log posterior (one pass a trial).
+
+        The sums of the last pass at the accepted point are the center's: the mode costs no
+        pass of its own (a pass at the same point gives the same bits)."""
         passes = 0
+        sums = {}       # the likelihood sums of the last point evaluated
 
         def evaluate(t):
             nonlocal passes
             passes += 1
             L, g, H = self._sums(t, desc="mode (Newton)")
+            sums["last"] = (t, L, g, H)
             if g is None:
                 return L, None, None          # -inf, +inf or nan: the first bad chunk's sum
             lp, gp, Hp = self._prior_terms(t)
             return L + lp, g + gp, H + Hp
 
         value, grad, hess = evaluate(theta)
+        sums["theta"] = sums["last"]
         if math.isnan(value):
             raise ValueError(
                 f"the log-likelihood is nan at the mode search's first point {theta}: the data "
@@ -1138,6 +1144,7 @@ class ControlVariates(BaseModel):
                 if not decrement_c < decrement:
                     break
                 theta, value, grad, hess = cand, v_c, g_c, h_c
+                sums["theta"] = sums["last"]
                 step, decrement = step_c, decrement_c
                 continue
             t = 1.0
@@ -1159,6 +1166,7 @@ class ControlVariates(BaseModel):
                     raise RuntimeError(f"the mode search stalled at {theta}: no Newton step "
                                        "increases the log posterior; pass center= explicitly")
             theta, value, grad, hess = cand, v_c, g_c, h_c
+            sums["theta"] = sums["last"]
             step = _ascent_direction(grad, hess)
             decrement = float(grad @ step)
         else:
@@ -1177,6 +1185,9 @@ class ControlVariates(BaseModel):
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
                 f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "
                 "mode (e.g. separable data under a flat prior); use a proper prior or pass center=")
+        at, L, g, H = sums["theta"]
+        if at is theta and g is not None:
+            return self._center_at(theta, L, g, H, "newton", passes)
         return self._at(theta, "newton", passes)
 
     def _lbfgs(self, x0) -> TaylorCenter:

@@ -13,6 +13,7 @@ import numpy as np
 from design._lib.checks import check_positive
 from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.jit import jit, row_jit
+from design._lib.passes import n_chunks, run_chunks
 from ._base import SCAN_CHUNK, BaseModel, loglik_ratio
 from ._glm import glm_kernels
 
@@ -173,9 +174,15 @@ def row_scales(cv, *, executor=None) -> np.ndarray:
         map_ranges(cluster, recipe_of(cv.model), _block_scales, (sigma, power), merge,
                    N=cv.N, chunk=SCAN_CHUNK, progress=False, desc="row scales")
         return out
-    for start in range(0, cv.N, SCAN_CHUNK):
-        stop = min(start + SCAN_CHUNK, cv.N)
-        quadratic_forms(glm.design(cv.model, start, stop), sigma, power, out[start:stop])
+    def scan(c0, c1):
+        for c in range(c0, c1):
+            start, stop = c * SCAN_CHUNK, min((c + 1) * SCAN_CHUNK, cv.N)
+            quadratic_forms(glm.design(cv.model, start, stop), sigma, power, out[start:stop])
+
+    # rows in memory (an array or a memmap): chunks on every core (each row's value is the
+    # same on any thread); a store's rows are read in order on this thread
+    threads = None if isinstance(getattr(cv.model, "X", None), np.ndarray) else 1
+    run_chunks(scan, n_chunks(cv.N, SCAN_CHUNK), threads=threads)
     return out
 
 

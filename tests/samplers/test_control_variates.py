@@ -378,6 +378,27 @@ def test_memmap_data_and_a_given_center(tmp_path):
     assert again.center.n_passes == 1 and math.isclose(again.center.loglik, cv.center.loglik)
 
 
+def test_the_mode_keeps_the_sums_of_its_last_newton_pass(monkeypatch):
+    """The center found by Newton's method takes its sums from the pass at the accepted
+    point (no pass of its own): the same bits as a pass at that point, one pass fewer."""
+    import samplers.models.control_variates as cvmod
+
+    X, y, _ = logistic_regression(5000, 3, rng=7)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    calls = []
+    sums = cvmod.ControlVariates._sums
+    monkeypatch.setattr(cvmod.ControlVariates, "_sums",
+                        lambda self, t, **k: calls.append(np.array(t)) or sums(self, t, **k))
+    cv = ControlVariates(model)
+    assert cv.center.method == "newton" and cv.center.n_passes == len(calls) >= 2
+    assert len({t.tobytes() for t in calls}) == len(calls)     # no point passed over twice
+    again = ControlVariates(model, center=cv.center.theta)      # one pass at the mode
+    for field in ("theta", "loglik", "grad", "hess", "posterior_grad", "posterior_hess",
+                  "offset"):
+        np.testing.assert_array_equal(getattr(again.center, field), getattr(cv.center, field),
+                                      err_msg=field)
+
+
 # --- proposals from the Laplace covariance ----------------------------------------------------
 
 

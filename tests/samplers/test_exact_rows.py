@@ -74,6 +74,19 @@ def test_row_scales_is_the_laplace_variance_of_the_predictor(rare):
     np.testing.assert_allclose(row_scales(cv), v ** 1.5, rtol=1e-10)
 
 
+def test_row_scales_on_threads_are_the_one_thread_bits(rare, monkeypatch):
+    """The scan runs its chunks on every core (here 10 chunks of 500 rows): each row's value
+    is the same bits as the whole array's in one call on one thread."""
+    import samplers.models.exact_rows as er
+
+    X, _, cv = rare
+    want = np.empty(N)
+    er.quadratic_forms(np.ascontiguousarray(X, dtype=float), cv.laplace_covariance(), 1.5,
+                       want)
+    monkeypatch.setattr(er, "SCAN_CHUNK", 500)
+    np.testing.assert_array_equal(row_scales(cv), want)
+
+
 def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
     _, _, cv = rare
     split = ExactRows(cv, "auto")

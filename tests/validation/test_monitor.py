@@ -182,6 +182,25 @@ def test_warning_fires_when_epsilon_is_far_above_the_design(designed):
     assert not short.bias_exceeded and math.isnan(short.acceptance_error_se)
 
 
+def test_a_deferred_bias_check_warns_once_on_the_chain_kept(designed):
+    """``bias_check=False`` skips the check after the loop, never the samples; the caller's
+    ``Chain.check_bias()`` (validation.fit's, once on chains joined from rounds) then warns
+    as the loop would have, and keeps the estimates for ``to_arviz``."""
+    model, proposal, theta, plan = designed
+    loose = dataclasses.replace(AustereTest.from_design(plan), epsilon=0.45)
+    with pytest.warns(BiasWarning):
+        checked = sample(model, loose, proposal, theta, 300, rng=5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", BiasWarning)
+        quiet = sample(model, loose, proposal, theta, 300, rng=5, bias_check=False)
+    np.testing.assert_array_equal(quiet.samples, checked.samples)
+    assert "acceptance_errors" not in quiet.__dict__            # nothing computed yet
+    with pytest.warns(BiasWarning, match="exceeds the tolerance"):
+        assert quiet.check_bias() is quiet
+    np.testing.assert_array_equal(quiet.__dict__["acceptance_errors"],
+                                  checked.acceptance_errors)
+
+
 def test_tests_without_an_estimate_have_no_monitor():
     X, y, theta = logistic_regression(2_000, 2, rng=1)
     chain = sample(LogisticRegression(X, y), FPCNormalTest(m=100), RandomWalk(0.02), theta,

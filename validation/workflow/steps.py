@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -1057,6 +1058,9 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     rng = as_generator(rng)
     streams = rng.spawn(chains)
     theta0 = np.broadcast_to(np.asarray(start, dtype=float), (chains, len(start))).copy()
+    # the chains run here (not forked, not on a cluster): the monitor's table meanwhile
+    in_process = executor is None and not (chains > 1 and (parallel is None or parallel))
+    table = _monitor_table(model, test) if in_process else None
     parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
     while True:
         rounds += 1
@@ -1079,6 +1083,8 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     if interrupted:
         warnings.warn(f"interrupted: returning {len(joined)} chain(s) of "
                       f"{joined[0].samples.shape[0]} draws", ChainInterrupted, stacklevel=3)
+    else:
+        joined = _checked(joined, table)
     from samplers import Chains
     return ChainsResult(Chains(tuple(joined)), interrupted, found, rhat,
                         time.perf_counter() - t0, rounds)
@@ -1103,7 +1109,7 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
             executor = executor.get_executor(pure=False)        # without hashing the model
         got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
                             rng=_Streams(streams), executor=executor, progress=progress,
-                            row_draws=rows)
+                            row_draws=rows, bias_check=False)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
     if parallel is None:
@@ -1115,20 +1121,60 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
         # compile in this process first (a throwaway 2-step chain on its own stream): the
         # forked workers inherit the compiled kernels instead of each compiling them again
         sample(model, test, proposal, theta0[0], 2, rng=np.random.default_rng(0),
-               progress=False, row_draws=rows)
+               progress=False, row_draws=rows, bias_check=False)
         parent = _Streams(streams)
         with ProcessPoolExecutor(max_workers=k) as pool:
             got = sample_chains(model, test, proposal, theta0, n, n_chains=k, rng=parent,
-                                executor=pool, progress=progress, row_draws=rows)
+                                executor=pool, progress=progress, row_draws=rows,
+                                bias_check=False)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
     runs = []
     for j, s in enumerate(streams):
         runs.append(sample(model, test, proposal, theta0[j], n, rng=s, progress=progress,
-                           row_draws=rows))
+                           row_draws=rows, bias_check=False))
         if runs[-1].samples.shape[0] < n:        # Ctrl-C: stop here, keep what was drawn
             return _cut(runs), True
     return runs, False
+
+
+def _checked(chains, table):
+    """The chains after the bias check of :func:`samplers.sample`, run once on the joined
+    chains (the rounds skip it); a Ctrl-C while the table is computed ends the check, as in
+    :func:`samplers.sample`."""
+    from samplers import ChainInterrupted
+
+    if table is not None:
+        try:
+            table.join()
+        except KeyboardInterrupt:
+            warnings.warn("interrupted during the bias check after the chains: returning "
+                          "them unchecked", ChainInterrupted, stacklevel=4)
+            return chains
+    return [c.check_bias() for c in chains]
+
+
+def _monitor_table(model, test):
+    """A thread computing the bias monitor's error table of an Austere test (the dynamic
+    programme at about a thousand drifts, :func:`design.decision_errors`; cached per design)
+    while the chains run: the programme releases the GIL, so it runs on another core, and the
+    check after the chains finds it ready. None for other tests."""
+    from samplers import AustereTest
+
+    if not isinstance(test, AustereTest):
+        return None
+    empty = {"mean": np.zeros(0), "sd": np.zeros(0), "n_used": np.zeros(0),
+             "log_const": np.zeros(0)}
+
+    def warm():
+        try:
+            test.decision_errors(empty, int(model.N))   # zero decisions: only the table
+        except Exception:   # noqa: BLE001 -- the check after the chains reports it
+            pass
+
+    thread = threading.Thread(target=warm, name="austerity-monitor-table", daemon=True)
+    thread.start()
+    return thread
 
 
 def _on_store(model) -> bool:
