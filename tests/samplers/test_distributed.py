@@ -159,11 +159,12 @@ class PicklingPool(ThreadPoolExecutor):
 
     def __init__(self):
         super().__init__(2)
-        self.sizes = []
+        self.sizes, self.blobs = [], []
 
     def submit(self, fn, *args):
         blob = pickle.dumps((fn, args))
         self.sizes.append(len(blob))
+        self.blobs.append(blob)
         fn, args = pickle.loads(blob)
         return super().submit(fn, *args)
 
@@ -251,6 +252,16 @@ def test_the_data_checks_of_a_store_run_on_the_executor(client, model, tmp_path,
     with PicklingPool() as pool:
         local, remote = _error(lambda: glm(None)), _error(lambda: glm(pool))
     assert remote == local and "row 140001 has -1.0" in local[1] and len(pool.sizes) >= 5
+    # binomial y against its trials (two columns at once): by ranges of the model's rows
+    counts[140_001], counts[140_500], counts[7] = 4.0, 5.0, 3.0
+    sources.write_store(tmp_path / "succ.zarr", X, counts, rows_per_chunk=64,
+                        rows_per_shard=1024, progress=False)
+    binom = lambda executor: GLM(*sources.open_store(tmp_path / "succ.zarr"),  # noqa: E731
+                                 family="binomial", trials=3, executor=executor)
+    with PicklingPool() as pool:
+        local, remote = _error(lambda: binom(None)), _error(lambda: binom(pool))
+    assert remote == local and "row 140001 has y = 4.0 (trials 3.0)" in local[1]
+    assert sum(b"_binomial_bad" in b for b in pool.blobs) == 3 and max(pool.sizes) < 3000
 
 
 def _rows(n):
