@@ -14,8 +14,10 @@ from design._lib.distribute import as_cluster
 from design._lib.progress import progress_bar
 from design._lib.rows import new_order
 
-from ._kernels import minibatch_statistics
-from ._ratios import CHUNK, Population, loglik_ratios, loglik_ratios_many
+from samplers.models import loglik_ratio
+
+from ._kernels import minibatch_rows, minibatch_values_statistics
+from ._ratios import CHUNK, Population, loglik_ratios
 from ._verdict import design_settings, run_acceptance_check
 
 __all__ = ["CLTCheck", "clt_check"]
@@ -31,8 +33,11 @@ EARLY_STOP_LEVEL = 1e-3
 SEARCH_RATIO = math.sqrt(2.0)
 SEARCH_FLOOR = 8
 _SEARCH_FIRST = 1000
-#: At most this many l_i (256 MB) are kept between the passes over pairs of a model.
-_KEEP_VALUES = 1 << 25
+#: The simulations read the l_i of at most this many rows at once (8 MB).
+_BLOCK_VALUES = 1 << 20
+#: Up to this many rows (32 MB a pair), a pair whose simulations ask for more than N / 4
+#: l_i gets all N computed once and kept (cheaper than reading most rows many times).
+_FULL_ROWS = 1 << 22
 
 
 @functools.lru_cache(maxsize=64)
@@ -49,18 +54,28 @@ def ks_distance(t, df) -> float:
 
 
 class _Source:
-    """The l_i of each pair, given as rows or from a model: computed by an O(N) pass and
-    kept while they fit in ``_KEEP_VALUES`` values, recomputed after that."""
+    """The l_i of each pair, given as rows or from a model, read where they are needed.
 
-    def __init__(self, source, pairs, chunk, cluster=None):
-        self.cluster = cluster
+    A model's l_i are never held over all N rows: the statistics of every pair (mean, sd,
+    skewness, excess kurtosis, mean |z| and |z|^3) come from one pass over the data for all
+    pairs (:meth:`design.TrialChain.from_model`, on ``executor``'s workers if given), or from
+    a ``trial`` chain of the same pairs that already made that pass; the simulations read the
+    l_i only at the rows they draw (:meth:`values`, the model's ``loglik_ratio`` at those
+    rows).
+    """
+
+    def __init__(self, source, pairs, chunk, executor=None, trial=None, progress=None):
+        self.executor, self.chunk, self.progress = executor, chunk, progress
+        self._pops, self._full, self._asked = {}, {}, {}
         if pairs is None:
+            if trial is not None:
+                raise TypeError("trial= goes with a model and its pairs, not with l_i given "
+                                "as arrays")
             l = check_finite_array("l", source, ndim=(1, 2))
             self.rows = l.reshape(1, -1) if l.ndim == 1 else l
             self.model = None
             self.N = self.rows.shape[1]
             self.n_pairs = self.rows.shape[0]
-            self._pops = {}
             return
         if not callable(getattr(source, "loglik", None)):
             raise TypeError("with pairs, the first argument must be a model with "
@@ -80,39 +95,95 @@ class _Source:
         if thetas.shape != theta_news.shape or thetas.shape[0] == 0:
             raise ValueError(f"thetas and theta_news must have the same non-empty shape "
                              f"(n_pairs, d), got {thetas.shape} and {theta_news.shape}")
-        self.model, self.thetas, self.theta_news, self.chunk = source, thetas, theta_news, chunk
+        self.model, self.thetas, self.theta_news = source, thetas, theta_news
         self.N = check_int("model.N", getattr(source, "N", None), low=4)
         self.n_pairs = thetas.shape[0]
-        self._kept, self._room, self._pops = {}, max(1, _KEEP_VALUES // self.N), {}
-
-    @property
-    def in_memory(self) -> bool:
-        """Whether every pair's l_i are (or, once computed, will be) kept."""
-        return self.model is None or self.n_pairs <= self._room
+        self.trial = None if trial is None else _check_trial(trial, self.n_pairs, self.N)
 
     def population(self, p) -> Population:
-        """The :class:`Population` of pair p, computed once."""
+        """The :class:`Population` of pair p (for a model: every pair's from one pass)."""
         if p not in self._pops:
-            self._pops[p] = Population.of(self(p))
+            if self.model is None:
+                try:
+                    self._pops[p] = Population.of(self.rows[p])
+                except ValueError as exc:
+                    raise ValueError(f"row {p} of the l_i array: {exc}") from None
+            else:
+                self._pops.update(enumerate(self._model_populations()))
         return self._pops[p]
 
-    def __call__(self, p) -> np.ndarray:
+    def _model_populations(self):
+        from design import TrialChain
+
+        trial = self.trial
+        if trial is None:
+            try:
+                trial = TrialChain.from_model(self.model, self.thetas, self.theta_news,
+                                              chunk=self.chunk, progress=self.progress,
+                                              executor=self.executor)
+            except ValueError as exc:
+                if "sigma must be > 0" not in str(exc):
+                    raise
+                raise ValueError("the l_i of a pair are all equal (theta_new == theta?): "
+                                 f"there is no sampling error to check ({exc})") from None
+        return [Population(float(trial.mu[p]), float(trial.sigma[p]),
+                           float(trial.skewness[p]), float(trial.kurtosis[p]),
+                           float(trial.abs_z1[p]), float(trial.abs_z3[p]))
+                for p in range(self.n_pairs)]
+
+    def values(self, p, rows) -> np.ndarray:
+        """The l_i of pair p at ``rows`` (an integer array of any shape), in its shape.
+
+        For a model, computed at those rows; once the rows asked for a pair pass N / 4 and
+        N is at most ``_FULL_ROWS``, all N l_i of the pair are computed in one pass and
+        kept (a simulation that reads most rows many times, at small N).
+        """
         if self.model is None:
-            return self.rows[p]
-        if p in self._kept:
-            return self._kept[p]
-        if self.cluster is None and not self._kept and 1 < self.n_pairs <= self._room and (
-                callable(getattr(self.model, "loglik_many", None))):
-            # every pair in one pass (the pairs share the reading of each row); kept
-            all_l = loglik_ratios_many(self.model, self.thetas, self.theta_news,
-                                       chunk=self.chunk)
-            self._kept = dict(enumerate(all_l))
-            return self._kept[p]
-        l = loglik_ratios(self.model, self.thetas[p], self.theta_news[p], chunk=self.chunk,
-                          executor=self.cluster)
-        if len(self._kept) < self._room:
-            self._kept[p] = l
-        return l
+            return self.rows[p][rows]
+        if p in self._full:
+            return self._full[p][rows]
+        asked = self._asked.get(p, 0) + np.size(rows)
+        if self.N <= _FULL_ROWS and asked > self.N / 4:
+            self._full[p] = loglik_ratios(self.model, self.thetas[p], self.theta_news[p],
+                                          chunk=self.chunk)
+            return self._full[p][rows]
+        self._asked[p] = asked
+        flat = np.asarray(rows).ravel()
+        uniq, inverse = np.unique(flat, return_inverse=True)
+        theta, theta_new = self.thetas[p], self.theta_news[p]
+        got = loglik_ratio(self.model, theta, theta_new, uniq)
+        if got.shape != uniq.shape:
+            raise ValueError(f"the model returned {got.shape} log-likelihood ratios for "
+                             f"{uniq.size} rows")
+        if not np.all(np.isfinite(got)):
+            k = int(np.flatnonzero(~np.isfinite(got))[0])
+            raise ValueError(f"log-likelihood ratio of row {int(uniq[k])} is {got[k]} "
+                             f"between theta={theta} and theta_new={theta_new}")
+        return got[inverse.ravel()].reshape(np.shape(rows))
+
+    def histogram(self, p, sample):
+        """Counts and edges of ``HIST_BINS`` bins of pair p's standardized l_i: over all N
+        rows for l_i given as arrays; for a model, of the l_i ``sample`` read by the
+        simulation, the counts scaled to N."""
+        pop = self.population(p)
+        if self.model is None:
+            return np.histogram((self.rows[p] - pop.mean) / pop.sd, bins=HIST_BINS)
+        counts, edges = np.histogram((sample - pop.mean) / pop.sd, bins=HIST_BINS)
+        return counts * (self.N / sample.size), edges
+
+
+def _check_trial(trial, n_pairs, N):
+    """``trial``, a :class:`design.TrialChain` of ``n_pairs`` pairs over N rows with the shape
+    of their l_i (:meth:`~design.TrialChain.from_model`)."""
+    missing = [k for k in ("mu", "sigma", "skewness", "kurtosis", "abs_z1", "abs_z3")
+               if getattr(trial, k, None) is None]
+    if missing:
+        raise TypeError("trial must be a design.TrialChain from TrialChain.from_model on the "
+                        f"same model and pairs (with the shape of the l_i), missing {missing}")
+    if trial.n_pairs != n_pairs or trial.N != N:
+        raise ValueError(f"trial must summarise the same {n_pairs} pairs over N = {N} rows, "
+                         f"got {trial.n_pairs} pairs over N = {trial.N}")
+    return trial
 
 
 @dataclass(frozen=True, eq=False)
@@ -295,25 +366,38 @@ class CLTCheck:
         return fig
 
 
-def _simulate(l, mu, b, n, rng, order):
+def _simulate(src, p, mu, b, n, rng, order, keep=None):
+    """Means and t statistics of ``n`` minibatches of ``b`` rows of pair p: the rows are
+    drawn first (by blocks of about ``_BLOCK_VALUES`` l_i), then the l_i read there; the
+    same draws from ``rng`` as :func:`validation._kernels.minibatch_statistics`. ``keep``
+    (a list) receives the first block's l_i."""
     means, tstats = np.empty(n), np.empty(n)
-    minibatch_statistics(l, mu, order, b, rng, means, tstats)
+    per = max(1, _BLOCK_VALUES // b)
+    for s in range(0, n, per):
+        k = min(per, n - s)
+        rows = np.empty((k, b), dtype=np.intp)
+        minibatch_rows(order, rng, rows)
+        values = src.values(p, rows)
+        if keep is not None and not keep:
+            keep.append(values.ravel())
+        minibatch_values_statistics(values, mu, src.N, means[s:s + k], tstats[s:s + k])
     return means, tstats
 
 
-def _passes(l, b, tolerance, n_sim, rng):
-    """Whether one pair passes at batch size b; stops as soon as it clearly fails.
+def _passes(src, p, b, tolerance, n_sim, rng):
+    """Whether pair p passes at batch size b; stops as soon as it clearly fails.
 
     Simulates in doubling rounds from 1,000 minibatches; once the KS distance exceeds
     ``tolerance`` by more than its noise quantile at level ``EARLY_STOP_LEVEL``, the pair
     fails without more rounds.
     """
-    mu = float(np.mean(l))
-    order = new_order(l.shape[0])
+    mu = src.population(p).mean
+    order = new_order(src.N)
     tstats = np.empty(0)
     n = min(_SEARCH_FIRST, n_sim)
     while True:
-        tstats = np.concatenate([tstats, _simulate(l, mu, b, n - tstats.size, rng, order)[1]])
+        tstats = np.concatenate([tstats, _simulate(src, p, mu, b, n - tstats.size, rng,
+                                                   order)[1]])
         dist = ks_distance(tstats, b - 1)
         if n == n_sim:
             return dist <= tolerance
@@ -332,7 +416,7 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
         ladder = sorted({int(round(b0 * SEARCH_RATIO**k)) for k in range(1, 64)
                          if b0 * SEARCH_RATIO**k <= N // 2})
     for b in ladder:
-        if all(_passes(source(p), b, tolerance, n_sim, rng) for p in order):
+        if all(_passes(source, p, b, tolerance, n_sim, rng) for p in order):
             return b
     return b0 if passed_at_b0 else None
 
@@ -340,7 +424,7 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
 def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,
               search=True, chunk=CHUNK, rng=None, progress=None, design=None,
               log_const=None, n_paths=4000, false_alarm=0.01, sequential=False,
-              edgeworth=True, executor=None) -> CLTCheck:
+              edgeworth=True, executor=None, trial=None) -> CLTCheck:
     """Check the central-limit assumption of the minibatch tests on a dataset.
 
     Given the ``design`` the data are for, the verdict is whether that design keeps its
@@ -360,7 +444,9 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         (one pair) or an array of shape (n_pairs, N).
     pairs : (thetas, theta_news), optional
         Arrays of shape (n_pairs, d), e.g. from :func:`proposal_pairs` on a trial chain.
-        The N l_i of each pair are computed in one chunked pass over the data (O(N)).
+        The statistics of every pair's N l_i come from one chunked pass over the data for
+        all pairs (O(N) time, no per-row storage); the simulations compute the l_i only at
+        the rows they draw.
     batch_size : int, optional
         Minibatch size b, ``2 <= b < N``; default: the design's m, else 500.
     tolerance : float
@@ -394,10 +480,15 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
         the tolerance by more than the Kolmogorov quantile at level 1e-3, the search's
         rule); ``n_sim`` then records the minibatches simulated.
     executor : optional
-        Compute the l_i of each pair (a full pass) on a cluster: a
-        ``dask.distributed.Client``, its ``get_executor()`` or any
-        ``concurrent.futures.Executor`` (see :func:`loglik_ratios`); the l_i are the local
-        ones, bit for bit. They are held in this process's memory (8 N bytes a pair).
+        Run the pass over the data on a cluster: a ``dask.distributed.Client``, its
+        ``get_executor()`` or any ``concurrent.futures.Executor``, as
+        :meth:`design.TrialChain.from_model` does (the same statistics as the local pass,
+        bit for bit). The l_i are never gathered: this process holds the statistics and
+        the l_i of the rows simulated.
+    trial : design.TrialChain, optional
+        With a model: the :meth:`~design.TrialChain.from_model` summary of exactly these
+        pairs on this model (e.g. the trial chain the pairs and the design came from);
+        its statistics replace the pass, so the check reads only the rows it simulates.
 
     Returns
     -------
@@ -406,7 +497,15 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     Notes
     -----
     Minibatches are drawn without replacement from the real l_i, O(b) per minibatch (a
-    sparse Fisher-Yates shuffle, :func:`design._lib.rows.draw_rows`), and the t statistic
+    sparse Fisher-Yates shuffle, :func:`design._lib.rows.draw_rows`): their rows are drawn
+    first and the l_i computed there. Memory is O(pairs x rows simulated), never O(N) for
+    a model. The mean, sd, skewness, excess kurtosis and Novak's bound of a model's pairs
+    come from one pass (Chan/Pebay moments; the absolute moments about a pilot mean,
+    certified to 1e-6 or summed again, :meth:`design.TrialChain.from_model`), and its
+    ``histogram`` is that of the l_i at the simulated rows (counts scaled to N). Only at
+    small N (at most 2^22 rows) does a pair whose simulations read more than N / 4 rows get
+    all its l_i computed and kept. The t
+    statistic
     is the sequential test's ``(mean - mu) / s`` with ``s`` the sample sd times the
     finite-population correction. The normality tests (``statsmodels``: Jarque-Bera,
     omnibus, Lilliefors) are of the minibatch means; with many simulated minibatches they
@@ -429,7 +528,8 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     >>> normal.passed, skewed.passed
     (True, False)
     """
-    src = _Source(source, pairs, check_int("chunk", chunk, low=1), as_cluster(executor))
+    as_cluster(executor)                   # a closed executor is refused before any work
+    src = _Source(source, pairs, check_int("chunk", chunk, low=1), executor, trial, progress)
     N = src.N
     if N < 4:
         raise ValueError(f"the population must have at least 4 values, got N = {N}")
@@ -458,25 +558,21 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     P = src.n_pairs
     # with a design the KS distance is supporting detail: simulated in rounds (sequential),
     # it stops at the first round where some pair clearly fails it (as the search does)
-    first = (min(_SEARCH_FIRST, n_sim) if sequential and design is not None
-             and src.in_memory else n_sim)
+    first = min(_SEARCH_FIRST, n_sim) if sequential and design is not None else n_sim
     t_all, means_all = np.empty((P, n_sim)), np.empty((P, n_sim))
     orders = [new_order(N) for _ in range(P)]
+    samples = [[] for _ in range(P)]
     for p in range(P):
-        try:
-            pop = src.population(p)
-        except ValueError as exc:
-            where = f"row {p} of the l_i array" if src.model is None else f"pair {p}"
-            raise ValueError(f"{where}: {exc}") from None
-        means_all[p, :first], t_all[p, :first] = _simulate(src(p), pop.mean, b, first,
-                                                           pair_rngs[p], orders[p])
+        mu = src.population(p).mean
+        means_all[p, :first], t_all[p, :first] = _simulate(src, p, mu, b, first, pair_rngs[p],
+                                                           orders[p], samples[p])
     n_done = first
     if first < n_sim and not any(
             ks_distance(t_all[p, :first], b - 1) - _ks_noise(first, EARLY_STOP_LEVEL)
             > tolerance for p in range(P)):
         for p in range(P):
             means_all[p, first:], t_all[p, first:] = _simulate(
-                src(p), src.population(p).mean, b, n_sim - first, pair_rngs[p], orders[p])
+                src, p, src.population(p).mean, b, n_sim - first, pair_rngs[p], orders[p])
         n_done = n_sim
     if n_done < n_sim:
         t_all, means_all, n_sim = t_all[:, :n_done].copy(), means_all[:, :n_done], n_done
@@ -486,9 +582,10 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     law = stats.t(b - 1).cdf
     bar = progress_bar(P, desc="CLT check", unit="pair", progress=progress)
     for p in range(P):
-        l, pop, means = src(p), src.population(p), means_all[p]
+        pop, means = src.population(p), means_all[p]
         ks = stats.kstest(t_all[p], law)
-        hist[p], edges[p] = np.histogram((l - pop.mean) / pop.sd, bins=HIST_BINS)
+        hist[p], edges[p] = src.histogram(p, samples[p][0])
+        samples[p] = None
         novak_constant = pop.novak(1)
         values = dict(
             mean=pop.mean, sd=pop.sd, skewness=pop.skewness,

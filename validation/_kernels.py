@@ -19,7 +19,7 @@ import numpy as np
 from design._lib.jit import jit, row_jit
 from design._lib.moments import batch_moments, merge_moments
 from design._lib.prefetch import prefetch_row
-from design._lib.rows import draw_rows, restart_order
+from design._lib.rows import draw_rows, keyed_uniforms, restart_order, take_rows
 from design._lib.rules import austere_se
 from samplers.mhtests.engine import MORE, compiled_driver
 
@@ -74,6 +74,100 @@ def minibatch_statistics(l, mu, order, b, rng, means, tstats):
         mean, m2 = batch_moments(buf)
         means[k] = mean
         tstats[k] = (mean - mu) / austere_se(m2, b, N)
+
+
+@jit
+def minibatch_rows(order, rng, rows):
+    """The rows of ``rows.shape[0]`` minibatches of ``rows.shape[1]`` rows, drawn as
+    :func:`minibatch_statistics` draws them (the same uniforms from ``rng``, the order
+    restarted for each minibatch), into ``rows``: so the statistics of values gathered at
+    these rows (:func:`minibatch_values_statistics`) are :func:`minibatch_statistics`'
+    bit for bit."""
+    b = rows.shape[1]
+    u = np.empty(b)
+    for k in range(rows.shape[0]):
+        restart_order(order)
+        draw_rows(rng, order, u, rows[k])
+
+
+@jit
+def minibatch_values_statistics(values, mu, N, means, tstats):
+    """Mean and t statistic ``(mean - mu) / s`` of each row of ``values`` (a minibatch of
+    l_i from a population of N), as :func:`minibatch_statistics` computes them."""
+    b = values.shape[1]
+    for k in range(values.shape[0]):
+        mean, m2 = batch_moments(values[k])
+        means[k] = mean
+        tstats[k] = (mean - mu) / austere_se(m2, b, N)
+
+
+@jit
+def keyed_prefixes(order, key, epochs, out):
+    """The first ``out.shape[1]`` rows of each keyed order ``epochs[j]`` under ``key`` (two
+    uint64) into ``out[j]``: the rows a path of that epoch reads, whatever stages it reads
+    them in (a keyed order's uniform is a function of its epoch and position only)."""
+    L = out.shape[1]
+    u = np.empty(L)
+    for j in range(epochs.shape[0]):
+        restart_order(order)
+        keyed_uniforms(key, epochs[j], 0, u)
+        take_rows(order, u, out[j])
+
+
+def _sequence_path_impl(radius, grow):
+    @jit
+    def path(values, N, settings, lo_win, hi_win):
+        L = values.shape[0]
+        n, mean, m2, stage = 0, 0.0, 0.0, 0
+        r = radius(0, N, 0, mean, m2, settings)
+        if r != r:   # NEED_MORE (NaN); a negative r decides at once
+            raise ValueError("the test's settings do not cover a whole pass over N rows")
+        a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+        while n < N and a < b and a < hi_win and b > lo_win:
+            take = min(grow(n, N, stage, settings), N - n)
+            if n + take > L:
+                return a, b, False
+            b_mean, b_m2 = batch_moments(values[n:n + take])
+            n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
+            stage += 1
+            if n < N:
+                r = radius(n, N, stage, mean, m2, settings)
+                if r != r:
+                    raise ValueError("the test's settings do not cover a whole pass "
+                                     "over N rows")
+                a, b = _narrow(a, b, mean - r, mean + r)
+        return a, b, True
+
+    return path
+
+
+@cache
+def sequence_path_acceptance(radius, grow):
+    """Compiled P(accept | path) of an interval test, u integrated, for paths given as the
+    l_i of their rows in the order read (:func:`interval_path`'s rule and arithmetic, with
+    the rows read ahead instead of drawn).
+
+    Returns ``run(values, mu, N, settings, log_const, window, out, done)``: path j reads
+    ``values[j]`` stage by stage; if it stops within them, ``out[j]`` is
+    ``min(1, exp(N tau + c))`` (``validation._verdict.windowed_path_acceptance``'s rule:
+    the path stops once its undecided thresholds leave [(-c - window) / N, -c / N]; ``mu``
+    the mean of all N l_i) and ``done[j]`` True; if it needs more rows than given,
+    ``done[j]`` is False (the caller reads a longer prefix of the same order).
+    """
+    path = _sequence_path_impl(radius, grow)
+
+    @jit
+    def run(values, mu, N, settings, log_const, window, out, done):
+        hi_win = -log_const / N
+        lo_win = (-log_const - window) / N
+        for j in range(values.shape[0]):
+            a, b, finished = path(values[j], N, settings, lo_win, hi_win)
+            done[j] = finished
+            if finished:
+                tau = min(max(mu, a), b)
+                out[j] = math.exp(min(N * tau + log_const, 0.0))
+
+    return run
 
 
 def repeated_decisions(spec):

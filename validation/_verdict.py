@@ -29,7 +29,7 @@ from design._lib.jit import jit
 from design._lib.progress import progress_bar
 from design._lib.rows import new_order
 
-from ._kernels import interval_path
+from ._kernels import interval_path, keyed_prefixes, sequence_path_acceptance
 from ._ratios import CHUNK, Population
 
 __all__ = ["AcceptanceCheck", "acceptance_check"]
@@ -262,19 +262,23 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
     c = _log_consts(src, log_const, P)
     rngs = as_generator(rng).spawn(P)
     spec = AustereTest(m=m, epsilon=epsilon, threshold=threshold).path_spec(N)
-    run = windowed_path_acceptance(spec.radius, spec.grow)
-    # rounds re-read each pair's l_i: only when they are kept in memory
-    looks = _looks(n_paths) if sequential and getattr(src, "in_memory", True) else [n_paths]
+    run = sequence_path_acceptance(spec.radius, spec.grow)
+    # path k of pair p reads keyed order k under the pair's key: its rows are known ahead
+    keys = [r.integers(0, 2**64, size=2, dtype=np.uint64) for r in rngs]
+    orders = [new_order(N) for _ in range(P)]
+    first_rows = _first_rows(spec, N, m)
+    looks = _looks(n_paths) if sequential else [n_paths]
     paths = np.empty((P, n_paths))
     pops = [None] * P
     bar = progress_bar(P * len(looks), desc="acceptance check", unit="pair", progress=progress)
     done = 0
     for n in looks:
         for p in range(P):
-            l = src(p)
             if pops[p] is None:
-                pops[p] = _population(src, p, l)
-            run(l, new_order(N), spec.settings, float(c[p]), rngs[p], paths[p, done:n])
+                pops[p] = _population(src, p)
+            paths[p, done:n] = _path_acceptance(src, p, run, spec.settings, float(c[p]),
+                                                keys[p], orders[p], np.arange(done, n),
+                                                pops[p].mean, first_rows)
             bar.update()
         done = n
         pa = np.array([math.exp(min(N * q.mean + c[p], 0.0)) for p, q in enumerate(pops)])
@@ -318,14 +322,60 @@ def run_acceptance_check(src, *, m, epsilon, tolerance, threshold, log_const, n_
         n_paths=n_paths, false_alarm=false_alarm, **arrays)
 
 
-def _population(src, p, l):
-    """The :class:`Population` of pair p, whose l_i are ``l`` (kept by a ``_clt._Source``
-    that has one)."""
-    of = getattr(src, "population", None)
+def _population(src, p):
+    """The :class:`Population` of pair p of a ``_clt._Source``."""
     try:
-        return of(p) if of is not None else Population.of(l)
+        return src.population(p)
     except ValueError as exc:
+        if str(exc).startswith(("row ", "pair ")):
+            raise
         raise ValueError(f"pair {p}: {exc}") from None
+
+
+#: Rows of a path read ahead at once (a longer prefix of its order for the few paths that
+#: need one), and the most l_i read at once over the paths of a pair.
+_GROWTH = 4
+_BLOCK_VALUES = 1 << 20
+
+
+def _first_rows(spec, N, m):
+    """Rows the first three stages of a path read (most paths stop within them)."""
+    try:
+        n = 0
+        for stage in range(3):
+            n += int(spec.grow(n, N, stage, spec.settings))
+    except Exception:            # a stage rule not callable from Python
+        n = 4 * m
+    return int(min(max(n, m, 2), N))
+
+
+def _path_acceptance(src, p, run, settings, log_const, key, order, epochs, mu, first_rows):
+    """P(accept | path) of pair p for the paths ``epochs`` (keyed orders under ``key``).
+
+    The rows of each path are drawn ahead (``first_rows`` of its order), their l_i read
+    (``src.values``) and the path run on them; the paths that read past them get a prefix
+    ``_GROWTH`` times longer of the same order, up to N. Memory: ``_BLOCK_VALUES`` l_i.
+    """
+    N = src.N
+    out = np.empty(epochs.size)
+    todo = np.arange(epochs.size)
+    L = first_rows
+    while todo.size:
+        per = max(1, _BLOCK_VALUES // L)
+        left = []
+        for s in range(0, todo.size, per):
+            j = todo[s:s + per]
+            rows = np.empty((j.size, L), dtype=np.intp)
+            keyed_prefixes(order, key, epochs[j].astype(np.int64), rows)
+            probs, finished = np.empty(j.size), np.empty(j.size, dtype=np.bool_)
+            run(src.values(p, rows), mu, N, settings, log_const, _WINDOW, probs, finished)
+            out[j[finished]] = probs[finished]
+            left.append(j[~finished])
+        todo = np.concatenate(left)
+        if todo.size and L == N:
+            raise RuntimeError("a path read all N rows without deciding")
+        L = min(_GROWTH * L, N)
+    return out
 
 
 def _looks(n_paths):
@@ -395,7 +445,8 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
         A model (then ``pairs`` is required), or the l_i: a vector of length N (one pair)
         or an array of shape (n_pairs, N).
     pairs : (thetas, theta_news), optional
-        Arrays of shape (n_pairs, d) (e.g. :func:`proposal_pairs`); one O(N) pass per pair.
+        Arrays of shape (n_pairs, d) (e.g. :func:`proposal_pairs`): one O(N) pass for all
+        pairs (their statistics); the paths compute the l_i only at the rows they read.
     design : Design, optional
         An Austere design (:func:`design.optimize`): gives m, epsilon, the tolerance and
         the threshold; or give ``m``, ``epsilon``, ``tolerance`` (and ``threshold``).
@@ -417,8 +468,8 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
         Simulate the paths in rounds (``FIRST_LOOK`` per pair, doubling) and stop at the
         first round where the verdict of the full ``n_paths`` is already clear (see
         ``_clear_verdict``: it differs from the full run's with probability below 0.15%);
-        ``n_paths`` then records the paths simulated. Rounds run only when every pair's
-        l_i are kept in memory. Default False: all ``n_paths`` paths, as before.
+        ``n_paths`` then records the paths simulated. Default False: all ``n_paths``
+        paths.
     edgeworth : bool
         Also predict Delta by the Edgeworth-corrected programme (the costliest part at
         large N; supporting detail that never decides the verdict). With False,
@@ -436,7 +487,10 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
     exactly (``validation._kernels``). Averaging over paths gives P(accept) with u
     integrated out; a path stops once its undecided thresholds leave the window where that
     probability is in (e^-40, 1). The cost per path is the rows the test reads at the
-    hardest u, so a pair costs about n_paths times the test's rows.
+    hardest u, so a pair costs about n_paths times the test's rows. Path k of a pair reads
+    the keyed row order k under a key drawn from ``rng`` (:func:`design._lib.rows.keyed_uniforms`):
+    its rows are known before its l_i, so they are drawn first (a prefix of the order, a
+    longer one for a path that reads past it) and the l_i computed only there.
 
     Examples
     --------
@@ -450,7 +504,7 @@ def acceptance_check(source, pairs=None, *, design=None, m=None, epsilon=None,
     """
     from ._clt import _Source
 
-    src = _Source(source, pairs, chunk)
+    src = _Source(source, pairs, check_int("chunk", chunk, low=1))
     m, epsilon, tolerance, threshold = design_settings(design, m, epsilon, tolerance,
                                                        threshold)
     return run_acceptance_check(src, m=m, epsilon=epsilon, tolerance=tolerance,

@@ -48,9 +48,9 @@ __all__ = ["ModelRoute", "model_route", "Proxy", "mode_and_proxy", "LaplaceDraws
 #: over the rows, whose cost with ``loglik_many`` grows with the distinct parameter vectors:
 #: Pareto-k fits the largest ceil(min(n / 5, 3 sqrt n)) weights (9 at 41 draws; more than 4
 #: are needed), the design averages its error over the ``n_trial`` chained pairs, and the
-#: verdict simulates the real test on the first ``N_CHECK`` of them (its l_i kept in memory:
-#: 10 x N values), whose mean |error| then has a standard error of about
-#: 0.5 / sqrt(N_CHECK x N_PATHS) = 0.0035 at most.
+#: verdict simulates the real test on the first ``N_CHECK`` of them (their statistics from
+#: that pass, their l_i computed only at the rows the simulation reads), whose mean |error|
+#: then has a standard error of about 0.5 / sqrt(N_CHECK x N_PATHS) = 0.0035 at most.
 N_CHECK = 10
 #: Row orders simulated per check pair by the Austere verdict (``acceptance_check``): the
 #: standard error of the mean |Delta| over N_CHECK pairs is at most about
@@ -806,16 +806,33 @@ def _check_pairs(pairs):
     return (pairs.thetas[:N_CHECK], pairs.news[:N_CHECK]), pairs.log_const[:N_CHECK]
 
 
+def _check_trial(pairs):
+    """The trial chain's summary of the check pairs (its first ``N_CHECK``), which
+    ``clt_check`` reads instead of a pass of its own over the data; None if the trial chain
+    carries no shape of the l_i (then the check makes that pass)."""
+    import design
+
+    t = pairs.trial
+    k = min(N_CHECK, len(pairs.thetas))
+    if any(getattr(t, f, None) is None for f in ("skewness", "kurtosis", "abs_z1", "abs_z3")):
+        return None
+    shape = {f: getattr(t, f)[:k] for f in ("skewness", "kurtosis", "abs_z1", "abs_z3",
+                                            "max_abs", "range_bound")
+             if getattr(t, f, None) is not None}
+    return design.TrialChain(mu=t.mu[:k], sigma=t.sigma[:k], c0=t.c0[:k], N=t.N, **shape)
+
+
 def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, rng,
                      max_redesigns=MAX_REDESIGNS, fallback=True, executor=None):
     import design
     import validation
 
     check, const = _check_pairs(pairs)
+    trial = _check_trial(pairs)
     clt = validation.clt_check(cv, check, design=plan, tolerance=clt_tolerance, n_sim=N_SIM,
                                search=False, n_paths=N_PATHS, log_const=const,
                                rng=rng.spawn(1)[0], progress=False, executor=executor,
-                               **VERDICT_OPTIONS)
+                               trial=trial, **VERDICT_OPTIONS)
     line = "5. CLT check in the currency of the design: " + _austere_sentence(clt)
     if clt.passed or on_clt_failure == "warn":
         extra = "" if clt.passed else "; the design is kept (on_clt_failure='warn')"
@@ -823,7 +840,8 @@ def _austere_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, 
     plan, clt, how, lines = _redesign_austere(design, validation, cv, check, pairs.trial,
                                               plan, clt, tolerance, clt_tolerance, rng,
                                               log_const=const, max_redesigns=max_redesigns,
-                                              fallback=fallback, executor=executor)
+                                              fallback=fallback, executor=executor,
+                                              check_trial=trial)
     return Verdict(plan, clt, how != "failed", how, (line, *lines))
 
 
@@ -832,10 +850,11 @@ def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, r
     import validation
 
     check, _ = _check_pairs(pairs)
+    trial = _check_trial(pairs)
     N, m = cv.N, plan.m
     clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
                                search=False, rng=rng.spawn(1)[0], progress=False,
-                               executor=executor)
+                               executor=executor, trial=trial)
     line = (f"5. CLT check at b = {m}: largest KS distance {np.max(clt.ks_distance):.3f} "
             f"(tolerance {clt_tolerance:g}): ")
     if clt.passed:
@@ -846,7 +865,7 @@ def _barker_verdict(cv, pairs, plan, tolerance, clt_tolerance, on_clt_failure, r
             "assumes a normal minibatch mean",))
     clt = validation.clt_check(cv, check, batch_size=min(m, N - 1), tolerance=clt_tolerance,
                                search=True, rng=rng.spawn(1)[0], progress=False,
-                               executor=executor)
+                               executor=executor, trial=trial)
     b = clt.min_batch_size
     if b is not None:
         grid = sorted({b, 2 * b, 4 * b, 8 * b} & set(range(b, N // 2 + 1)))
@@ -875,7 +894,7 @@ def _austere_sentence(clt) -> str:
 
 def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance,
                       clt_tolerance, rng, log_const=None, max_redesigns=MAX_REDESIGNS,
-                      fallback=True, executor=None):
+                      fallback=True, executor=None, check_trial=None):
     """Redo an Austere design whose simulated verdict failed, on the real l_i.
 
     Where the Edgeworth expansion holds for every trial pair at every m of the grid, the
@@ -891,7 +910,7 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
         return validation.clt_check(cv, pairs, design=candidate, tolerance=clt_tolerance,
                                     n_sim=N_SIM, search=False, n_paths=N_PATHS,
                                     log_const=log_const, rng=rng.spawn(1)[0], progress=False,
-                                    executor=executor, **VERDICT_OPTIONS)
+                                    executor=executor, trial=check_trial, **VERDICT_OPTIONS)
 
     reliable = trial.skewness is not None and all(
         design.edgeworth_reliable(trial.skewness, trial.kurtosis, int(m)).all()
