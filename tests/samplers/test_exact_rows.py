@@ -277,3 +277,24 @@ def test_a_split_of_a_users_model_has_no_row_blocks():
 
     with pytest.raises(TypeError, match="no block_recipe"):
         ExactRows(Users(), np.array([3])).block_recipe(0, 5)
+
+
+def test_fit_with_an_executor_runs_the_splits_passes_there_and_gives_the_same_draws(
+        monkeypatch):
+    """fit(executor=) with heavy rows: the split's trial pairs, verdict and after-run check
+    go through ExactRows.block_recipe to the executor, and the draws are the local fit's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y, _ = rare_covariate_logistic(20_000, rng=1)
+    model = LogisticRegression(X, y, prior=PRIOR)
+    kw = dict(draws=200, n_trial=10, rng=5, test="austere")
+    here = validation.fit(model, parallel=False, **kw)
+    calls = []
+    recipe = ExactRows.block_recipe
+    monkeypatch.setattr(ExactRows, "block_recipe",
+                        lambda self, a, b: calls.append((a, b)) or recipe(self, a, b))
+    with ThreadPoolExecutor(2) as pool:
+        there = validation.fit(model, executor=pool, **kw)
+    assert here.posterior.attrs["heavy_rows"] == there.posterior.attrs["heavy_rows"] > 0
+    assert len(calls) >= 3
+    np.testing.assert_array_equal(here.posterior.theta.values, there.posterior.theta.values)
