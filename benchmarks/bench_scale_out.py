@@ -19,14 +19,23 @@ larger store are a smaller one's. Measured, in one run:
 3. the peak resident memory of the client and of each worker (``ru_maxrss``; the client's
    sampled every half second during ``fit`` and given per step of ``fit``);
 4. ``validation.fit(store_model, tolerance=0.01, executor=client)`` at each size of
-   ``--fit-rows`` (default the largest of ``--rows``): the timings of its steps, rows read per
-   step, and its posterior mean against the Laplace approximation (mode, Hessian) from the
-   same passes, in posterior sds, with the Monte Carlo standard error of each mean.
+   ``--fit-rows`` (default the largest of ``--rows``): the timings of its steps (each printed
+   as it ends, with the client's RSS and the workers' peaks so far, so a run stopped by
+   ``timeout`` says how far it got), rows read per step, the peak RSS of the client (sampled
+   every 0.5 s) and of each worker (sampled every 2 s from the client, and ``ru_maxrss``;
+   whether a worker was restarted), and its posterior mean against the Laplace
+   approximation (mode, Hessian) from the same passes, in posterior sds, with the Monte
+   Carlo standard error of each mean. ``--fit-only`` skips the timed passes of 1-3 (the
+   Laplace approximation is then one sums pass at fit's mode); ``--checks-on-cluster``
+   runs the model's data checks on the cluster.
 
 The load of the machine is printed and saved: timings are only comparable within one run.
 
 Run:  python benchmarks/bench_scale_out.py [--rows 1e7 1e8] [--fit-rows ...] [--pairs 10]
-      [--memory-rows N] [--heavy-rows] [--store-dir DIR] [--out NAME]
+      [--memory-rows N] [--heavy-rows] [--store-dir DIR] [--fit-only] [--checks-on-cluster]
+      [--fit-draws 2000] [--out NAME]
+e.g.  python benchmarks/bench_scale_out.py --rows 1e8 --fit-only --fit-rows 1e6 1e7 1e8 \
+      --fit-draws 2000 --checks-on-cluster --store-dir DIR --out scale_out_fit_1e8
 Writes benchmarks/results/NAME.json (default scale_out.json).
 """
 
@@ -206,19 +215,97 @@ def peak_per_step(samples, timings):
     return out
 
 
+def _worker_rss_mb():
+    """A worker's current resident memory (MB), from /proc/self/statm."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+class WorkerWatch:
+    """Each worker's resident memory sampled every ``every`` seconds from the client (the
+    workers' ``ru_maxrss`` is their peak since start; this also catches a worker restarted
+    by its nanny, whose peak would start again)."""
+
+    def __init__(self, client, every=2.0):
+        import threading
+
+        self.client, self.every, self.peak, self.pids = client, every, {}, {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self):
+        while not self._stop.is_set():
+            try:
+                rss = self.client.run(_worker_rss_mb)
+                pids = self.client.run(os.getpid)
+            except Exception:            # the cluster closing, a worker restarting
+                rss, pids = {}, {}
+            for w, v in rss.items():
+                self.peak[w] = max(self.peak.get(w, 0.0), v)
+            for w, pid in pids.items():
+                self.pids.setdefault(w, set()).add(pid)
+            self._stop.wait(self.every)
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join()
+        return self.peak
+
+
+class _steps_logged:
+    """Print each step of ``fit`` as it ends (its seconds, the client's RSS then and the
+    workers' peaks so far), so a run stopped by ``timeout`` still says how far it got. It
+    wraps fit's step clock (``validation.workflow.fit._Clock``) for the duration."""
+
+    def __init__(self, t0, watch, workers):
+        self.t0, self.watch, self.workers = t0, watch, workers
+
+    def __enter__(self):
+        from validation.workflow import fit as fit_module
+
+        self.cls, self.call = fit_module._Clock, fit_module._Clock.__call__
+        log = self
+
+        def call(clock, name, fn, *args, **kwargs):
+            t = time.perf_counter()
+            print(f"    [{t - log.t0:7.1f} s] {name} ...", flush=True)
+            try:
+                return log.call(clock, name, fn, *args, **kwargs)
+            finally:
+                rss = log.watch.samples[-1][1] if log.watch.samples else float("nan")
+                print(f"    [{time.perf_counter() - log.t0:7.1f} s] {name} done in "
+                      f"{time.perf_counter() - t:.1f} s; client RSS {rss:.0f} MB (peak "
+                      f"{max((r for _, r in log.watch.samples), default=float('nan')):.0f}), "
+                      "workers' peak " + ", ".join(f"{v:.0f}" for v in log.workers.peak.values())
+                      + f" MB; load {os.getloadavg()[0]:.1f}", flush=True)
+
+        self.cls.__call__ = call
+        return self
+
+    def __exit__(self, *exc):
+        self.cls.__call__ = self.call
+        return False
+
+
 def run_fit(model, client, n, draws, n_trial, cv):
-    """``validation.fit`` on the store with the client's memory watched, its accuracy
-    against the Laplace approximation ``cv`` (mode and Hessian from the same passes)."""
+    """``validation.fit`` on the store with the client's and the workers' memory watched,
+    its accuracy against the Laplace approximation ``cv`` (mode and Hessian from the same
+    passes; None: one sums pass at fit's mode). fit's steps are logged as they end."""
     import validation
 
-    watch = RSSWatch()
+    watch, workers = RSSWatch(), WorkerWatch(client)
+    pids_before = client.run(os.getpid)
     t = time.perf_counter()
     try:
-        idata = validation.fit(model, tolerance=0.01, draws=draws, n_trial=n_trial, rng=1,
-                               executor=client)
+        with _steps_logged(t, watch, workers):
+            idata = validation.fit(model, tolerance=0.01, draws=draws, n_trial=n_trial, rng=1,
+                                   executor=client)
     finally:
         samples = watch.stop()
+        worker_peak = workers.stop()
     seconds = time.perf_counter() - t
+    restarted = client.run(os.getpid) != pids_before
     post = idata.posterior
     theta = post["theta"].values.reshape(-1, D + 1)
     sums_seconds = None
@@ -246,6 +333,7 @@ def run_fit(model, client, n, draws, n_trial, cv):
         "ess_bulk": post.attrs["ess_bulk"], "draws": draws,
         "client_rss_mb_peak_per_step": peak_per_step(samples, post.attrs["timings"]),
         "client_rss_mb_peak": max(r for _, r in samples),
+        "workers_rss_mb_peak_sampled": worker_peak, "workers_restarted": bool(restarted),
         "sums_pass_seconds": sums_seconds}
     print(f"fit on the {n:.0e}-row store: {seconds:.0f} s, route {out['route']}, "
           f"{out['rows_realised']:.1f} rows per step (predicted {out['rows_predicted']:.1f}); "
@@ -254,6 +342,9 @@ def run_fit(model, client, n, draws, n_trial, cv):
           f"{out['min_sd_ratio']:.3f}..{out['max_sd_ratio']:.3f}; ESS {out['ess_bulk']:.0f}",
           flush=True)
     print("  steps (s): " + ", ".join(f"{k} {v:.1f}" for k, v in out["timings"].items()))
+    print("  workers' RSS peak, sampled every 2 s (MB): " + ", ".join(
+        f"{v:.0f}" for v in worker_peak.values())
+          + ("; a worker was restarted during fit" if restarted else "; no worker restarted"))
     print("  client RSS peak per step (MB): " + ", ".join(
         f"{k} {v:.0f}" for k, v in out["client_rss_mb_peak_per_step"].items()), flush=True)
     return out
@@ -282,14 +373,20 @@ def main(argv=None) -> int:
     parser.add_argument("--fit-draws", type=int, default=500)
     parser.add_argument("--chain-steps", type=int, default=300)
     parser.add_argument("--no-fit", action="store_true")
+    parser.add_argument("--fit-only", action="store_true",
+                        help="skip the timed passes of --rows (the kernels are still compiled "
+                             "first); the Laplace approximation is then one sums pass at "
+                             "fit's mode")
+    parser.add_argument("--checks-on-cluster", action="store_true",
+                        help="run the model's data checks on the cluster (executor=)")
     parser.add_argument("--heavy-rows", action="store_true",
                         help="time samplers.heavy_rows' pass on the cluster at each size")
     parser.add_argument("--out", default="scale_out")
     args = parser.parse_args(argv)
-    sizes = sorted(int(n) for n in args.rows)
-    fit_sizes = ([] if args.no_fit else [sizes[-1]] if args.fit_rows is None
+    sizes = [] if args.fit_only else sorted(int(n) for n in args.rows)
+    fit_sizes = ([] if args.no_fit else [max(int(n) for n in args.rows)] if args.fit_rows is None
                  else sorted(int(n) for n in args.fit_rows))
-    small = sizes[0] if args.memory_rows is None else int(args.memory_rows)
+    small = (sizes[0] if sizes else 0) if args.memory_rows is None else int(args.memory_rows)
     pairs = dict(zip(sizes, args.pairs * len(sizes) if len(args.pairs) == 1 else args.pairs))
 
     import distributed
@@ -347,7 +444,12 @@ def main(argv=None) -> int:
               flush=True)
         for n in fit_sizes:
             X, y = open_store(paths[n])
-            model = LogisticRegression(X, y, prior=prior)
+            t = time.perf_counter()
+            model = LogisticRegression(X, y, prior=prior,
+                                       executor=client if args.checks_on_cluster else None)
+            print(f"fit at N = {n:.0e}: the model's data checks "
+                  f"{time.perf_counter() - t:.1f} s"
+                  + (" (on the cluster)" if args.checks_on_cluster else " (here)"), flush=True)
             result["load"][f"fit_{n}_before"] = os.getloadavg()
             result["fit"][str(n)] = run_fit(model, client, n, args.fit_draws, 10, cvs.get(n))
             result["load"][f"fit_{n}_after"] = os.getloadavg()

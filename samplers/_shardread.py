@@ -36,6 +36,10 @@ GAP = 1 << 14
 BUFFER = 1 << 20
 #: Shard files kept open per source.
 MAX_FILES = 64
+#: Times a failed ``pread`` is made again before the failure is reported: a call that a
+#: signal interrupts (EINTR: a profiler's timer, a resize) fails without having read
+#: anything and succeeds when repeated; a real I/O error fails every time.
+RETRIES = 64
 _EMPTY = np.uint64(2**64 - 1)
 
 
@@ -59,7 +63,9 @@ def read_shard(fd, size, offsets, inner, row_bytes, local, slots, out, buf, gap,
     ``out[slots]`` (rows of ``row_bytes`` bytes): runs of rows whose bytes lie within
     ``gap`` bytes of each other, within ``len(buf)`` bytes in all, are one ``pread``.
     Rows of an inner chunk never written (offset ``_EMPTY``) are listed in ``empty``.
-    Returns the number listed, or -1 if the file ends before a row's bytes."""
+    Returns the number listed, -1 if the file ends before a row's bytes, or -2 if a
+    ``pread`` failed ``RETRIES + 1`` times running (an I/O error: its errno is not seen
+    here; one interrupted by a signal, EINTR, is made again)."""
     n = local.shape[0]
     cap = buf.shape[0]
     ne = 0
@@ -87,11 +93,18 @@ def read_shard(fd, size, offsets, inner, row_bytes, local, slots, out, buf, gap,
             return -1
         got = 0
         want = end - start
+        failed = 0
         while got < want:
             r = _pread(np.int32(fd), buf.ctypes.data + np.uint64(got), np.uint64(want - got),
                        start + got)
-            if r <= 0:
+            if r == 0:
                 return -1
+            if r < 0:
+                failed += 1
+                if failed > RETRIES:
+                    return -2
+                continue
+            failed = 0
             got += r
         for q in range(k, j):
             p = np.int64(offsets[local[q] // inner]) + (local[q] % inner) * row_bytes - start
@@ -141,6 +154,8 @@ class _ShardFill:
             local = rows[a:b] - s * r.shard_rows
             got = read_shard(self._fd(s, path), size, offsets, r.inner_rows, r.row_bytes,
                               local, slots[a:b], flat, self._buf, GAP, empty)
+            if got == -2:
+                _raise_read_error(self._fd(s, path), path)
             if got < 0:
                 raise ValueError(f"the Zarr shard file {path!r} ends before the rows it "
                                  "indexes: the store is damaged")
@@ -150,6 +165,18 @@ class _ShardFill:
     def close(self):
         while self._files:
             os.close(self._files.popitem()[1])
+
+
+def _raise_read_error(fd, path):
+    """The ``OSError`` of a shard file whose reads keep failing: one read here names its
+    errno (Python's ``os.pread`` makes an interrupted call again itself)."""
+    try:
+        os.pread(fd, 1, 0)
+    except OSError as exc:
+        raise OSError(exc.errno, f"reading the Zarr shard file {path!r} failed: "
+                      f"{exc.strerror}") from exc
+    raise OSError(f"reading the Zarr shard file {path!r} failed {RETRIES + 1} times running "
+                  "(pread returned -1)")
 
 
 def shard_filler(source):

@@ -665,6 +665,13 @@ class ZarrSource(_SourceBase):
         rows = info.get("block_rows")
         if not rows or start % rows:
             return
+        if info.get("algorithm", _DIGEST) != _DIGEST:
+            raise ChecksumError(
+                f"{self.name!r} in {self.path!r} was written by an older version of austerity: "
+                f"its checksums are {info.get('algorithm')!r}, this version writes and checks "
+                f"{_DIGEST!r}, so they cannot be compared (the rows are not known to be "
+                "damaged): rewrite it with `austerity convert DATA STORE --overwrite` (or "
+                "samplers.sources.write_store) from the original data")
         k = start // rows
         digests = info.get("blocks", [])
         if k >= len(digests) or block.shape[0] != min(rows, self.shape[0] - start):

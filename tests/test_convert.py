@@ -208,3 +208,46 @@ def test_the_hdf5_input_is_closed_after_a_conversion_or_an_error(tmp_path):
     assert info.value is not None
     Xs, ys = sources.open_store(tmp_path / "a.zarr")
     np.testing.assert_array_equal(ys.read_range(0, 3000), Y)
+
+
+def _open_fds_on(path):
+    """How many of this process's file descriptors point at ``path`` (Linux /proc)."""
+    import os
+
+    target, count = os.path.realpath(path), 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.path.realpath(f"/proc/self/fd/{fd}") == target
+        except OSError:
+            pass
+    return count
+
+
+def test_the_parquet_input_is_closed_after_a_conversion_or_an_error(tmp_path):
+    """convert's Parquet sources are closed when it returns or raises (while the error, and
+    so its frames, are alive), not when the garbage collector finds them."""
+    import gc
+    import os
+
+    if not os.path.isdir("/proc/self/fd"):
+        pytest.skip("needs /proc/self/fd")
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    from validation.workflow.convert import convert
+
+    table = pa.table({"a": X[:, 0], "b": X[:, 1], "label": Y.astype(np.int8)})
+    pq.write_table(table, tmp_path / "d.parquet", row_group_size=700)
+    gc.disable()
+    try:
+        convert(tmp_path / "d.parquet", tmp_path / "a.zarr", y_column="label", progress=False)
+        assert _open_fds_on(tmp_path / "d.parquet") == 0
+        with pytest.raises(ValueError, match="no column") as info:
+            convert(tmp_path / "d.parquet", tmp_path / "b.zarr", y_column="label",
+                    columns=["a", "zz"], progress=False)
+        assert info.value is not None and _open_fds_on(tmp_path / "d.parquet") == 0
+        with pytest.raises(ValueError, match="multiple of rows_per_chunk") as info:
+            convert(tmp_path / "d.parquet", tmp_path / "c.zarr", y_column="label",
+                    rows_per_chunk=64, rows_per_shard=100, progress=False)   # both opened
+        assert info.value is not None and _open_fds_on(tmp_path / "d.parquet") == 0
+    finally:
+        gc.enable()

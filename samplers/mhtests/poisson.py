@@ -220,10 +220,19 @@ class _PoissonFactorTest(AcceptanceTest):
             object.__setattr__(self, "center", check_finite_array("center", self.center, ndim=1))
 
     def __getstate__(self):
-        # The prepared tables belong to one model object in one process: a worker rebuilds them.
+        # The prepared tables belong to one model object in one process: a worker rebuilds
+        # them, but from the bounds c_i computed here (they travel with their model, keyed
+        # again on arrival), so a chain sent with its model (one pickle) does not redo the
+        # O(N) pass over the rows on its worker.
         state = dict(self.__dict__)
-        state["_prepared"] = {}
+        state["_prepared"] = [(v[0], v[1].rem.c) for v in self._prepared.values()
+                              if isinstance(v[1], _Prepared)]
         return state
+
+    def __setstate__(self, state):
+        entries = state.pop("_prepared", [])
+        self.__dict__.update(state)
+        object.__setattr__(self, "_prepared", {("c", id(m)): (m, c) for m, c in entries})
 
     # -- set-up, once per model ------------------------------------------------------------
 
@@ -237,15 +246,18 @@ class _PoissonFactorTest(AcceptanceTest):
             )
         self.prepare(view.model)
 
-    def prepare(self, model):
-        """The remainder bounds and Poisson batches for ``model`` (one O(N) pass, cached)."""
+    def prepare(self, model, *, executor=None):
+        """The remainder bounds and Poisson batches for ``model`` (one O(N) pass, cached; on
+        ``executor``'s workers when given, see :class:`~samplers.TaylorRemainder`)."""
         entry = self._prepared.get(id(model))
         if entry is not None and entry[0] is model:
             return entry[1]
         if self.center is not None and self.center.shape[0] != model.dim:
             raise ValueError(f"center must have {model.dim} element(s), got "
                              f"{self.center.shape[0]}")
-        rem = TaylorRemainder(model, self.order, self.center)
+        carried = self._prepared.get(("c", id(model)))
+        c = carried[1] if carried is not None and carried[0] is model else None
+        rem = TaylorRemainder(model, self.order, self.center, executor=executor, c=c)
         if not (math.isfinite(rem.c_sum) and math.isfinite(rem.c_max)):
             bad = int(np.flatnonzero(~np.isfinite(rem.c))[0])
             raise ValueError(

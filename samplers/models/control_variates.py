@@ -1390,8 +1390,9 @@ class ControlVariates(BaseModel):
     def loglik_many(self):
         """``loglik_many(thetas, idx)``: the wrapper's per-datum log-likelihoods of rows
         ``idx`` at k parameter vectors, shape (len(idx), k), each column equal to
-        :meth:`loglik` bit for bit; None around a user's model (no compiled rows) and on a
-        store-backed model (its rows are read by blocks).
+        :meth:`loglik` bit for bit; None around a user's model (no compiled rows). On a
+        store-backed model the rows ``idx`` are read once (``read_rows``) for all vectors,
+        and a cluster pass runs the same kernel on each worker's in-memory block.
 
         ``design.TrialChain.from_model`` summarises every trial pair from it in one pass
         over the data: the l_i of pair p are the difference of two columns, so each row's
@@ -1413,7 +1414,7 @@ class ControlVariates(BaseModel):
         True
         """
         glm = self._glm
-        if glm is None or glm.nuisance or self._store_backed:   # scalar-eta GLMs in memory
+        if glm is None or glm.nuisance:             # scalar-eta GLMs only
             return None
         kernel = _cv_loglik_many(glm.link, glm.derivs, glm.scatter)
 
@@ -1422,6 +1423,8 @@ class ControlVariates(BaseModel):
             if thetas.ndim != 2 or thetas.shape[1] != self.dim:
                 raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
             idx = self._check_idx(idx)
+            if self._store_backed:      # the rows read once, then the in-memory kernel
+                return self._rows_model(idx).loglik_many(thetas, np.arange(idx.shape[0]))
             shifts = np.array([self._proxy_sum(t) / self._rows_total for t in thetas])
             out = np.empty((idx.shape[0], thetas.shape[0]))
             kernel(self._data(0.0), idx, np.ascontiguousarray(thetas.T), shifts, out)

@@ -448,8 +448,14 @@ class ExactRows(BaseModel):
         if total - rows.size < 2:
             raise ValueError(f"rows must leave at least 2 of the model's {total} rows, got "
                              f"{rows.size} rows")
+        self._attach(model, rows, int(dim), total)
+
+    def _attach(self, model, rows, dim, total):
+        """Set the wrapper's fields (``rows`` sorted, distinct, in range). The exact part is
+        the wrapped model at ``rows`` divided by the rest's size; a block of the rest
+        (:meth:`block_recipe`) replaces it by the whole data's (:meth:`_block`)."""
         self.model = model
-        self.dim = int(dim)
+        self.dim = dim
         self.N = total - int(rows.size)
         self.temperature = 1.0   # the wrapped model carries its own temperature
         self._inv_temp = 1.0
@@ -482,6 +488,40 @@ class ExactRows(BaseModel):
         if self._inner_range is None:
             # no range: the samplers' view sees none, and the confidence test says so
             self._loglik_ratio_range = self._loglik_ratio_bound = None
+        # the exact part: the wrapped model's sum over the heavy rows, over n = self.N (a
+        # block of the rest keeps the whole data's: _block)
+        self._heavy, self._n_div, self._heavy_rows_model = None, self.N, None
+
+    @classmethod
+    def _block(cls, inner, skip, heavy, n_div, dim):
+        """The wrapper over one block of the rest: ``inner`` the wrapped model's rows of the
+        block (in memory), ``skip`` the heavy rows among them (block numbering), and the
+        exact part that of the whole data: ``heavy`` the wrapped model of the heavy rows
+        alone (in memory), divided by the whole rest's size ``n_div``. Each row gives the
+        whole wrapper's values bit for bit (the same row kernels and sums)."""
+        self = cls.__new__(cls)
+        self._attach(inner, skip, dim, int(inner.N))
+        self._heavy, self._n_div = heavy, n_div
+        return self
+
+    def _exact(self, kind, *args):
+        """The heavy rows' values (``kind`` "ratio", "loglik", "grad" or "many"), or None
+        when there are none."""
+        if self._heavy is None:
+            if self.rows.size == 0:
+                return None
+            model, idx = self.model, self.rows
+            fn = {"ratio": self._inner_ratio, "loglik": self._inner_loglik,
+                  "grad": self._inner_grad}.get(kind)
+        else:
+            if self._heavy.N == 0:
+                return None
+            model, idx = self._heavy, np.arange(self._heavy.N, dtype=np.intp)
+            fn = {"ratio": model._loglik_ratio, "loglik": model._loglik,
+                  "grad": model._grad_loglik}.get(kind)
+        if kind == "many":
+            fn = model.loglik_many
+        return np.asarray(fn(*args, idx), dtype=float)
 
     # -- the index map and the exact part ---------------------------------------------------------
 
@@ -502,15 +542,14 @@ class ExactRows(BaseModel):
 
     def _shift(self, theta, theta_new) -> float:
         """``S / n``: the heavy rows' exact sum of ratios over the rest's size."""
-        if self.rows.size == 0:
-            return 0.0
-        return ordered_sum(self._inner_ratio(theta, theta_new, self.rows)) / self.N
+        values = self._exact("ratio", theta, theta_new)
+        return 0.0 if values is None else ordered_sum(values) / self._n_div
 
     def exact_ratio(self, theta, theta_new) -> float:
         """``S = sum_{h in K} l_h(theta, theta')``, the exact part of a decision."""
         theta = self._check_theta("theta", theta)
         theta_new = self._check_theta("theta_new", theta_new)
-        return self._shift(theta, theta_new) * self.N
+        return self._shift(theta, theta_new) * self._n_div
 
     # -- row kernels (the wrapped model's, through the index map) ------------------------------
 
@@ -535,7 +574,7 @@ class ExactRows(BaseModel):
         """The compiled chain loop's parts (:class:`~samplers.models.compiled.BlockModel`),
         built on the wrapped model's, or None (then the Python loop runs): block data
         ``(inner, adj, rows, n)``, the heavy rows' exact sum computed inside the step."""
-        if self._row_ratio is None:
+        if self._row_ratio is None or self._heavy is not None:      # a block: no chains
             return None
         from .._view import ModelView
         from .compiled import BlockModel
@@ -555,12 +594,33 @@ class ExactRows(BaseModel):
         return None
 
     def row_block(self, start, stop):
-        raise TypeError("ExactRows has no row blocks: its rows (the rest after the heavy "
-                        "rows) are not a range of the wrapped model's rows; its full-data "
-                        "passes run in this process")
+        """The wrapper over rows ``start .. stop - 1`` of the rest, in memory (see
+        :meth:`block_recipe`)."""
+        return self.block_recipe(start, stop)()
 
     def block_recipe(self, start, stop):
-        self.row_block(start, stop)
+        """A picklable zero-argument callable that rebuilds the wrapper over rows ``start ..
+        stop - 1`` of the rest on another process (an executor's worker), so the split's
+        full-data passes (its trial pairs, the verdict, the after-run check) run on a
+        cluster: the wrapped model's block of the rows those span
+        (``model.block_recipe``), the heavy rows among them skipped, and the exact part
+        from the heavy rows' own rows (|K| rows, sent with each task) over the whole rest's
+        size. Every row's values equal the whole wrapper's bit for bit. A ``TypeError`` when
+        the wrapped model has no ``block_recipe`` (a user's model): the passes then run
+        here."""
+        start, stop = self._check_block(start, stop)
+        recipe = getattr(self.model, "block_recipe", None)
+        if not callable(recipe) or not isinstance(self.model, BaseModel):
+            raise TypeError(f"ExactRows around {type(self.model).__name__} has no row blocks: "
+                            "the wrapped model has no block_recipe (the built-in models have "
+                            "it); its full-data passes run in this process")
+        lo, hi = (int(v) for v in self._map(np.array([start, stop - 1], dtype=np.intp)))
+        hi += 1
+        skip = self.rows[(self.rows >= lo) & (self.rows < hi)] - lo
+        if self._heavy_rows_model is None and self.rows.size:
+            self._heavy_rows_model = self.model._rows_model(self.rows)
+        return _RestBlock(recipe(lo, hi), skip, self._heavy_rows_model, self.N, self.dim,
+                          (start, stop))
 
     def _kernel_data(self):
         raise TypeError("ExactRows rows carry the per-pair constant S/n of the heavy rows: read "
@@ -591,18 +651,19 @@ class ExactRows(BaseModel):
             if thetas.ndim != 2 or thetas.shape[1] != self.dim:
                 raise ValueError(f"thetas must have shape (k, {self.dim}), got {thetas.shape}")
             out = np.asarray(inner(thetas, self._map(self._check_idx(idx))), dtype=float)
-            if self.rows.size:
-                heavy = np.asarray(inner(thetas, self.rows), dtype=float)
+            heavy = self._exact("many", thetas)
+            if heavy is not None:
                 out = out + np.array([ordered_sum(np.ascontiguousarray(heavy[:, k]))
-                                      for k in range(thetas.shape[0])]) / self.N
+                                      for k in range(thetas.shape[0])]) / self._n_div
             return out
 
         return loglik_many
 
     def _loglik(self, theta, idx):
         out = self._inner_loglik(theta, self._map(idx))
-        if self.rows.size:
-            out = out + ordered_sum(self._inner_loglik(theta, self.rows)) / self.N
+        heavy = self._exact("loglik", theta)
+        if heavy is not None:
+            out = out + ordered_sum(heavy) / self._n_div
         return out
 
     def _grad_loglik(self, theta, idx):
@@ -610,8 +671,9 @@ class ExactRows(BaseModel):
             raise TypeError(f"{type(self.model).__name__} has no grad_loglik, so ExactRows "
                             "around it has none")
         out = self._inner_grad(theta, self._map(idx))
-        if self.rows.size:
-            out = out + self._inner_grad(theta, self.rows).sum(axis=0) / self.N
+        heavy = self._exact("grad", theta)
+        if heavy is not None:
+            out = out + heavy.sum(axis=0) / self._n_div
         return out
 
     def _loglik_ratio_range(self, theta, theta_new):
@@ -648,3 +710,25 @@ class ExactRows(BaseModel):
     def __repr__(self):
         return (f"ExactRows({self.model!r}, rows={self.rows.size} exact, "
                 f"N={self.N} minibatch rows)")
+
+
+class _RestBlock:
+    """:meth:`ExactRows.block_recipe`: a picklable callable building ``ExactRows._block``."""
+
+    def __init__(self, inner_recipe, skip, heavy, n_div, dim, rows):
+        self.inner_recipe, self.skip, self.heavy = inner_recipe, skip, heavy
+        self.n_div, self.dim, self.rows = n_div, dim, rows
+
+    def __call__(self):
+        heavy = _NoRows() if self.heavy is None else self.heavy   # no heavy rows: none
+        return ExactRows._block(self.inner_recipe(), self.skip, heavy, self.n_div, self.dim)
+
+    def __repr__(self):
+        return f"block_recipe(ExactRows, rest rows [{self.rows[0]}, {self.rows[1]}))"
+
+
+class _NoRows:
+    """The exact part of a split without heavy rows (never evaluated: it has no rows)."""
+
+    N = 0
+    loglik_many = None

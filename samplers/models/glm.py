@@ -86,6 +86,7 @@ import numpy as np
 from scipy import special
 
 from design._lib.checks import check_positive
+from design._lib.distribute import as_cluster, map_ranges
 from design._lib.jit import jit, row_jit
 from design._lib.vecmath import log1p_unit, log_sigmoid
 from ..priors import GaussianPrior, Prior
@@ -922,6 +923,21 @@ def _first_bad(ok, block):
     return block.shape[0], k, float(block[k])
 
 
+def _binomial_bad(model):
+    """``(row, y, trials)`` of the first row of a binomial ``model`` whose y is not an integer
+    in ``[0, trials]``, or None (a chunked pass; on a worker, over its block)."""
+    n = model._trials
+    for start in range(0, model.N, SCAN_CHUNK):
+        stop = min(start + SCAN_CHUNK, model.N)
+        v = _rows(model.y, start, stop)
+        t = _rows(n, 0, 1)[0] if n.shape[0] == 1 else _rows(n, start, stop)
+        bad = ~((v >= 0) & (v <= t) & (v == np.floor(v)))
+        if bad.any():
+            k = int(np.flatnonzero(bad)[0])
+            return start + k, float(v[k]), float(np.broadcast_to(t, v.shape)[k])
+    return None
+
+
 def _trials_ok(t):
     return (t >= 1) & (t == np.floor(t))
 
@@ -1142,16 +1158,21 @@ class GLM(BaseModel):
         if fam in ("bernoulli",):
             self._scan("y", self.y, _binary_ok, "0 or 1 (family 'bernoulli')", executor)
         elif fam == "binomial":
-            for start in range(0, self.N, SCAN_CHUNK):
-                stop = min(start + SCAN_CHUNK, self.N)
-                v = _rows(self.y, start, stop)
-                t = _rows(n, 0, 1)[0] if n.shape[0] == 1 else _rows(n, start, stop)
-                bad = ~((v >= 0) & (v <= t) & (v == np.floor(v)))
-                if bad.any():
-                    k = int(np.flatnonzero(bad)[0])
-                    raise ValueError(f"y must hold integer successes in [0, trials] for family "
-                                     f"'binomial'; row {start + k} has y = {float(v[k])!r} (trials "
-                                     f"{float(np.broadcast_to(t, v.shape)[k])!r})")
+            cluster = as_cluster(executor) if self._store_backed else None
+            if cluster is None:
+                bad = _binomial_bad(self)
+            else:           # each range's first bad row on its worker; the first in row order
+                found = []
+                map_ranges(cluster, self.block_recipe, _binomial_bad, (),
+                           lambda start, stop, got: found.append(
+                               None if got is None else (start + got[0],) + got[1:]),
+                           N=self.N, chunk=SCAN_CHUNK, progress=False,
+                           desc="checking y against trials")
+                bad = next((b for b in found if b is not None), None)
+            if bad is not None:
+                row, v, t = bad
+                raise ValueError(f"y must hold integer successes in [0, trials] for family "
+                                 f"'binomial'; row {row} has y = {v!r} (trials {t!r})")
         elif fam in ("poisson", "negative_binomial"):
             self._scan("y", self.y, _counts_ok,
                        f"non-negative integer counts (family {fam!r})", executor)

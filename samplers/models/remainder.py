@@ -145,6 +145,18 @@ def remainder_totals(cv, executor) -> tuple[float, float]:
     return float(np.sum(sums)), float(np.max(maxes))
 
 
+def _block_c(block, order, m_over_fact):
+    """``c_i = M_{k+1} / k! ||x_i||^{k+1}`` of a block's rows, chunk by chunk (a memmap or a
+    store is read ``CHUNK`` rows at a time)."""
+    design = glm_kernels(block).design
+    c = np.empty(block.N)
+    for start in range(0, block.N, CHUNK):
+        stop = min(start + CHUNK, block.N)
+        Xb = design(block, start, stop)
+        c[start:stop] = m_over_fact * np.sqrt(np.einsum("ij,ij->i", Xb, Xb)) ** (order + 1)
+    return c
+
+
 def _block_c_totals(block, order, m_over_fact):
     """On a worker: each chunk's sum and maximum of ``c_i`` (as :class:`TaylorRemainder`)."""
     design = glm_kernels(block).design
@@ -174,6 +186,15 @@ class TaylorRemainder:
         Taylor order; 0 is no proxy (TunaMH's Lipschitz bound; logistic and Student-t only).
     center : array of shape (d,), optional
         Expansion point; default the posterior mode (ignored at order 0).
+    executor : optional
+        Run the pass for ``c_i`` (and the control variates' passes when ``model`` is not
+        already wrapped) on a cluster: a ``dask.distributed.Client``, its
+        ``get_executor()`` or any ``concurrent.futures.Executor`` (see
+        :func:`design._lib.distribute.map_ranges`). Each range's ``c_i`` come back and are
+        written here in row order: the same values as the local pass.
+    c : ndarray of shape (N,), optional
+        The ``c_i`` already computed for this model (by another process: a test's prepared
+        bounds sent with a chain), used instead of the pass.
 
     Attributes
     ----------
@@ -198,7 +219,7 @@ class TaylorRemainder:
     True
     """
 
-    def __init__(self, model, order: int = 2, center=None):
+    def __init__(self, model, order: int = 2, center=None, *, executor=None, c=None):
         if isinstance(order, bool):
             raise TypeError(f"order must be an integer, got {order!r}")
         self.order = check_int("order", order, low=0, high=2)
@@ -224,17 +245,26 @@ class TaylorRemainder:
                 f"log-likelihood in the linear predictor; {type(model).__name__} has none "
                 f"(use order={self.order + 1})")
         if self.order >= 1 and cv is None:
-            cv = ControlVariates(model, center=center, order=self.order)
+            cv = ControlVariates(model, center=center, order=self.order, executor=executor)
         self.model, self.cv, self.N = model, cv, model.N
         self.center = np.zeros(model.dim) if cv is None else cv.center.theta
         self.m_over_fact = M / math.factorial(self.order)
         glm = glm_kernels(model)
-        self.c = np.empty(self.N)
-        for start in range(0, self.N, CHUNK):
-            stop = min(start + CHUNK, self.N)
-            Xb = glm.design(model, start, stop)
-            norms = np.sqrt(np.einsum("ij,ij->i", Xb, Xb))
-            self.c[start:stop] = self.m_over_fact * norms ** (self.order + 1)
+        cluster = as_cluster(executor)
+        if c is not None:
+            self.c = np.asarray(c, dtype=np.float64)
+            if self.c.shape != (self.N,):
+                raise ValueError(f"c must have shape ({self.N},), got {self.c.shape}")
+        elif cluster is None:
+            self.c = _block_c(model, self.order, self.m_over_fact)
+        else:                           # each range's c_i on its worker, written here in order
+            self.c = np.empty(self.N)
+
+            def merge(start, stop, got):
+                self.c[start:stop] = got
+
+            map_ranges(cluster, recipe_of(model), _block_c, (self.order, self.m_over_fact),
+                       merge, N=self.N, chunk=CHUNK, progress=False, desc="remainder bounds")
         self.c_sum = float(self.c.sum())
         self.c_max = float(self.c.max())
         if cv is None:

@@ -131,11 +131,13 @@ def test_a_store_on_the_cluster_gives_the_in_memory_results(client, model, local
     thetas, news = pairs(local_cv, 3, 2)
     a = design.TrialChain.from_model(local_cv, thetas, news, progress=False)
     b = design.TrialChain.from_model(remote, thetas, news, progress=False, executor=client)
-    # in memory the control variates' trial pairs come from one pass of loglik_many
-    # (differences of log-likelihood columns); a store's blocks give each pair's fused
-    # ratio: equal to rounding (1e-9 relative), not bit for bit
-    np.testing.assert_allclose(a.mu, b.mu, rtol=1e-9, atol=1e-15)
-    np.testing.assert_allclose(a.abs_z3, b.abs_z3, rtol=1e-9)
+    # both from one pass of loglik_many (differences of log-likelihood columns): the
+    # store's control variates read each chunk's rows once for every vector, on its worker
+    for field in ("mu", "sigma", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field), err_msg=field)
+    idx = np.array([5, 149_999, 7, 70_000])
+    np.testing.assert_array_equal(remote.loglik_many(thetas, idx),
+                                  local_cv.loglik_many(thetas, idx))
     np.testing.assert_array_equal(log_posterior(local_cv, thetas[None], progress=False),
                                   log_posterior(remote, thetas[None], progress=False,
                                                 executor=client))
@@ -157,11 +159,12 @@ class PicklingPool(ThreadPoolExecutor):
 
     def __init__(self):
         super().__init__(2)
-        self.sizes = []
+        self.sizes, self.blobs = [], []
 
     def submit(self, fn, *args):
         blob = pickle.dumps((fn, args))
         self.sizes.append(len(blob))
+        self.blobs.append(blob)
         fn, args = pickle.loads(blob)
         return super().submit(fn, *args)
 
@@ -249,6 +252,16 @@ def test_the_data_checks_of_a_store_run_on_the_executor(client, model, tmp_path,
     with PicklingPool() as pool:
         local, remote = _error(lambda: glm(None)), _error(lambda: glm(pool))
     assert remote == local and "row 140001 has -1.0" in local[1] and len(pool.sizes) >= 5
+    # binomial y against its trials (two columns at once): by ranges of the model's rows
+    counts[140_001], counts[140_500], counts[7] = 4.0, 5.0, 3.0
+    sources.write_store(tmp_path / "succ.zarr", X, counts, rows_per_chunk=64,
+                        rows_per_shard=1024, progress=False)
+    binom = lambda executor: GLM(*sources.open_store(tmp_path / "succ.zarr"),  # noqa: E731
+                                 family="binomial", trials=3, executor=executor)
+    with PicklingPool() as pool:
+        local, remote = _error(lambda: binom(None)), _error(lambda: binom(pool))
+    assert remote == local and "row 140001 has y = 4.0 (trials 3.0)" in local[1]
+    assert sum(b"_binomial_bad" in b for b in pool.blobs) == 3 and max(pool.sizes) < 3000
 
 
 def _rows(n):

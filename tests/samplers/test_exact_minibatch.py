@@ -412,16 +412,19 @@ def test_equal_seeds_give_identical_chains():
     assert a.stats["n_used"].sum() > 0
 
 
-def test_a_prepared_test_pickles_without_its_tables():
+def test_a_prepared_test_pickles_with_its_bounds_not_its_tables():
     # deepcopy goes through the same __reduce_ex__ / __getstate__ as pickle, without looking the
     # class up by name (the doctest collection may import samplers.mhtests.poisson a second time)
     import copy
 
     test = SMHTest(2)
-    test.prepare(LOGISTIC)
-    assert test.__getstate__()["_prepared"] == {}
+    prep = test.prepare(LOGISTIC)
+    state = test.__getstate__()["_prepared"]        # (model, c_i) only: no alias table, loop
+    assert len(state) == 1 and state[0][0] is LOGISTIC and state[0][1] is prep.rem.c
     clone = copy.deepcopy(test)
-    assert clone == test and clone._prepared == {}
+    (key, (model, c)), = clone._prepared.items()    # keyed by the copied model, not prepared
+    assert clone == test and key == ("c", id(model)) and model is not LOGISTIC
+    np.testing.assert_array_equal(c, prep.rem.c)
     a = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
     b = sample(LOGISTIC, clone, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
     np.testing.assert_array_equal(a.samples, b.samples)

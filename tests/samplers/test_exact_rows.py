@@ -236,3 +236,78 @@ def test_compiled_loop_with_minibatch_gradients_is_the_python_loop(rare):
     b = sample(split, test, prop, cv.center.theta, 100, rng=6, progress=False, compiled=False)
     assert np.array_equal(a.samples, b.samples)
     assert np.array_equal(a.stats["n_used"], b.stats["n_used"])
+
+
+def test_the_splits_passes_by_row_blocks_equal_the_local_ones(rare, monkeypatch):
+    """ExactRows.block_recipe: each block of the rest rebuilds the wrapped model's rows and
+    carries the whole data's exact part, so the split's passes on an executor (its trial
+    pairs, the verdict's l_i, log-posteriors) give the local values bit for bit."""
+    import pickle
+    from concurrent.futures import ThreadPoolExecutor
+
+    import design._lib.distribute as distribute
+    from samplers import log_posterior
+
+    monkeypatch.setattr(distribute, "RANGE_ROWS", 1024)      # several blocks, heavy rows split
+    _, _, cv = rare
+    split = ExactRows(cv, "auto")
+    assert split.rows.size == RARE
+    block = pickle.loads(pickle.dumps(split.block_recipe(1000, 3000)))()
+    theta, theta_new = _pair(cv, np.random.default_rng(4))
+    np.testing.assert_array_equal(block.loglik_ratio(theta, theta_new, np.arange(2000)),
+                                  split.loglik_ratio(theta, theta_new, np.arange(1000, 3000)))
+    np.testing.assert_array_equal(block.grad_loglik(theta, np.arange(5)),
+                                  split.grad_loglik(theta, np.arange(1000, 1005)))
+    assert block.block_parts(None) is None                   # no chains on a block
+    rng = np.random.default_rng(5)
+    pairs = [_pair(cv, rng, 0.3) for _ in range(3)]
+    thetas, news = np.array([p[0] for p in pairs]), np.array([p[1] for p in pairs])
+    with ThreadPoolExecutor(2) as pool:
+        for two_pass in (False, True):
+            a = design.TrialChain.from_model(split, thetas, news, progress=False,
+                                             two_pass=two_pass)
+            b = design.TrialChain.from_model(split, thetas, news, progress=False,
+                                             two_pass=two_pass, executor=pool)
+            for field in ("mu", "sigma", "skewness", "kurtosis", "abs_z3", "max_abs"):
+                np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+        np.testing.assert_array_equal(
+            validation.loglik_ratios(split, theta, theta_new),
+            validation.loglik_ratios(split, theta, theta_new, executor=pool))
+        np.testing.assert_array_equal(
+            log_posterior(split, thetas[None], progress=False),
+            log_posterior(split, thetas[None], progress=False, executor=pool))
+
+
+def test_a_split_of_a_users_model_has_no_row_blocks():
+    class Users:
+        N, dim = 10, 1
+
+        def loglik(self, theta, idx):
+            return -0.5 * (np.asarray(idx, float) - theta[0]) ** 2
+
+        def logprior(self, theta):
+            return 0.0
+
+    with pytest.raises(TypeError, match="no block_recipe"):
+        ExactRows(Users(), np.array([3])).block_recipe(0, 5)
+
+
+def test_fit_with_an_executor_runs_the_splits_passes_there_and_gives_the_same_draws(
+        monkeypatch):
+    """fit(executor=) with heavy rows: the split's trial pairs, verdict and after-run check
+    go through ExactRows.block_recipe to the executor, and the draws are the local fit's."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    X, y, _ = rare_covariate_logistic(20_000, rng=1)
+    model = LogisticRegression(X, y, prior=PRIOR)
+    kw = dict(draws=200, n_trial=10, rng=5, test="austere")
+    here = validation.fit(model, parallel=False, **kw)
+    calls = []
+    recipe = ExactRows.block_recipe
+    monkeypatch.setattr(ExactRows, "block_recipe",
+                        lambda self, a, b: calls.append((a, b)) or recipe(self, a, b))
+    with ThreadPoolExecutor(2) as pool:
+        there = validation.fit(model, executor=pool, **kw)
+    assert here.posterior.attrs["heavy_rows"] == there.posterior.attrs["heavy_rows"] > 0
+    assert len(calls) >= 3
+    np.testing.assert_array_equal(here.posterior.theta.values, there.posterior.theta.values)

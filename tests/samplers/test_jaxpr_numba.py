@@ -270,3 +270,37 @@ def test_a_prior_without_translation_keeps_jax_and_the_python_loop():
     with pytest.raises(TypeError, match="no compiled chain loop"):
         sample(cv, AustereTest(m=50, epsilon=0.05), RandomWalk.from_laplace(cv),
                cv.center.theta, 10, rng=0, compiled=True)
+
+
+def test_a_translated_model_travels_to_another_process():
+    """fit(executor=) sends the translated RowModel to its workers (pickle, as a process pool
+    does; Dask's cloudpickle likewise): a fresh process without the translation's exec'd
+    source rebuilds the compiled rows, and its log-likelihoods and gradients are this
+    process's, bit for bit. (Checked by hand on a LocalCluster too: fit of a JaxModel with
+    executor=client gives the local chains' draws.)"""
+    import pickle
+    import subprocess
+    import sys
+
+    rng = np.random.default_rng(3)
+    X = np.column_stack([np.ones(50), rng.normal(size=50)])
+    y = rng.poisson(np.exp(X @ [0.5, 0.3])).astype(float)
+
+    def poisson_row(theta, row):
+        x, yy = row
+        eta = x @ theta
+        return yy * eta - jnp.exp(eta)
+
+    model = compile_jax_model(JaxModel(poisson_row, (X, y), GaussianPrior(0.0, 10.0), dim=2))
+    assert isinstance(model, RowModel)
+    theta, idx = np.array([0.4, 0.2]), np.arange(50)
+    child = ("import pickle, sys\nimport numpy as np\nm = pickle.loads(sys.stdin.buffer.read())\n"
+             "t = np.array([0.4, 0.2]); i = np.arange(50)\n"
+             "sys.stdout.buffer.write(pickle.dumps((type(m).__name__, m.loglik(t, i), "
+             "m.grad_loglik(t, i))))\n")
+    out = subprocess.run([sys.executable, "-c", child], input=pickle.dumps(model),
+                         capture_output=True, timeout=300, check=True)
+    name, ll, grad = pickle.loads(out.stdout)
+    assert name == "RowModel"
+    np.testing.assert_array_equal(ll, model.loglik(theta, idx))
+    np.testing.assert_array_equal(grad, model.grad_loglik(theta, idx))

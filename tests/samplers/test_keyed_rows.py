@@ -8,6 +8,8 @@ fetched ahead or on demand, and fetches about the rows it reads, whatever N. The
 shard reader is checked against the rows themselves.
 """
 
+import os
+
 import numpy as np
 import pytest
 from scipy import stats
@@ -227,6 +229,44 @@ def test_compiled_shard_reads_of_rows_wider_than_the_buffer(tmp_path):
     fill(np.arange(3, dtype=np.int64), np.array([2, 0, 1], dtype=np.int64), out)
     fill.close()
     assert np.array_equal(out[[2, 0, 1]], X)
+
+
+def test_a_pread_interrupted_by_a_signal_is_made_again_not_called_damage(tmp_path,
+                                                                         monkeypatch):
+    """read_shard's loop (its Python form, with libc's pread replaced by one that fails as a
+    call interrupted by a signal does: -1, nothing read) reads the same rows as the compiled
+    one; a call that keeps failing is an OSError naming the file, not a damaged store."""
+    pytest.importorskip("zarr")
+    import ctypes
+
+    from samplers import _shardread
+    from samplers.sources import ZarrSource, to_zarr
+
+    X = np.random.default_rng(3).normal(size=(2000, 3))
+    to_zarr(X, tmp_path / "x.zarr", rows_per_chunk=16, rows_per_shard=512, progress=False)
+    fill = _shardread.shard_filler(ZarrSource(tmp_path / "x.zarr"))
+    if fill is None:
+        pytest.skip("no pread in this C library")
+    calls = {"n": 0, "fail_every": 2}
+
+    def pread(fd, address, count, offset):        # every other call interrupted
+        calls["n"] += 1
+        if calls["n"] % calls["fail_every"]:
+            return -1
+        data = os.pread(int(fd), int(count), int(offset))
+        ctypes.memmove(int(address), data, len(data))
+        return len(data)
+
+    monkeypatch.setattr(_shardread, "_pread", pread)
+    monkeypatch.setattr(_shardread, "read_shard", _shardread.read_shard.py_func)
+    rows = np.array([0, 1, 2, 40, 700, 701, 1999], dtype=np.int64)
+    out = np.zeros((rows.size, 3))
+    fill(rows, np.arange(rows.size, dtype=np.int64), out)
+    assert np.array_equal(out, X[rows]) and calls["n"] > 2
+    calls["fail_every"] = 10 ** 9                 # every call fails: an I/O error
+    with pytest.raises(OSError, match="reading the Zarr shard file .* failed"):
+        fill(rows, np.arange(rows.size, dtype=np.int64), out)
+    fill.close()
 
 
 def test_chains_cut_after_an_interruption_keep_their_store_reads(models):

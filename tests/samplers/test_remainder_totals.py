@@ -67,3 +67,31 @@ def test_a_plain_model_is_priced_by_the_local_tables(cv):
         b = test.expected_batch(cv.model, theta, theta + 0.01, executor=pool)
     assert id(cv.model) in test._prepared
     assert b == pytest.approx(SMHTest().expected_batch(cv, theta, theta + 0.01), rel=1e-12)
+
+
+def test_the_bounds_pass_runs_on_the_executor_and_travels_with_the_chain(cv, monkeypatch):
+    """TaylorRemainder(executor=): each range's c_i from its worker, the local values bit for
+    bit; a prepared test pickled with its model carries them, so the chain's process does
+    not make the pass again."""
+    import pickle
+
+    import samplers.models.remainder as remainder
+
+    local = TaylorRemainder(cv, 2)
+    with ThreadPoolExecutor(2) as pool:
+        remote = TaylorRemainder(cv, 2, executor=pool)
+        test = SMHTest()
+        prep = test.prepare(cv, executor=pool)
+    np.testing.assert_array_equal(remote.c, local.c)
+    np.testing.assert_array_equal(prep.rem.c, local.c)
+    model, sent = pickle.loads(pickle.dumps((cv, test)))
+
+    def no_pass(*args):
+        raise AssertionError("the bounds were computed again")
+
+    monkeypatch.setattr(remainder, "_block_c", no_pass)
+    np.testing.assert_array_equal(sent.prepare(model).rem.c, local.c)
+    with pytest.raises(AssertionError, match="again"):      # without them: the pass
+        pickle.loads(pickle.dumps(SMHTest())).prepare(model)
+    with pytest.raises(ValueError, match=r"c must have shape \(70000,\)"):
+        TaylorRemainder(cv, 2, c=np.ones(3))

@@ -240,6 +240,31 @@ def test_to_zarr_round_trip_and_checksum_detects_a_corrupted_chunk(tmp_path):
         GaussianMean(sources.ZarrSource(tmp_path / "x.zarr"))
 
 
+def test_a_store_with_an_earlier_versions_checksums_is_called_old_not_corrupted(tmp_path):
+    """Stores written before the CRC-32 checksums recorded BLAKE2b-128 digests per shard:
+    their rows are sound, but the digests cannot be compared, and the error says so."""
+    import hashlib
+
+    a = np.random.default_rng(6).normal(size=(300, 2))
+    sources.to_zarr(a, tmp_path / "old.zarr", rows_per_chunk=32, rows_per_shard=128,
+                    progress=False)
+    zarr = pytest.importorskip("zarr")
+    arr = zarr.open_array(str(tmp_path / "old.zarr"), mode="r+")
+    info = dict(arr.attrs[sources.CHECKSUM_ATTR])
+    blocks = [hashlib.blake2b(np.ascontiguousarray(a[s:s + 128]).view(np.uint8).reshape(-1)
+                              .data, digest_size=16).hexdigest() for s in range(0, 300, 128)]
+    info["checksum"] = dict(info["checksum"], algorithm="blake2b-128", blocks=blocks)
+    arr.attrs[sources.CHECKSUM_ATTR] = info           # as the earlier version wrote it
+    old = sources.ZarrSource(tmp_path / "old.zarr")
+    for check in (lambda: sources.verify(old, progress=False),       # and a model's checks
+                  lambda: LinearRegression(old, np.zeros(300))):
+        with pytest.raises(sources.ChecksumError) as err:
+            check()
+        msg = str(err.value)
+        assert "older version of austerity" in msg and "corrupted" not in msg
+        assert "austerity convert DATA STORE --overwrite" in msg and "'blake2b-128'" in msg
+
+
 @pytest.mark.parametrize("fmt", ["npy", "h5"])
 def test_write_store_round_trip(fmt, tmp_path):
     if fmt == "npy":

@@ -115,6 +115,8 @@ class _Columns:
 class ParquetSource:
     """Columns of a Parquet file as a row source (pyarrow), read by row groups.
 
+    It holds the file open until :meth:`close` (or the end of a ``with`` block).
+
     Parameters
     ----------
     path : str or os.PathLike
@@ -129,7 +131,8 @@ class ParquetSource:
     >>> path = os.path.join(tempfile.mkdtemp(), "t.parquet")
     >>> pq.write_table(pa.table({"a": [1.0, 2.0, 3.0], "b": [4.0, 5.0, 6.0]}), path,
     ...                row_group_size=2)
-    >>> ParquetSource(path, ["a", "b"]).read_range(1, 3).tolist()
+    >>> with ParquetSource(path, ["a", "b"]) as src:
+    ...     src.read_range(1, 3).tolist()
     [[2.0, 5.0], [3.0, 6.0]]
     """
 
@@ -144,6 +147,27 @@ class ParquetSource:
         if not os.path.exists(self.path):
             raise FileNotFoundError(f"no Parquet file at {self.path!r} (path does not exist)")
         self._file = pq.ParquetFile(self.path)
+        try:
+            self._open(columns, name, dtype)
+        except BaseException:
+            self.close()
+            raise
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return False
+
+    def close(self):
+        """Close the file (its reads end; the cached row group is dropped)."""
+        self._cache = (-1, None)
+        self._file.close()
+
+    def _open(self, columns, name, dtype):
+        import numpy as np
+
         names = self._file.schema_arrow.names
         missing = [c for c in columns if c not in names]
         if missing:
@@ -298,7 +322,8 @@ def _inputs(path, *, dataset, y, y_column, columns, dtype, files):
         if dataset is not None or y is not None:
             raise ValueError("--dataset and --y are for .h5 and .npy inputs; for Parquet "
                              "give --y-column NAME")
-        schema = pq.ParquetFile(path).schema_arrow
+        with pq.ParquetFile(path) as f:
+            schema = f.schema_arrow
         numeric = [f.name for f in schema if _numeric(f.type)]
         ycol = None if y_column is None else str(y_column)
         if ycol is not None and ycol not in schema.names:
@@ -307,10 +332,11 @@ def _inputs(path, *, dataset, y, y_column, columns, dtype, files):
         xcols = list(columns) if columns is not None else [c for c in numeric if c != ycol]
         if not xcols:
             raise ValueError(f"{str(path)!r} has no numeric column for X")
-        Xs = ParquetSource(path, xcols, name="X", dtype=dtype)
+        Xs = files.enter_context(ParquetSource(path, xcols, name="X", dtype=dtype))
         if len(xcols) == 1:      # X is 2-D even with one column
             Xs = _Columns2D(Xs)
-        return Xs, None if ycol is None else ParquetSource(path, [ycol], name="y", dtype=dtype)
+        return Xs, None if ycol is None else files.enter_context(
+            ParquetSource(path, [ycol], name="y", dtype=dtype))
     raise ValueError(f"input must be a .npy, .h5/.hdf5 or .parquet file, got {str(path)!r}")
 
 

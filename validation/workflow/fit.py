@@ -256,7 +256,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                    executor=executor)
     pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng,
                   executor=executor)
-    dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs)
+    dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs,
+                                                      executor)
     mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
@@ -265,7 +266,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure, rng,
                        state, clock, forced=test in DESIGNED, executor=executor)
     chosen = clock("route", routes.choose_route, cands, verify)
-    ready, on = _ready(proxy, chosen.chosen, state, tests)
+    ready, on = _ready(proxy, chosen.chosen, state, tests, executor)
     if parallel is None:        # a process pool costs about a second: worth it for long runs
         c = chosen.chosen
         steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
@@ -367,15 +368,18 @@ def _split(proxy, heavy, executor=None):
         f"from the other {cv.N:,} rows; the exact routes read all rows",)
 
 
-def _split_pairs(split, pairs):
-    """The trial pairs summarised on the split (its rows are the rest's): one more pass."""
+def _split_pairs(split, pairs, executor=None):
+    """The trial pairs summarised on the split (its rows are the rest's): one more pass, on
+    ``executor``'s workers when the wrapped model has row blocks
+    (:meth:`samplers.ExactRows.block_recipe`)."""
     import design
 
     cv = split.cv
     dprior = np.array([cv.logprior(b) - cv.logprior(a)
                        for a, b in zip(pairs.thetas, pairs.news)])
     trial = design.TrialChain.from_model(cv, pairs.thetas, pairs.news,
-                                         pairs.log_const - dprior, progress=False)
+                                         pairs.log_const - dprior, progress=False,
+                                         executor=steps.on_blocks(cv, executor))
     kurt = "" if trial.kurtosis is None or pairs.trial.kurtosis is None else (
         f"; median excess kurtosis {np.median(pairs.trial.kurtosis):,.0f} on all rows, "
         f"{np.median(trial.kurtosis):,.0f} on the rest")
@@ -496,15 +500,18 @@ def _heavy_tails(trial, plan):
             f"(about one row in {k:,.0f} dominates them)")
 
 
-def _ready(proxy, chosen, state, tests):
-    """The test object and the model it runs on."""
+def _ready(proxy, chosen, state, tests, executor=None):
+    """The test object and the model it runs on (SMH's and MH-SS's per-row bounds computed
+    here, on ``executor``'s workers when given: the chains carry them)."""
     from samplers import ExactTest
 
     if chosen.test in DESIGNED:
         return steps.make_test(state["plan"]), (state["split"] or proxy).cv
     if chosen.test == "exact":
         return ExactTest(), proxy.cv.model
-    return tests[chosen.test], proxy.cv
+    test = tests[chosen.test]
+    test.prepare(proxy.cv, executor=steps.on_blocks(proxy.cv, executor))
+    return test, proxy.cv
 
 
 def _after(proxy, chosen, state, ran, choice, rng, executor=None):
