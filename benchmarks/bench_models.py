@@ -32,7 +32,7 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    NUTS and HMCECS on the same data and prior (``bench_models_accuracy.numpyro_row``:
    ``--warmup`` warm-up steps, ``--numpyro-draws`` draws sampled twice, the second run timing
    sampling alone; ``--nuts-max-n`` caps the sizes they run at, ``--numpyro-samplers``
-   picks them; their mode by Newton's method in JAX, its gradient norm and distance to the
+   picks them (``hmcecs negative_binomial:nuts``: HMCECS everywhere, NUTS on one family); their mode by Newton's method in JAX, its gradient norm and distance to the
    GLM's mode in posterior sds printed and recorded as ``mode_check``; ``--laplace-mass``
    gives them the Laplace covariance at that mode as a fixed dense inverse mass matrix, which
    N = 10^6 needs). Recorded: seconds all-in
@@ -516,7 +516,8 @@ def fit_part(args, save, rows):
                 save()
             if N <= args.nuts_max_n and not args.no_numpyro:
                 for hmcecs, seed in zip((False, True), numpyro_seeds):
-                    if ("hmcecs" if hmcecs else "nuts") not in args.numpyro_samplers:
+                    which = "hmcecs" if hmcecs else "nuts"
+                    if not {which, f"{family}:{which}"} & set(args.numpyro_samplers):
                         continue
                     try:
                         r = numpyro_row(data, ref, args, seed, hmcecs)
@@ -555,7 +556,8 @@ def main(argv=None):
                     help="largest N NumPyro NUTS and HMCECS run at")
     ap.add_argument("--no-numpyro", action="store_true")
     ap.add_argument("--numpyro-samplers", nargs="*", default=["nuts", "hmcecs"],
-                    choices=["nuts", "hmcecs"], help="which NumPyro samplers the fit part runs")
+                    help="which NumPyro samplers the fit part runs: nuts, hmcecs, or "
+                         "FAMILY:nuts / FAMILY:hmcecs for one family only")
     ap.add_argument("--laplace-mass", action="store_true",
                     help="NumPyro NUTS and HMCECS take the Laplace covariance at their Newton "
                          "mode as a fixed dense inverse mass matrix")
