@@ -16,7 +16,9 @@ design, route, verdict, chains) and its chains alone (``attrs["timings"]["chains
 route chosen, its predicted and realised rows per effective sample; NumPyro HMCECS (Taylor
 proxy at the mode, ``--hmcecs-blocks`` blocks, subsample ``--hmcecs-m``: NumPyro's example
 uses 100 and 1300) and NUTS (full data) all-in (mode by Newton's method in JAX, compilation,
-warm-up, sampling) and sampling only (NUTS up to ``--nuts-max-n`` rows; ``--laplace-mass``
+warm-up, sampling; the mode's gradient norm and its distance to ``ControlVariates``' mode in
+posterior sds are printed and recorded as ``mode_check``) and sampling only (NUTS up to
+``--nuts-max-n`` rows; ``--laplace-mass``
 gives both the Laplace covariance as a fixed dense mass matrix); min bulk ESS per second
 (wall) and per CPU-second (this process and its chain processes: fairer under load) of
 each; accuracy against an importance-sampling reference (``--ref-draws`` draws, its weights'
@@ -54,6 +56,7 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
 from _common import RESULTS, cv_logistic_dataset, write  # noqa: E402
+from _jax_mode import mode_check, newton_mode_jax  # noqa: E402
 
 from samplers import (ControlVariates, GaussianPrior, LogisticRegression,  # noqa: E402
                       datasets, import_arviz)
@@ -216,7 +219,7 @@ def reference(X, y, mode, cov, n_draws, rng, df=5.0, widen=1.2, method="exact", 
     sd = np.sqrt(w @ (thetas - mean) ** 2)
     qs = np.array([[_wquantile(thetas[:, j], w, p) for j in range(d)] for p in (0.05, 0.95)])
     return dict(mean=mean, sd=sd, q05=qs[0], q95=qs[1], ess=float(1.0 / np.sum(w ** 2)),
-                **extra)
+                fit_mode=mode, **extra)
 
 
 def _wquantile(x, w, p):
@@ -298,12 +301,9 @@ def exact_row(model, ref, args, seed):
                 **accuracy(x, ref))
 
 
-def newton_mode_jax(Xj, yj, max_steps=50):
-    """The posterior mode by Newton's method in JAX (halving steps that do not raise the log
-    posterior), until the Newton decrement is below 1e-12. Not ``jax.scipy.optimize``'s BFGS:
-    on d10-N1e6 it stopped (status 5) 50 posterior sds from the mode, leaving HMCECS a
-    Taylor proxy whose estimator is far too noisy. Returns the mode and the negative log
-    posterior's Hessian there."""
+def logistic_grad_hess(Xj, yj):
+    """The logistic log posterior, its gradient and the negative Hessian, one jitted function
+    (for :func:`_jax_mode.newton_mode_jax`, HMCECS's and NUTS's mode)."""
     import jax
     import jax.numpy as jnp
 
@@ -315,20 +315,7 @@ def newton_mode_jax(Xj, yj, max_steps=50):
         g = Xj.T @ (yj - p) - th / PRIOR_SD ** 2
         H = Xj.T @ (Xj * (p * (1 - p))[:, None]) + jnp.eye(th.size) / PRIOR_SD ** 2
         return lp, g, H
-
-    th = jnp.zeros(Xj.shape[1])
-    lp, g, H = logpost_grad_hess(th)
-    for _ in range(max_steps):
-        step = jnp.linalg.solve(H, g)
-        if float(g @ step) < 1e-12:
-            break
-        for _ in range(30):
-            lp_new, g_new, H_new = logpost_grad_hess(th + step)
-            if float(lp_new) >= float(lp):
-                break
-            step = step / 2
-        th, lp, g, H = th + step, lp_new, g_new, H_new
-    return jax.block_until_ready(th), H
+    return logpost_grad_hess
 
 
 def numpyro_row(X, y, ref, args, seed, hmcecs):
@@ -342,8 +329,15 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
     N, k = X.shape
     Xj, yj = jnp.asarray(np.asarray(X)), jnp.asarray(np.asarray(y))
     t0, c0 = time.perf_counter(), cpu_seconds()
-    mode, hess = newton_mode_jax(Xj, yj)
+    mode, hess, grad, newton_steps = newton_mode_jax(logistic_grad_hess(Xj, yj),
+                                                     np.zeros(k))
     t_mode = time.perf_counter() - t0
+    check = dict(newton_steps=newton_steps,
+                 **mode_check(mode, hess, grad, ref["fit_mode"], ref["sd"]))
+    print(f"    {'HMCECS' if hmcecs else 'NUTS'} mode (Newton, {newton_steps} steps, "
+          f"{t_mode:.1f} s): gradient norm {check['grad_norm']:.2e}, Newton decrement "
+          f"{check['newton_decrement']:.1e}, largest distance to fit's mode "
+          f"{check['max_distance_to_fit_mode_sd']:.2e} posterior sds", flush=True)
     m = args.hmcecs_m if hmcecs else None
 
     def model(X, y):
@@ -393,7 +387,7 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
                 ess_per_s_sampling=float(e.min() / (2 * t_sample)), load=os.getloadavg()[0],
                 cpu_s=cpu, cpu_sampling_s=2 * cpu_sample, ess_per_cpu_s=float(e.min() / cpu),
                 ess_per_cpu_s_sampling=float(e.min() / (2 * cpu_sample)),
-                settings=settings, **accuracy(x, ref))
+                settings=settings, mode_check=check, **accuracy(x, ref))
 
 
 def show(name, r):

@@ -31,20 +31,37 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    ``validation.fit(model, tolerance=0.01, draws=--draws, ess=--ess)``; beside them NumPyro
    NUTS and HMCECS on the same data and prior (``bench_models_accuracy.numpyro_row``:
    ``--warmup`` warm-up steps, ``--numpyro-draws`` draws sampled twice, the second run timing
-   sampling alone; ``--nuts-max-n`` caps the sizes they run at). Recorded: seconds all-in
+   sampling alone; ``--nuts-max-n`` caps the sizes they run at, ``--numpyro-samplers``
+   picks them (``hmcecs negative_binomial:nuts``: HMCECS everywhere, NUTS on one family); their mode by Newton's method in JAX, its gradient norm and distance to the
+   GLM's mode in posterior sds printed and recorded as ``mode_check``; ``--laplace-mass``
+   gives them the Laplace covariance at that mode as a fixed dense inverse mass matrix, which
+   N = 10^6 needs). Recorded: seconds all-in
    and sampling only, min bulk ESS, ESS per second both ways, rows read per step, the model
    route fit took, and the accuracy against an **importance-sampling reference**
    (``bench_models_accuracy.reference``: ``--is-draws`` draws of a multivariate t around the
    GLM's Laplace fit, weighted by a log-likelihood written independently in JAX; its
-   weights' ESS is recorded): max over coordinates of |mean error| / sd and |sd error| / sd
-   (target 0.05), with the Monte Carlo standard error of a mean error,
-   ``sqrt(1 / ESS + 1 / ESS_reference)`` in sds, beside it. A route whose ``fit`` refuses
-   the model records the refusal.
+   weights' ESS is recorded; ``--reuse-reference FILE`` takes it from an earlier run's
+   JSON where that run drew the same data (same N, family, true coefficients and draws)):
+   max over coordinates of |mean error| / sd and |sd error| / sd (target 0.05), with the
+   Monte Carlo standard errors of a mean error, ``sqrt(1 / ESS + 1 / ESS_reference)`` in
+   sds, and of an sd error (the same over sqrt(2)) beside them. A route whose ``fit``
+   refuses the model records the refusal. The data of each (N, family) depend only on the
+   sizes and families chosen before it, not on ``--fit-routes`` or ``--numpyro-samplers``
+   (every route's and sampler's seed is drawn whether it runs or not).
+
+   At N = 10^6 the probit and negative-binomial references cost about 10^10 ``log_ndtr`` /
+   ``gammaln`` evaluations per 10^4 draws (JAX, about 60 and 100-160 ns each on this
+   2-core machine): ``--is-draws 4000`` gives a weights' ESS of about 2,000 in 5-10 min::
+
+       python benchmarks/bench_models.py --fit-only --fit-sizes 1000000 --fit-families \
+           probit negative_binomial --is-draws 4000 --laplace-mass --warmup 200 \
+           --numpyro-draws 500
 
 Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--repeats 1]
           [--fit | --fit-only] [--fit-sizes 100000 1000000] [--fit-routes ...] [--draws 2000]
           [--ess 10000] [--is-draws 20000] [--warmup 500] [--numpyro-draws 1000]
-          [--nuts-max-n 1000000] [--out models]
+          [--nuts-max-n 1000000] [--numpyro-samplers nuts hmcecs] [--laplace-mass]
+          [--reuse-reference results/models_fit.json] [--out models]
 Writes benchmarks/results/<out>.json (machine load included: compare within one run).
 """
 
@@ -423,8 +440,24 @@ def _show(N, family, name, r):
           f"{r['sampling_s']:7.2f} s, min ESS {r['min_ess']:6.0f}, ESS/s "
           f"{r['ess_per_s_all_in']:7.1f} all-in / {r['ess_per_s_sampling']:8.1f} sampling, "
           f"{r['rows_per_step']:10.1f} rows/step; max |mean err| {r['max_mean_error_sd']:.3f} "
-          f"sd, |sd err| {r['max_sd_error_sd']:.3f} sd (MC se {r['mcse_mean_sd']:.3f})"
+          f"sd, |sd err| {r['max_sd_error_sd']:.3f} sd (MC se {r['mcse_mean_sd']:.3f} / "
+          f"{r.get('mcse_sd_sd', float('nan')):.3f}); load {r.get('load', float('nan')):.1f}"
           + (f" [{r['model_route']}; {r['route']}]" if "model_route" in r else ""), flush=True)
+
+
+def _earlier_reference(path, data, draws):
+    """The reference an earlier run (``path``, this script's JSON) computed on the same data
+    (same N, family, true coefficients and number of draws), or None."""
+    import json
+
+    for row in json.loads(Path(path).read_text())["rows"]:
+        ref = row.get("reference") or {}
+        if (row.get("part") == "fit" and row["N"] == data.X.shape[0]
+                and row["family"] == data.family and ref.get("draws") == draws
+                and np.array_equal(np.asarray(row["truth"]), data.theta)):
+            return dict(mean=np.asarray(ref["mean"]), sd=np.asarray(ref["sd"]),
+                        ess=float(ref["ess"]), seconds=ref.get("seconds"))
+    return None
 
 
 def fit_part(args, save, rows):
@@ -433,23 +466,37 @@ def fit_part(args, save, rows):
     from bench_models_accuracy import numpyro_row, reference
 
     rng = np.random.default_rng(20261128)
-    routes = [r for r in FIT_ROUTES if args.fit_routes is None or r.name in args.fit_routes]
     for N in args.fit_sizes:
         for family in args.fit_families:
             data = make_data(family, N, rng)
+            # every route's and sampler's seed, drawn whether it runs or not: the next
+            # family's data do not depend on which of them run
+            seeds = [int(rng.integers(2**31)) for _ in FIT_ROUTES]
+            numpyro_seeds = [int(rng.integers(2**31)) for _ in range(2)]
             t0 = time.perf_counter()
-            ref = reference(data, ControlVariates(fit_glm(data)), args.is_draws, 1)
-            ref_s = time.perf_counter() - t0
+            cv = ControlVariates(fit_glm(data))
+            earlier = (_earlier_reference(args.reuse_reference, data, args.is_draws)
+                       if args.reuse_reference else None)
+            if earlier is None:
+                ref = reference(data, cv, args.is_draws, 1)
+                ref_s, reused = time.perf_counter() - t0, None
+            else:
+                ref = dict(earlier, fit_mode=np.asarray(cv.center.theta))
+                ref_s, reused = earlier["seconds"], str(args.reuse_reference)
             print(f"{N:>8} {family:<18} reference: importance sampling, weights' ESS "
-                  f"{ref['ess']:.0f} of {args.is_draws} ({ref_s:.1f} s)", flush=True)
+                  f"{ref['ess']:.0f} of {args.is_draws} ({ref_s:.1f} s"
+                  + (f", from {reused})" if reused else ")") + f"; load "
+                  f"{os.getloadavg()[0]:.1f}", flush=True)
             row = dict(N=N, family=family, d=D + 1, part="fit", truth=data.theta.tolist(),
                        reference=dict(kind="importance sampling (t, 5 df) with a JAX "
                                            "log-likelihood written apart", ess=ref["ess"],
-                                      draws=args.is_draws, seconds=ref_s,
+                                      draws=args.is_draws, seconds=ref_s, reused_from=reused,
                                       mean=ref["mean"].tolist(), sd=ref["sd"].tolist()),
                        results=[])
             rows.append(row)
-            for route in routes:
+            for route, seed in zip(FIT_ROUTES, seeds):
+                if args.fit_routes is not None and route.name not in args.fit_routes:
+                    continue
                 t0 = time.perf_counter()
                 try:
                     model = route.build(data)
@@ -457,22 +504,27 @@ def fit_part(args, save, rows):
                     r = {"refused": f"{type(exc).__name__}: {exc}"}
                 else:
                     built = time.perf_counter() - t0
-                    r = run_fit(model, ref, args.draws, args.ess, int(rng.integers(2**31)))
+                    r = run_fit(model, ref, args.draws, args.ess, seed)
                     if "refused" not in r:
                         r["build_s"] = built
                         r["all_in_s"] += built          # building the model is set-up too
                         r["ess_per_s_all_in"] = r["min_ess"] / r["all_in_s"]
                 r["model"] = route.name
+                r["load"] = os.getloadavg()[0]
                 row["results"].append(r)
                 _show(N, family, route.name, r)
                 save()
             if N <= args.nuts_max_n and not args.no_numpyro:
-                for hmcecs in (False, True):
+                for hmcecs, seed in zip((False, True), numpyro_seeds):
+                    which = "hmcecs" if hmcecs else "nuts"
+                    if not {which, f"{family}:{which}"} & set(args.numpyro_samplers):
+                        continue
                     try:
-                        r = numpyro_row(data, ref, args, int(rng.integers(2**31)), hmcecs)
+                        r = numpyro_row(data, ref, args, seed, hmcecs)
                     except Exception as exc:    # a NumPyro failure is a result too
                         r = {"sampler": "NumPyro HMCECS" if hmcecs else "NumPyro NUTS",
                              "refused": f"{type(exc).__name__}: {exc}"}
+                    r["load"] = os.getloadavg()[0]
                     row["results"].append(r)
                     _show(N, family, r["sampler"], r)
                     save()
@@ -503,6 +555,15 @@ def main(argv=None):
     ap.add_argument("--nuts-max-n", type=int, default=10**7,
                     help="largest N NumPyro NUTS and HMCECS run at")
     ap.add_argument("--no-numpyro", action="store_true")
+    ap.add_argument("--numpyro-samplers", nargs="*", default=["nuts", "hmcecs"],
+                    help="which NumPyro samplers the fit part runs: nuts, hmcecs, or "
+                         "FAMILY:nuts / FAMILY:hmcecs for one family only")
+    ap.add_argument("--laplace-mass", action="store_true",
+                    help="NumPyro NUTS and HMCECS take the Laplace covariance at their Newton "
+                         "mode as a fixed dense inverse mass matrix")
+    ap.add_argument("--reuse-reference", default=None,
+                    help="an earlier run's JSON whose references are reused where it drew "
+                         "the same data")
     ap.add_argument("--routes", nargs="*", default=None, help="route names (default: all)")
     ap.add_argument("--out", default="models")
     args = ap.parse_args(argv)
