@@ -80,7 +80,9 @@ class HeldInterrupt:
     Only in the main thread and while SIGINT has Python's default handler (the one that raises
     ``KeyboardInterrupt``); otherwise (a worker thread, which never receives signals, or a
     handler the user installed) the block runs unchanged. Keep the block short: the user's
-    Ctrl-C waits for it.
+    Ctrl-C waits for it. With ``second_raises=True`` a second Ctrl-C raises
+    ``KeyboardInterrupt`` at once (the block then checks ``held.pending`` at safe points
+    and stops there on the first).
 
     >>> with HeldInterrupt() as held:
     ...     pass
@@ -88,11 +90,14 @@ class HeldInterrupt:
     False
     """
 
-    def __init__(self):
+    def __init__(self, *, second_raises=False):
         self.pending = False
+        self.second_raises = second_raises
         self._previous = None
 
     def _handler(self, signum, frame):
+        if self.pending and self.second_raises:
+            raise KeyboardInterrupt     # pressed again: the user does not want to wait
         self.pending = True
 
     def __enter__(self):
