@@ -155,7 +155,7 @@ class _ShardFill:
             got = read_shard(self._fd(s, path), size, offsets, r.inner_rows, r.row_bytes,
                               local, slots[a:b], flat, self._buf, GAP, empty)
             if got == -2:
-                _raise_read_error(self._fd(s, path), path)
+                _raise_read_error(self._fd(s, path), path, size)
             if got < 0:
                 raise ValueError(f"the Zarr shard file {path!r} ends before the rows it "
                                  "indexes: the store is damaged")
@@ -167,14 +167,17 @@ class _ShardFill:
             os.close(self._files.popitem()[1])
 
 
-def _raise_read_error(fd, path):
-    """The ``OSError`` of a shard file whose reads keep failing: one read here names its
-    errno (Python's ``os.pread`` makes an interrupted call again itself)."""
-    try:
-        os.pread(fd, 1, 0)
-    except OSError as exc:
-        raise OSError(exc.errno, f"reading the Zarr shard file {path!r} failed: "
-                      f"{exc.strerror}") from exc
+def _raise_read_error(fd, path, size):
+    """The ``OSError`` of a shard file whose reads keep failing: the file is read again here,
+    a MiB at a time, so that the read that fails names its errno and offset (Python's
+    ``os.pread`` makes an interrupted call again itself)."""
+    step = 1 << 20
+    for offset in range(0, max(int(size), 1), step):
+        try:
+            os.pread(fd, step, offset)
+        except OSError as exc:
+            raise OSError(exc.errno, f"reading the Zarr shard file {path!r} failed at byte "
+                          f"{offset}: {exc.strerror}") from exc
     raise OSError(f"reading the Zarr shard file {path!r} failed {RETRIES + 1} times running "
                   "(pread returned -1)")
 

@@ -666,9 +666,12 @@ class ZarrSource(_SourceBase):
         if not rows or start % rows:
             return
         if info.get("algorithm", _DIGEST) != _DIGEST:
+            older = str(info.get("algorithm")).startswith("blake2b")   # this one's predecessor
             raise ChecksumError(
-                f"{self.name!r} in {self.path!r} was written by an older version of austerity: "
-                f"its checksums are {info.get('algorithm')!r}, this version writes and checks "
+                f"{self.name!r} in {self.path!r} was written by "
+                f"{'an older' if older else 'another'} version of "
+                f"austerity: its checksums are {info.get('algorithm')!r}, this version writes "
+                f"and checks "
                 f"{_DIGEST!r}, so they cannot be compared (the rows are not known to be "
                 "damaged): rewrite it with `austerity convert DATA STORE --overwrite` (or "
                 "samplers.sources.write_store) from the original data")

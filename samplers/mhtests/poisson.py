@@ -225,8 +225,9 @@ class _PoissonFactorTest(AcceptanceTest):
         # again on arrival), so a chain sent with its model (one pickle) does not redo the
         # O(N) pass over the rows on its worker.
         state = dict(self.__dict__)
-        state["_prepared"] = [(v[0], v[1].rem.c) for v in self._prepared.values()
-                              if isinstance(v[1], _Prepared)]
+        state["_prepared"] = [(v[0], v[1].rem.c if isinstance(v[1], _Prepared) else v[1])
+                              for key, v in self._prepared.items()
+                              if isinstance(v[1], _Prepared) or key[0] == "c"]
         return state
 
     def __setstate__(self, state):

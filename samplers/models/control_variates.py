@@ -1390,7 +1390,9 @@ class ControlVariates(BaseModel):
     def loglik_many(self):
         """``loglik_many(thetas, idx)``: the wrapper's per-datum log-likelihoods of rows
         ``idx`` at k parameter vectors, shape (len(idx), k), each column equal to
-        :meth:`loglik` bit for bit; None around a user's model (no compiled rows). On a
+        :meth:`loglik` bit for bit; None where there is no such kernel: around a user's
+        model, a :class:`~samplers.models.RowModel`, or a GLM whose family parameter is
+        estimated (the passes then make one ``loglik_ratio`` call per pair). On a
         store-backed model the rows ``idx`` are read once (``read_rows``) for all vectors,
         and a cluster pass runs the same kernel on each worker's in-memory block.
 

@@ -608,6 +608,9 @@ class ExactRows(BaseModel):
         size. Every row's values equal the whole wrapper's bit for bit. A ``TypeError`` when
         the wrapped model has no ``block_recipe`` (a user's model): the passes then run
         here."""
+        if self._heavy is not None:
+            raise TypeError("a block of an ExactRows wrapper has no row blocks of its own: "
+                            "take them from the whole wrapper")
         start, stop = self._check_block(start, stop)
         recipe = getattr(self.model, "block_recipe", None)
         if not callable(recipe) or not isinstance(self.model, BaseModel):

@@ -1147,7 +1147,7 @@ class GLM(BaseModel):
 
     def _check_rows(self, executor=None) -> None:
         """One chunked pass: y in the family's support, trials, offsets and weights valid
-        (a store's on ``executor`` if given; binomial y against its trials here)."""
+        (a store's on ``executor`` if given, binomial y against its trials included)."""
         fam = self.family
         for name, arr, ok, accepted in (
                 ("trials", self._trials, _trials_ok, "integers >= 1"),

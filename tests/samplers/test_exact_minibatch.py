@@ -425,6 +425,10 @@ def test_a_prepared_test_pickles_with_its_bounds_not_its_tables():
     (key, (model, c)), = clone._prepared.items()    # keyed by the copied model, not prepared
     assert clone == test and key == ("c", id(model)) and model is not LOGISTIC
     np.testing.assert_array_equal(c, prep.rem.c)
+    again = copy.deepcopy(clone)                    # a second hop keeps the carried bounds
+    (key2, (model2, c2)), = again._prepared.items()
+    assert key2 == ("c", id(model2)) and model2 is not model
+    np.testing.assert_array_equal(c2, prep.rem.c)
     a = sample(LOGISTIC, test, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
     b = sample(LOGISTIC, clone, PROPOSAL, LOGISTIC_CV.center.theta, 200, rng=3)
     np.testing.assert_array_equal(a.samples, b.samples)

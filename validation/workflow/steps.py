@@ -1279,9 +1279,8 @@ def _sums_executor(model, executor):
 
 def on_blocks(model, executor):
     """``executor`` if ``model`` can be rebuilt by row blocks on its workers
-    (``block_recipe``: the built-in models and their control variates), else None: the
-    pass then runs here (the rows of :class:`samplers.ExactRows`, the rest of the data
-    after its heavy rows, are not a range of the store)."""
+    (``block_recipe``: the built-in models, their control variates and
+    :class:`samplers.ExactRows` around either), else None: the pass then runs here."""
     if executor is None:
         return None
     try:
