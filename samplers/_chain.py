@@ -425,7 +425,7 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
     each step (array of shape (n_samples, d)), the list of infos and the seconds spent.
 
     Ctrl-C (``KeyboardInterrupt``) ends the loop early, when the step it came in ends (a
-    second Ctrl-C: at once): the completed steps are returned (fewer than ``n_samples``)
+    second Ctrl-C: as soon as Python code runs again): the completed steps are returned (fewer than ``n_samples``)
     with a :class:`ChainInterrupted` warning; with no completed step the interrupt
     propagates. Any other exception propagates with attributes
     ``step`` (completed steps), ``theta`` (the state it was raised from) and
@@ -440,7 +440,8 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
             # Ctrl-C is taken between steps, not inside one: a KeyboardInterrupt raised while
             # a compiled test driver boxes the arrays it returns could crash the process
             # (a segfault, about 1 in 10 presses on the Python loop before this). A second
-            # Ctrl-C interrupts at once, for a step that runs long.
+            # Ctrl-C interrupts as soon as Python code runs again, for a step that runs long
+            # (that press takes the old risk: the user asked twice).
             with HeldInterrupt(second_raises=True) as held:
                 for i in range(n_samples):
                     state, info = step(state)

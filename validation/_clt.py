@@ -38,6 +38,8 @@ _BLOCK_VALUES = 1 << 20
 #: Up to this many rows (32 MB a pair), a pair whose simulations ask for more than N / 4
 #: l_i gets all N computed once and kept (cheaper than reading most rows many times).
 _FULL_ROWS = 1 << 22
+#: ... and at most this many l_i kept over all pairs (256 MB).
+_KEPT_VALUES = 1 << 25
 
 
 @functools.lru_cache(maxsize=64)
@@ -51,6 +53,20 @@ def ks_distance(t, df) -> float:
     F = special.stdtr(df, np.sort(t))
     n = F.size
     return float(max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n)))
+
+
+class _FlatPrior:
+    """A model without ``logprior`` seen with a flat one: ``clt_check`` reads only its l_i,
+    and the one-pass statistics (``design.TrialChain.from_model``) ask for a prior."""
+
+    def __init__(self, model):
+        self._model = model
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def logprior(self, theta):
+        return 0.0
 
 
 class _Source:
@@ -117,15 +133,19 @@ class _Source:
 
         trial = self.trial
         if trial is None:
+            # the l_i's statistics only: a model need not have a prior for them
+            model = (self.model if callable(getattr(self.model, "logprior", None))
+                     else _FlatPrior(self.model))
             try:
-                trial = TrialChain.from_model(self.model, self.thetas, self.theta_news,
+                trial = TrialChain.from_model(model, self.thetas, self.theta_news,
                                               chunk=self.chunk, progress=self.progress,
                                               executor=self.executor)
             except ValueError as exc:
-                if "sigma must be > 0" not in str(exc):
-                    raise
-                raise ValueError("the l_i of a pair are all equal (theta_new == theta?): "
-                                 f"there is no sampling error to check ({exc})") from None
+                if "sigma must be > 0" in str(exc):
+                    exc = ValueError("the l_i of a pair are all equal (theta_new == "
+                                     f"theta?): there is no sampling error to check ({exc})")
+                exc.names_its_pair = True      # the pass's message names the pair, if any
+                raise exc from None
         return [Population(float(trial.mu[p]), float(trial.sigma[p]),
                            float(trial.skewness[p]), float(trial.kurtosis[p]),
                            float(trial.abs_z1[p]), float(trial.abs_z3[p]))
@@ -147,7 +167,8 @@ class _Source:
         if p in self._full:
             return self._full[p][rows]
         asked = self._asked.get(p, 0) + np.size(rows)
-        if self.N <= _FULL_ROWS and asked > self.N / 4:
+        kept = sum(v.size for v in self._full.values())
+        if self.N <= _FULL_ROWS and asked > self.N / 4 and kept + self.N <= _KEPT_VALUES:
             self._full[p] = loglik_ratios(self.model, self.thetas[p], self.theta_news[p],
                                           chunk=self.chunk)
             return self._full[p][rows]
@@ -230,7 +251,10 @@ class CLTCheck:
     t_statistics : numpy.ndarray, shape (n_pairs, n_sim)
         The simulated t statistics.
     histogram, bin_edges : numpy.ndarray, shape (n_pairs, bins) and (n_pairs, bins + 1)
-        Histogram of each pair's standardized l_i.
+        Histogram of each pair's standardized l_i: of all N when they are at hand (given
+        as an array, or kept at small N), else of the l_i at the rows the first block of
+        simulations read (at most 2^20), counts scaled to N (the extreme tails may then be
+        missing from the plot).
     acceptance : AcceptanceCheck or None
         Given a design: the error in the acceptance probability per pair and averaged as
         the design averages it, simulated with the real test and predicted by the Gaussian

@@ -326,7 +326,7 @@ def _population(src, p):
     try:
         return src.population(p)
     except ValueError as exc:
-        if str(exc).startswith(("row ", "pair ")):
+        if str(exc).startswith(("row ", "pair ")) or getattr(exc, "names_its_pair", False):
             raise
         raise ValueError(f"pair {p}: {exc}") from None
 

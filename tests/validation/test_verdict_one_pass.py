@@ -169,3 +169,25 @@ def test_given_the_trial_chain_the_check_reads_only_the_rows_it_simulates(large,
     with pytest.raises(TypeError, match="trial= goes with a model"):
         clt_check(np.ones((2, 100)) + np.arange(100), trial=trial, batch_size=10,
                   n_sim=2000, tolerance=0.1)
+
+
+def test_a_model_with_only_n_and_loglik_is_checked_and_an_equal_pair_is_named():
+    """The one-pass statistics ask for a prior; clt_check reads only the l_i, so a model
+    with N and loglik alone (what clt_check documents) still works, and a pair whose l_i
+    are all equal is named by its own index (the pass runs for every pair at once)."""
+    x = np.random.default_rng(0).normal(size=5000)
+
+    class Bare:
+        N = 5000
+
+        def loglik(self, theta, idx):
+            return -0.5 * (x[idx] - theta[0]) ** 2
+
+    th = np.array([[0.0], [0.01], [0.02]])
+    check = clt_check(Bare(), (th, th + 0.003), n_sim=4000, rng=1, progress=False)
+    assert check.t_statistics.shape == (3, 4000)
+    same = th + 0.003
+    same[2] = th[2]
+    with pytest.raises(ValueError, match=r"all equal .* first pair 2 ") as err:
+        clt_check(Bare(), (th, same), n_sim=4000, rng=1, progress=False)
+    assert not str(err.value).startswith("pair 0")

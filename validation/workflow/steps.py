@@ -1084,7 +1084,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
         warnings.warn(f"interrupted: returning {len(joined)} chain(s) of "
                       f"{joined[0].samples.shape[0]} draws", ChainInterrupted, stacklevel=3)
     else:
-        joined = _checked(joined, table)
+        joined, interrupted = _checked(joined, table)
     from samplers import Chains
     return ChainsResult(Chains(tuple(joined)), interrupted, found, rhat,
                         time.perf_counter() - t0, rounds)
@@ -1139,9 +1139,9 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
 
 
 def _checked(chains, table):
-    """The chains after the bias check of :func:`samplers.sample`, run once on the joined
-    chains (the rounds skip it); a Ctrl-C while the table is computed ends the check, as in
-    :func:`samplers.sample`."""
+    """``(chains, interrupted)``: the chains after the bias check of :func:`samplers.sample`,
+    run once on the joined chains (the rounds skip it); a Ctrl-C while the table is computed
+    ends the check, as in :func:`samplers.sample`, and is reported (``fit`` then stops)."""
     from samplers import ChainInterrupted
 
     if table is not None:
@@ -1150,8 +1150,8 @@ def _checked(chains, table):
         except KeyboardInterrupt:
             warnings.warn("interrupted during the bias check after the chains: returning "
                           "them unchecked", ChainInterrupted, stacklevel=4)
-            return chains
-    return [c.check_bias() for c in chains]
+            return chains, True
+    return [c.check_bias() for c in chains], False
 
 
 def _monitor_table(model, test):
