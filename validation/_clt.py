@@ -55,7 +55,7 @@ def ks_distance(t, df) -> float:
     return float(max(np.max(np.arange(1, n + 1) / n - F), np.max(F - np.arange(n) / n)))
 
 
-class _FlatPrior:
+class _WithFlatPrior:
     """A model without ``logprior`` seen with a flat one: ``clt_check`` reads only its l_i,
     and the one-pass statistics (``design.TrialChain.from_model``) ask for a prior."""
 
@@ -135,7 +135,7 @@ class _Source:
         if trial is None:
             # the l_i's statistics only: a model need not have a prior for them
             model = (self.model if callable(getattr(self.model, "logprior", None))
-                     else _FlatPrior(self.model))
+                     else _WithFlatPrior(self.model))
             try:
                 trial = TrialChain.from_model(model, self.thetas, self.theta_news,
                                               chunk=self.chunk, progress=self.progress,

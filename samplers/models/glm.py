@@ -366,18 +366,25 @@ def _digamma_trigamma(x):
 
 
 @row_jit
+def _psi_sums(y, r):
+    """``(sum_{j<y} 1/(r+j), -sum_{j<y} 1/(r+j)^2)``: psi(y + r) - psi(r) and
+    psi'(y + r) - psi'(r) for a small count y, without cancellation."""
+    a = 0.0
+    b = 0.0
+    for j in range(int(y)):
+        q = 1.0 / (r + j)
+        a += q
+        b -= q * q
+    return a, b
+
+
+@row_jit
 def _psi_diffs(y, r):
-    """``(psi(y + r) - psi(r), psi'(y + r) - psi'(r))`` for a count y >= 0: the sums
-    ``sum_{j<y} 1/(r+j)`` and ``-sum_{j<y} 1/(r+j)^2`` for y < 16 (no cancellation), else
-    the differences of :func:`_digamma` and :func:`_trigamma`."""
+    """``(psi(y + r) - psi(r), psi'(y + r) - psi'(r))`` for a count y >= 0: the sums of
+    :func:`_psi_sums` for y < 16 (no cancellation), else the differences of
+    :func:`_digamma` and :func:`_trigamma`."""
     if y < 16.0:
-        a = 0.0
-        b = 0.0
-        for j in range(int(y)):
-            q = 1.0 / (r + j)
-            a += q
-            b -= q * q
-        return a, b
+        return _psi_sums(y, r)
     return _digamma(y + r) - _digamma(r), _trigamma(y + r) - _trigamma(r)
 
 
@@ -386,13 +393,7 @@ def _psi_diffs_at(y, r, psi_r, psi1_r):
     """:func:`_psi_diffs` with ``psi_r = _digamma(r)`` and ``psi1_r = _trigamma(r)`` given
     (per-step constants of the control variates): the same bits."""
     if y < 16.0:
-        a = 0.0
-        b = 0.0
-        for j in range(int(y)):
-            q = 1.0 / (r + j)
-            a += q
-            b -= q * q
-        return a, b
+        return _psi_sums(y, r)
     return _digamma(y + r) - psi_r, _trigamma(y + r) - psi1_r
 
 
