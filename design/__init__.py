@@ -55,6 +55,7 @@ __getattr__, __dir__, __all__ = attach(
         "SequentialError": "._sequential",
         "sequential_error": "._sequential",
         "TrialChain": "._trial",
+        "SampledTrial": "._trial",
         "METHODS": "._names",
         "THRESHOLDS": "._names",
         # exact minibatch MH
@@ -75,5 +76,5 @@ if TYPE_CHECKING:  # what the lazy attributes are, for type checkers and IDEs
     from ._monitor import barker_decision_errors, confidence_decision_errors, decision_errors
     from ._optimize import Design, InfeasibleDesignError
     from ._sequential import SequentialError, sequential_error
-    from ._trial import TrialChain
+    from ._trial import SampledTrial, TrialChain
     from .exact_minibatch import ExactBatchDesign, exact_design, exact_expected_batch

@@ -248,8 +248,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
                   executor=executor)
     proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
-    split, split_lines = (clock("heavy_rows", _split, proxy, heavy, executor)
-                          if test is None or test in DESIGNED else (None, ()))
+    split, split_lines, exact_rows = (clock("heavy_rows", _split, proxy, heavy, executor)
+                                      if test is None or test in DESIGNED else (None, (), None))
+    if exact_rows is not None:      # the passes over pairs may sample the rest's rows
+        proxy = replace(proxy, exact_rows=exact_rows)
+        split = split and replace(split, exact_rows=np.empty(0, dtype=np.intp))
     draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng,
                    executor=executor)
     choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
@@ -257,7 +260,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng,
                   executor=executor)
     dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs,
-                                                      executor)
+                                                      executor, rng)
     mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
@@ -344,42 +347,42 @@ def _check_heavy_rows(heavy_rows, model):
 
 
 def _split(proxy, heavy, executor=None):
-    """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows) and
-    the explanation's lines."""
+    """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows),
+    the explanation's lines and the heavy rows (empty when none were found or given; None
+    when not looked for or not known: then the passes over pairs read every row,
+    :func:`~validation.workflow.steps.pairs_pass`)."""
     from samplers import ExactRows, heavy_rows
 
     if heavy is False:
         return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
-                      "sampled",)
+                      "sampled",), None
     if isinstance(heavy, str):
         try:
             rows = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor))
         except TypeError:           # a user's model: no per-row residual scales
-            return None, ()
+            return None, (), None
         how = "found by their residual scale (samplers.heavy_rows)"
     else:
         rows, how = heavy, "given (heavy_rows=)"
     if rows.size == 0:
-        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",))
+        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)), rows
     cv = ExactRows(proxy.cv, rows)
     return replace(proxy, cv=cv), (
         f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
         f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
-        f"from the other {cv.N:,} rows; the exact routes read all rows",)
+        f"from the other {cv.N:,} rows; the exact routes read all rows",), rows
 
 
-def _split_pairs(split, pairs, executor=None):
-    """The trial pairs summarised on the split (its rows are the rest's): one more pass, on
-    ``executor``'s workers when the wrapped model has row blocks
-    (:meth:`samplers.ExactRows.block_recipe`)."""
-    import design
-
+def _split_pairs(split, pairs, executor=None, rng=None):
+    """The trial pairs summarised on the split (its rows are the rest's): one more pass
+    (:func:`~validation.workflow.steps.pairs_pass`: on a sample of the rest's rows, or on
+    ``executor``'s workers when the wrapped model has row blocks,
+    :meth:`samplers.ExactRows.block_recipe`)."""
     cv = split.cv
     dprior = np.array([cv.logprior(b) - cv.logprior(a)
                        for a, b in zip(pairs.thetas, pairs.news)])
-    trial = design.TrialChain.from_model(cv, pairs.thetas, pairs.news,
-                                         pairs.log_const - dprior, progress=False,
-                                         executor=steps.on_blocks(cv, executor))
+    trial = steps.pairs_pass(split, pairs.thetas, pairs.news, pairs.log_const - dprior, rng,
+                             executor=executor).trial
     kurt = "" if trial.kurtosis is None or pairs.trial.kurtosis is None else (
         f"; median excess kurtosis {np.median(pairs.trial.kurtosis):,.0f} on all rows, "
         f"{np.median(trial.kurtosis):,.0f} on the rest")

@@ -41,7 +41,7 @@ __all__ = ["ModelRoute", "model_route", "Proxy", "mode_and_proxy", "LaplaceDraws
            "MIXTURE_WEIGHT", "MIXTURE_INFLATION",
            "ProposalChoice", "choose_proposal", "TrialPairs", "trial_pairs", "design_test",
            "Verdict", "verdict", "ChainsResult", "run_chains", "after_run_check",
-           "make_test", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
+           "make_test", "pairs_pass", "N_CHECK", "N_PATHS", "N_SIM", "MAX_REDESIGNS"]
 
 #: Pairs on which the CLT verdict runs and fresh pairs from the chain on which the design is
 #: evaluated after the run. How many pairs each step needs, and what they cost: the
@@ -187,12 +187,20 @@ class Proxy:
         The Laplace covariance at the mode.
     lines : tuple of str
         The explanation.
+    exact_rows : ndarray of int or None
+        The rows a pass over pairs reads exactly when it samples the rest
+        (:func:`pairs_pass`): the heavy rows fit split off (empty when it looked and found
+        none, or on the split itself, whose heavy rows are folded in exactly). None (the
+        default: no split looked for, a user's model without per-row residual scales,
+        ``heavy_rows=False``): nothing says the rows' l_i are evenly spread, so every pass
+        reads all rows.
     """
 
     cv: object
     mode: np.ndarray
     covariance: np.ndarray
     lines: tuple
+    exact_rows: np.ndarray | None = None
 
 
 def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
@@ -271,6 +279,11 @@ class LaplaceDraws:
     kind : str
         The proposal that drew them: ``"independence"`` (the Gaussian N(mode, Sigma)),
         ``"t"`` or ``"mixture"``.
+    log_weight_se : float
+        The largest standard error (nats) of the log weights when they were estimated from a
+        row sample (:func:`pairs_pass`); 0 when exact.
+    rows_read : int
+        Rows whose l_i the weighing computed (over all its passes).
     """
 
     thetas: np.ndarray
@@ -281,15 +294,19 @@ class LaplaceDraws:
     seconds: float
     ess_per_step: float = float("nan")
     kind: str = "independence"
+    log_weight_se: float = 0.0
+    rows_read: int = 0
 
 
 def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraws:
     """Step 2a: ``n + 1`` draws from the Laplace approximation and their exact weights.
 
     The draws are chained into ``n`` pairs, each one an independence-proposal pair, and
-    summarised by :meth:`design.TrialChain.from_model` in one pass over the data; the log MH
-    ratio of pair k is ``log w(theta_{k+1}) - log w(theta_k)``, so the cumulative sums are the
-    log importance weights.
+    summarised by :func:`pairs_pass` (one pass over the data, or over the heavy rows and a
+    row sample of the rest where ``proxy.exact_rows`` is known); the log MH ratio of pair k
+    is ``log w(theta_{k+1}) - log w(theta_k)``, so the cumulative sums are the log
+    importance weights (estimated from the sample's rows, which all pairs share, within
+    ``log_weight_se``).
     """
     from samplers import Independence
 
@@ -297,7 +314,7 @@ def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraw
     factor = np.linalg.cholesky(proxy.covariance)
     thetas = proxy.mode + rng.standard_normal((n + 1, proxy.cv.dim)) @ factor.T
     return _weighed(proxy, Independence(proxy.mode, proxy.covariance), thetas, "independence",
-                    executor)
+                    executor, rng)
 
 
 def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None, *, executor=None) -> LaplaceDraws:
@@ -308,7 +325,7 @@ def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None, *, executor=None) ->
     rng = as_generator(rng)
     q = independence_proposal(proxy, kind)
     thetas = np.array([q.propose(rng, None, None, proxy.mode, None)[0] for _ in range(n + 1)])
-    return _weighed(proxy, q, thetas, kind, executor)
+    return _weighed(proxy, q, thetas, kind, executor, rng)
 
 
 def more_draws(proxy: Proxy, got: LaplaceDraws, n, rng=None, *, executor=None) -> LaplaceDraws:
@@ -326,11 +343,13 @@ def more_draws(proxy: Proxy, got: LaplaceDraws, n, rng=None, *, executor=None) -
         new = proxy.mode + rng.standard_normal((n, proxy.cv.dim)) @ factor.T
     else:
         new = np.array([q.propose(rng, None, None, proxy.mode, None)[0] for _ in range(n)])
-    ext = _weighed(proxy, q, np.vstack([got.thetas[-1:], new]), got.kind, executor)
+    ext = _weighed(proxy, q, np.vstack([got.thetas[-1:], new]), got.kind, executor, rng)
     thetas = np.vstack([got.thetas, new])
     logw = np.concatenate([got.log_weights, got.log_weights[-1] + ext.log_weights[1:]])
     return LaplaceDraws(thetas, logw, got.trial, pareto_k(logw), _imh_acceptance(logw),
-                        got.seconds + ext.seconds, imh_ess_per_step(thetas, logw), got.kind)
+                        got.seconds + ext.seconds, imh_ess_per_step(thetas, logw), got.kind,
+                        math.hypot(got.log_weight_se, ext.log_weight_se),
+                        got.rows_read + ext.rows_read)
 
 
 def independence_proposal(proxy: Proxy, kind: str):
@@ -345,19 +364,56 @@ def independence_proposal(proxy: Proxy, kind: str):
     return Independence(proxy.mode, proxy.covariance)
 
 
-def _weighed(proxy, q, thetas, kind, executor=None) -> LaplaceDraws:
+def _weighed(proxy, q, thetas, kind, executor=None, rng=None) -> LaplaceDraws:
     """The draws ``thetas`` of the independence proposal ``q`` chained and summarised."""
-    import design
-
     logq = np.array([q.log_density(t) for t in thetas])
     t0 = time.perf_counter()
-    trial = design.TrialChain.from_model(proxy.cv, thetas[:-1], thetas[1:],
-                                         logq[:-1] - logq[1:], progress=False,
-                                         executor=on_blocks(proxy.cv, executor))
+    got = pairs_pass(proxy, thetas[:-1], thetas[1:], logq[:-1] - logq[1:], rng,
+                     executor=executor, cumulative=True)
     seconds = time.perf_counter() - t0
+    trial = got.trial
     logw = np.concatenate([[0.0], np.cumsum(trial.log_accept_ratio)])
     return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds,
-                        imh_ess_per_step(thetas, logw), kind)
+                        imh_ess_per_step(thetas, logw), kind,
+                        float(max(got.cumulative_se.max(), got.log_ratio_se.max())),
+                        got.rows_read)
+
+
+def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=None,
+               cumulative=False):
+    """The pairs ``(thetas[k], news[k])`` summarised on ``proxy.cv``: a
+    :class:`design.SampledTrial`.
+
+    Where ``proxy.exact_rows`` is known (fit's heavy-row split was looked for), from those
+    rows and a uniform sample of the rest (:meth:`design.TrialChain.from_row_sample`: the
+    sample grows until every log ratio's standard error is at most ``design.SAMPLE_SE``
+    nats, and the exact pass runs once it would exceed a quarter of the rows, so below 2^18
+    rows nothing is sampled and ``rng`` is not drawn from). Once the heavy rows are read
+    exactly, a control-variate model's residuals are evenly spread and their mean over the
+    sample is normal; the proxy's sum, the prior and the proposal stay exact. Where it is
+    not known (None), one exact pass over all rows (:meth:`design.TrialChain.from_model`),
+    with standard errors 0: a sample could miss the few rows that carry the sum.
+    ``executor`` runs the exact pass on a cluster (:func:`on_blocks`); a sample is read here.
+    """
+    import design
+
+    cv = proxy.cv
+    if proxy.exact_rows is None:
+        trial = design.TrialChain.from_model(cv, thetas, news, log_q_ratios, progress=False,
+                                             executor=on_blocks(cv, executor))
+        zero = np.zeros(trial.n_pairs)
+        return design.SampledTrial(trial, zero, zero, int(cv.N), False)
+    return design.TrialChain.from_row_sample(
+        cv, thetas, news, log_q_ratios, rng=as_generator(rng), exact_rows=proxy.exact_rows,
+        cumulative=cumulative, progress=False, executor=on_blocks(cv, executor))
+
+
+def _sample_note(se, rows, N) -> str:
+    """The explanation's note on a row-sampled pass ("" for an exact one)."""
+    if not 0 < rows < N:
+        return ""
+    return (f"; l_i from {rows:,} of {N:,} rows (the heavy rows and a uniform sample), log "
+            f"ratios within {se:.1g} nats (1 se)")
 
 
 def _imh_acceptance(logw) -> float:
@@ -589,7 +645,7 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None, 
                               tuple(lines), tried=tuple(tried))
     lines[0] += (f"; predicted acceptance {got.acceptance:.2f}, ESS per step "
                  f"{got.ess_per_step:.2f} (from the weights of its {got.thetas.shape[0]} "
-                 "draws)")
+                 f"draws{_sample_note(got.log_weight_se, got.rows_read, proxy.cv.N)})")
     return ProposalChoice(independence_proposal(proxy, kind), kind, got.acceptance,
                           tuple(lines), got, got.ess_per_step, tuple(tried))
 
@@ -735,9 +791,10 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         thetas = proxy.mode + rng.standard_normal((n, cv.dim)) @ factor.T
         moves = [q.propose(rng, None, None, t, None)[:2] for t in thetas]
         news = np.array([m[0] for m in moves])
-        trial = design.TrialChain.from_model(cv, thetas, news, [m[1] for m in moves],
-                                             progress=False, executor=on_blocks(cv, executor))
-        where = f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
+        got = pairs_pass(proxy, thetas, news, [m[1] for m in moves], rng, executor=executor)
+        trial = got.trial
+        where = (f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
+                 + _sample_note(float(got.log_ratio_se.max()), got.rows_read, cv.N))
     line = (f"3. trial pairs: {n} pairs, {where}; exact acceptance {trial.accept_prob.mean():.2f}"
             f"; residual sd per row: median {np.median(trial.sigma):.3g}")
     return TrialPairs(thetas, news, -trial.N * trial.c0, trial, (line,))
@@ -1249,7 +1306,10 @@ def _ess_rhat(runs):
 def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None, *, executor=None):
     """Step 7: the design evaluated at ``N_CHECK`` (state, proposal) pairs of the chain itself.
 
-    Returns ``(mean |error|, rows per step)`` predicted there (:func:`design.evaluate`).
+    Returns ``(mean |error|, rows per step)`` predicted there (:func:`design.evaluate`). The
+    pairs' statistics come from :func:`pairs_pass` (a row sample where ``proxy.exact_rows``
+    is known: each pair's log ratio within ``design.SAMPLE_SE`` nats, which moves a
+    predicted error by at most as much).
     """
     import design
 
@@ -1258,9 +1318,8 @@ def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None, *, executor=N
     k = min(N_CHECK, draws)
     own = chain.samples[rng.choice(draws, size=k, replace=False)]
     moves = [proposal.propose(rng, None, None, t, None)[:2] for t in own]
-    trial = design.TrialChain.from_model(proxy.cv, own, np.array([m[0] for m in moves]),
-                                         [m[1] for m in moves], progress=False,
-                                         executor=on_blocks(proxy.cv, executor))
+    trial = pairs_pass(proxy, own, np.array([m[0] for m in moves]), [m[1] for m in moves],
+                       rng, executor=executor).trial
     err, frac = design.evaluate(plan, trial)
     return float(np.mean(np.abs(err))), float(np.mean(frac) * proxy.cv.N)
 
