@@ -1,0 +1,146 @@
+"""TrialChain.from_row_sample: the heavy rows exact and a uniform sample of the rest,
+against the exact pass (TrialChain.from_model)."""
+
+import numpy as np
+import pytest
+
+from design import SampledTrial, TrialChain
+from samplers import ControlVariates, GaussianPrior, LogisticRegression, heavy_rows
+from samplers.datasets import rare_covariate_logistic
+
+N = 60_000
+START = 2048            # a low first sample, so that N = 60,000 rows are sampled
+
+
+@pytest.fixture(scope="module")
+def setup():
+    """A logistic regression with 40 rows of a rare covariate (the heavy rows), control
+    variates at the mode and 20 chained pairs of Laplace draws."""
+    X, y, _ = rare_covariate_logistic(N, rng=3)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    heavy = heavy_rows(cv)
+    rng = np.random.default_rng(7)
+    cov = np.linalg.inv(-np.asarray(cv.center.posterior_hess))
+    thetas = cv.center.theta + rng.standard_normal((21, cv.dim)) @ np.linalg.cholesky(cov).T
+    exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
+    return cv, heavy, thetas, exact
+
+
+def sampled(cv, thetas, **kw):
+    return TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], **{
+        "rng": 5, "start": START, "se_tolerance": 10.0, "cumulative": True, **kw})
+
+
+def test_estimates_agree_with_the_exact_pass_within_their_standard_errors(setup):
+    cv, heavy, thetas, exact = setup
+    assert heavy.size > 0
+    got = sampled(cv, thetas, exact_rows=heavy)
+    assert got.sampled and got.rows_read == heavy.size + START
+    t = got.trial
+    # log ratios, and the cumulative sums (the log importance weights): 20 + 20 values,
+    # each within 4.5 of its standard error (false failure rate ~3e-4 together)
+    assert np.all(got.log_ratio_se > 0)
+    z = (t.log_accept_ratio - exact.log_accept_ratio) / got.log_ratio_se
+    assert np.max(np.abs(z)) < 4.5, z
+    zc = (np.cumsum(t.log_accept_ratio) - np.cumsum(exact.log_accept_ratio)) / got.cumulative_se
+    assert np.max(np.abs(zc)) < 4.5, zc
+    # sd and mean |z| of the l_i: their standard errors from the exact pass's kurtosis
+    n, rest = START, N - heavy.size
+    fpc = np.sqrt(1 - n / rest)
+    se_sd = exact.sigma * np.sqrt((exact.kurtosis + 2) / (4 * n)) * fpc * rest / N
+    assert np.max(np.abs(t.sigma - exact.sigma) / se_sd) < 5
+    se_z1 = np.sqrt(1 - exact.abs_z1 ** 2) / np.sqrt(n) * fpc
+    assert np.max(np.abs(t.abs_z1 - exact.abs_z1) / se_z1) < 5
+    # the fourth moment (its error needs the eighth: no standard error here) within 2x
+    assert np.all(np.abs(np.log((t.kurtosis + 3) / (exact.kurtosis + 3))) < np.log(2))
+    np.testing.assert_array_equal(t.c0, exact.c0)        # the data-free term stays exact
+    assert np.all(t.max_abs <= exact.max_abs * (1 + 1e-12))
+
+
+def test_without_the_heavy_rows_the_sample_misses_what_carries_the_sum(setup):
+    """Why fit samples only where the heavy rows are split off: a sample that draws none of
+    the 40 rows of the rare covariate (seed 4 here; 2,048 of 60,000 rows) has a standard
+    error that hides an error hundreds of times larger; with them read exactly, the same
+    seed's estimate is within its error."""
+    cv, heavy, thetas, exact = setup
+    for rows, low, high in (((), 20, np.inf), (heavy, 0, 4.5)):
+        got = sampled(cv, thetas, exact_rows=rows, rng=4)
+        z = np.max(np.abs(got.trial.log_accept_ratio - exact.log_accept_ratio)
+                   / got.log_ratio_se)
+        assert low < z < high
+
+
+def test_the_heavy_rows_are_always_read(setup):
+    cv, heavy, thetas, _ = setup
+    seen = []
+
+    class Recorder:
+        N, dim = cv.N, cv.dim
+
+        def loglik(self, theta, idx):
+            seen.append(np.array(idx))
+            return cv.loglik(theta, idx)
+
+        def logprior(self, theta):
+            return cv.logprior(theta)
+
+    for seed in range(3):
+        seen.clear()
+        got = TrialChain.from_row_sample(Recorder(), thetas[:3], thetas[1:4], rng=seed,
+                                         exact_rows=heavy, start=START, se_tolerance=10.0)
+        assert got.sampled
+        rows = np.unique(np.concatenate(seen))
+        assert np.all(np.isin(heavy, rows))
+        assert rows.size == heavy.size + START          # the sample avoids them
+
+
+def test_small_data_runs_the_exact_pass_bit_for_bit_without_drawing(setup):
+    cv, heavy, thetas, exact = setup
+    rng = np.random.default_rng(11)
+    before = rng.bit_generator.state
+    got = TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=rng, exact_rows=heavy)
+    assert not got.sampled and got.rows_read == N       # 2^16 > N / 4
+    assert rng.bit_generator.state == before
+    for name in ("mu", "sigma", "c0", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs",
+                 "range_bound"):
+        np.testing.assert_array_equal(getattr(got.trial, name), getattr(exact, name))
+    np.testing.assert_array_equal(got.log_ratio_se, 0.0)
+
+
+def test_a_missed_tolerance_doubles_the_sample_then_falls_back_to_the_exact_pass(setup):
+    cv, heavy, thetas, exact = setup
+    se = sampled(cv, thetas, exact_rows=heavy).log_ratio_se.max()
+    grown = sampled(cv, thetas, exact_rows=heavy, se_tolerance=0.9 * se)
+    assert grown.sampled and grown.rows_read == heavy.size + 2 * START
+    assert grown.log_ratio_se.max() <= 0.9 * se
+    exact_again = sampled(cv, thetas, exact_rows=heavy, se_tolerance=1e-12)
+    assert not exact_again.sampled
+    np.testing.assert_array_equal(exact_again.trial.mu, exact.mu)
+
+
+def test_equal_seeds_give_identical_estimates(setup):
+    cv, heavy, thetas, _ = setup
+    a, b, c = (sampled(cv, thetas, exact_rows=heavy, rng=s) for s in (1, 1, 2))
+    for name in ("mu", "sigma", "kurtosis", "abs_z3"):
+        np.testing.assert_array_equal(getattr(a.trial, name), getattr(b.trial, name))
+    np.testing.assert_array_equal(a.log_ratio_se, b.log_ratio_se)
+    assert not np.array_equal(a.trial.mu, c.trial.mu)
+
+
+@pytest.mark.parametrize("kwargs, exc, match", [
+    ({"exact_rows": [0, 0]}, ValueError, "exact_rows must be distinct"),
+    ({"exact_rows": [N]}, ValueError, "exact_rows must lie in"),
+    ({"exact_rows": [0.5]}, TypeError, "exact_rows must be a 1-D array"),
+    ({"se_tolerance": 0.0}, ValueError, "se_tolerance"),
+    ({"start": 1}, ValueError, "start"),
+    ({"max_fraction": 1.5}, ValueError, "max_fraction"),
+])
+def test_bad_input_is_named(setup, kwargs, exc, match):
+    cv, _, thetas, _ = setup
+    with pytest.raises(exc, match=match):
+        TrialChain.from_row_sample(cv, thetas[:2], thetas[1:3], **kwargs)
+
+
+def test_result_type(setup):
+    cv, heavy, thetas, _ = setup
+    assert isinstance(sampled(cv, thetas, exact_rows=heavy), SampledTrial)
