@@ -43,8 +43,9 @@ _BOUND_ROUNDING = 4096 * np.finfo(float).eps
 #: this fraction of the rows the exact pass runs instead (a sample of a quarter of the rows
 #: costs about as much as the pass and is not exact), so below 2^18 rows every pass is exact.
 SAMPLE_SE, SAMPLE_START, SAMPLE_MAX_FRACTION = 1e-3, 2 ** 16, 0.25
-#: Rows x columns of one chunk of the sample's l_i (8 MB).
-_SAMPLE_ENTRIES = 2 ** 20
+#: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
+#: the sizing pass and the moments' pass (64 MB; a larger sample is read again).
+_SAMPLE_ENTRIES, _KEEP_ENTRIES = 2 ** 20, 2 ** 23
 
 
 def _readonly(a):
@@ -487,12 +488,17 @@ class TrialChain:
         # the sample's count, mean and sum of squares about the mean of each pair's l_i
         # (then of each cumulative sum's), merged chunk by chunk (Chan et al. 1979)
         moments, sample, size = None, np.empty(0, dtype=np.intp), start
+        kept, entries = [], 0           # the sample's l_i, kept while they are small
         while True:
             new = _more_rows(rng, rest, sample, size - sample.size)
             for lo in range(0, new.size, step):
                 idx = _rest_rows(np.sort(new[lo:lo + step]), exact)
-                got = _chan(_differences(model, plan, idx), cumulative)
+                L = _differences(model, plan, idx)
+                got = _chan(L, cumulative)
                 moments = got if moments is None else _chan_merge(moments, got)
+                entries += L.size
+                if kept is not None:
+                    kept = kept + [L] if entries <= _KEEP_ENTRIES else None
             sample = np.concatenate([sample, new])
             n = sample.size
             se = rest * np.sqrt(moments[2] / (n - 1) * (1.0 - n / rest) / n)
@@ -501,17 +507,21 @@ class TrialChain:
             if 2 * size > max_fraction * rest:
                 return exact_pass()
             size *= 2
-        rows = _rest_rows(np.sort(sample), exact)
-        blocks = [(1.0, exact)] if exact.size else []
-        blocks += [(rest / n, rows[lo:lo + step]) for lo in range(0, n, step)]
         # the Horvitz-Thompson totals: the mean, then the moments about it
+        blocks = [(1.0, _differences(model, plan, exact))] if exact.size else []
+        if kept is not None:
+            blocks += [(rest / n, L) for L in kept]
+        else:                           # read the sample's rows again, in chunks
+            rows = _rest_rows(np.sort(sample), exact)
+            blocks += [(rest / n, rows[lo:lo + step]) for lo in range(0, n, step)]
         total = rest * moments[1][:P]
         if exact.size:
-            total = total + _differences(model, plan, exact).sum(axis=0)
+            total = total + blocks[0][1].sum(axis=0)
         mu = total / N
         acc = (np.zeros(P), np.zeros((P, 4)), np.full(P, math.inf), np.full(P, -math.inf))
-        for weight, idx in blocks:
-            acc = _accumulate(_differences(model, plan, idx), weight, mu, acc)
+        for weight, block in blocks:
+            L = block if block.ndim == 2 else _differences(model, plan, block)
+            acc = _accumulate(L, weight, mu, acc)
         m2, sums, low, high = acc
         shape = np.column_stack([low, high, sums])
         trial = cls(N=N, **_fields(model, thetas, theta_news, lqr, N, mu, np.sqrt(m2 / N),

@@ -144,3 +144,16 @@ def test_bad_input_is_named(setup, kwargs, exc, match):
 def test_result_type(setup):
     cv, heavy, thetas, _ = setup
     assert isinstance(sampled(cv, thetas, exact_rows=heavy), SampledTrial)
+
+
+def test_a_sample_too_large_to_keep_is_read_again_with_the_same_result(setup, monkeypatch):
+    import design._trial as trial_module
+
+    cv, heavy, thetas, _ = setup
+    kept = sampled(cv, thetas, exact_rows=heavy)
+    monkeypatch.setattr(trial_module, "_KEEP_ENTRIES", 0)
+    again = sampled(cv, thetas, exact_rows=heavy)
+    np.testing.assert_array_equal(again.trial.mu, kept.trial.mu)
+    for name in ("sigma", "skewness", "kurtosis", "abs_z1", "abs_z3", "max_abs"):
+        np.testing.assert_allclose(getattr(again.trial, name), getattr(kept.trial, name),
+                                   rtol=1e-9)
