@@ -381,13 +381,15 @@ def _split_pairs(split, pairs, executor=None, rng=None):
     cv = split.cv
     dprior = np.array([cv.logprior(b) - cv.logprior(a)
                        for a, b in zip(pairs.thetas, pairs.news)])
-    trial = steps.pairs_pass(split, pairs.thetas, pairs.news, pairs.log_const - dprior, rng,
-                             executor=executor).trial
+    got = steps.pairs_pass(split, pairs.thetas, pairs.news, pairs.log_const - dprior, rng,
+                           executor=executor)
+    trial = got.trial
     kurt = "" if trial.kurtosis is None or pairs.trial.kurtosis is None else (
         f"; median excess kurtosis {np.median(pairs.trial.kurtosis):,.0f} on all rows, "
         f"{np.median(trial.kurtosis):,.0f} on the rest")
     line = (f"   on the rest ({cv.N:,} rows): residual sd per row median "
-            f"{np.median(trial.sigma):.3g}{kurt}")
+            f"{np.median(trial.sigma):.3g}{kurt}"
+            f"{steps._sample_note(float(got.log_ratio_se.max()), got.rows_read, cv.N)}")
     return replace(pairs, trial=trial, lines=(*pairs.lines, line))
 
 

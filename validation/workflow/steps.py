@@ -412,7 +412,7 @@ def _sample_note(se, rows, N) -> str:
     """The explanation's note on a row-sampled pass ("" for an exact one)."""
     if not 0 < rows < N:
         return ""
-    return (f"; l_i from {rows:,} of {N:,} rows (the heavy rows and a uniform sample), log "
+    return (f"; l_i from {rows:,} of {N:,} rows (a uniform sample, the heavy rows exact), log "
             f"ratios within {se:.1g} nats (1 se)")
 
 
