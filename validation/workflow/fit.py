@@ -192,7 +192,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         ``candidates`` (one line per candidate),
         ``acceptance_predicted``, ``ess_per_step_predicted`` and ``ess_per_step_realised``
         (min bulk ESS over all draws of all chains), ``ess_bulk``, ``rhat``, ``timings``
-        (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
+        (seconds per step, ``result`` the InferenceData's, where a first call imports
+        ArviZ, and ``total``), ``seconds_per_ess`` (sampling time per
         effective sample), ``interrupted``; and as before ``design``,
         ``settings``, ``rows_predicted``, ``rows_realised``, ``rows_predicted_chain``,
         ``error_predicted``, ``error_predicted_chain``, ``tolerance``, ``clt_passed``
@@ -562,6 +563,9 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     """The explanation, the attributes and the ArviZ data."""
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
+    names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
+    # timed: a first call imports ArviZ here (about a second and a half), and nowhere before
+    idata = clock("result", ran.chains.to_arviz, names=None if names is None else list(names))
     timings = clock.timings()
     explanation = "\n".join(say)
     if verbose:
@@ -602,8 +606,6 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
         "heavy_rows": _n_exact(state["split"]),
     }
-    names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
-    idata = ran.chains.to_arviz(names=None if names is None else list(names))
     _update_attrs(idata, attrs)
     return idata
 
