@@ -273,6 +273,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
         parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
             PARALLEL_SECONDS
+    if parallel and chains > 1:
+        steps.join_monitor_tables()     # the chains fork: no thread of ours running then
     ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
                 chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
                 progress=progress, executor=executor)
@@ -476,6 +478,9 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
                 "(test='austere' forces it)",))
             return replace(candidate, sound=False, note=f"designed: {_settings(state['plan'])}"
                            f"{_heavy_note(k)}; {heavy}")
+        if executor is None and state["plan"] is not None and state["plan"].test == "austere":
+            # the chains' bias-monitor table, on the other core while the verdict runs
+            steps.start_monitor_table(proxy.cv, steps.make_test(state["plan"]))
         v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
                   clt_tolerance=clt_tolerance,
                   on_clt_failure=on_clt_failure if forced else "redesign",

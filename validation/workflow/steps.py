@@ -1154,15 +1154,66 @@ def _checked(chains, table):
     return [c.check_bias() for c in chains], False
 
 
-def _monitor_table(model, test):
-    """A thread computing the bias monitor's error table of an Austere test (the dynamic
-    programme at about a thousand drifts, :func:`design.decision_errors`; cached per design)
-    while the chains run: the programme releases the GIL, so it runs on another core, and the
-    check after the chains finds it ready. None for other tests."""
+#: Monitor-table threads started ahead of the chains (:func:`start_monitor_table`), by
+#: (N, m, epsilon) of their Austere test; :func:`run_chains` takes its own from here.
+_TABLE_THREADS: dict = {}
+
+
+def start_monitor_table(model, test):
+    """Start computing the bias monitor's error table of an Austere ``test`` on ``model``
+    ahead of :func:`run_chains`, which then waits for this thread instead of starting its
+    own. ``fit`` calls it as the verdict starts: the table (about a CPU-second at a
+    thousand drifts) then runs on the other core beside the verdict instead of after the
+    chains. The table is a pure function of (N, m, epsilon), cached per process, so the
+    chains' bias check is the same whenever it is computed. Returns the thread, or None
+    for other tests."""
+    key = _table_key(model, test)
+    if key is None:
+        return None
+    # the modules the thread runs are imported here, on the caller's thread: the thread
+    # then takes no import lock while the caller imports (the verdict's lazy imports)
+    import numpy.polynomial  # noqa: F401
+    import scipy.optimize  # noqa: F401
+
+    from design import decision_errors  # noqa: F401
+    for k in [k for k, t in _TABLE_THREADS.items() if not t.is_alive()]:
+        if k != key:
+            del _TABLE_THREADS[k]
+    if key not in _TABLE_THREADS:
+        _TABLE_THREADS[key] = _monitor_thread(model, test)
+    return _TABLE_THREADS[key]
+
+
+def join_monitor_tables():
+    """Wait for the tables :func:`start_monitor_table` started: before the chains fork
+    into processes, no thread of ours should be running (a fork copies only the caller's
+    thread, and a lock another thread holds stays held in the child)."""
+    for thread in list(_TABLE_THREADS.values()):
+        thread.join()
+
+
+def _table_key(model, test):
     from samplers import AustereTest
 
     if not isinstance(test, AustereTest):
         return None
+    return int(model.N), int(test.m), float(test.epsilon)
+
+
+def _monitor_table(model, test):
+    """A thread computing the bias monitor's error table of an Austere test (the dynamic
+    programme at about a thousand drifts, :func:`design.decision_errors`; cached per design)
+    while the chains run: the programme releases the GIL, so it runs on another core, and the
+    check after the chains finds it ready. The thread :func:`start_monitor_table` started for
+    the same table, if any; None for other tests."""
+    key = _table_key(model, test)
+    if key is None:
+        return None
+    early = _TABLE_THREADS.pop(key, None)
+    return early if early is not None else _monitor_thread(model, test)
+
+
+def _monitor_thread(model, test):
     empty = {"mean": np.zeros(0), "sd": np.zeros(0), "n_used": np.zeros(0),
              "log_const": np.zeros(0)}
 
