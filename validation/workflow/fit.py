@@ -192,7 +192,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         ``candidates`` (one line per candidate),
         ``acceptance_predicted``, ``ess_per_step_predicted`` and ``ess_per_step_realised``
         (min bulk ESS over all draws of all chains), ``ess_bulk``, ``rhat``, ``timings``
-        (seconds per step, and ``total``), ``seconds_per_ess`` (sampling time per
+        (seconds per step, ``result`` the InferenceData's, where a first call imports
+        ArviZ, and ``total``), ``seconds_per_ess`` (sampling time per
         effective sample), ``interrupted``; and as before ``design``,
         ``settings``, ``rows_predicted``, ``rows_realised``, ``rows_predicted_chain``,
         ``error_predicted``, ``error_predicted_chain``, ``tolerance``, ``clt_passed``
@@ -275,6 +276,8 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
         parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
             PARALLEL_SECONDS
+    if parallel and chains > 1:
+        steps.join_monitor_tables()     # the chains fork: no thread of ours running then
     ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
                 chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
                 progress=progress, executor=executor)
@@ -480,6 +483,9 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
                 "(test='austere' forces it)",))
             return replace(candidate, sound=False, note=f"designed: {_settings(state['plan'])}"
                            f"{_heavy_note(k)}; {heavy}")
+        if executor is None and state["plan"] is not None and state["plan"].test == "austere":
+            # the chains' bias-monitor table, on the other core while the verdict runs
+            steps.start_monitor_table(proxy.cv, steps.make_test(state["plan"]))
         v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
                   clt_tolerance=clt_tolerance,
                   on_clt_failure=on_clt_failure if forced else "redesign",
@@ -567,6 +573,9 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     """The explanation, the attributes and the ArviZ data."""
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
+    names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
+    # timed: a first call imports ArviZ here (about a second and a half), and nowhere before
+    idata = clock("result", ran.chains.to_arviz, names=None if names is None else list(names))
     timings = clock.timings()
     explanation = "\n".join(say)
     if verbose:
@@ -607,8 +616,6 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "center": proxy.mode.tolist(), "acceptance_rate": acc, "explanation": explanation,
         "heavy_rows": _n_exact(state["split"]),
     }
-    names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
-    idata = ran.chains.to_arviz(names=None if names is None else list(names))
     _update_attrs(idata, attrs)
     return idata
 

@@ -1211,15 +1211,66 @@ def _checked(chains, table):
     return [c.check_bias() for c in chains], False
 
 
-def _monitor_table(model, test):
-    """A thread computing the bias monitor's error table of an Austere test (the dynamic
-    programme at about a thousand drifts, :func:`design.decision_errors`; cached per design)
-    while the chains run: the programme releases the GIL, so it runs on another core, and the
-    check after the chains finds it ready. None for other tests."""
+#: Monitor-table threads started ahead of the chains (:func:`start_monitor_table`), by
+#: (N, m, epsilon) of their Austere test; :func:`run_chains` takes its own from here.
+_TABLE_THREADS: dict = {}
+
+
+def start_monitor_table(model, test):
+    """Start computing the bias monitor's error table of an Austere ``test`` on ``model``
+    ahead of :func:`run_chains`, which then waits for this thread instead of starting its
+    own. ``fit`` calls it as the verdict starts: the table (about a CPU-second at a
+    thousand drifts) then runs on the other core beside the verdict instead of after the
+    chains. The table is a pure function of (N, m, epsilon), cached per process, so the
+    chains' bias check is the same whenever it is computed. Returns the thread, or None
+    for other tests."""
+    key = _table_key(model, test)
+    if key is None:
+        return None
+    # the modules the thread runs are imported here, on the caller's thread: the thread
+    # then takes no import lock while the caller imports (the verdict's lazy imports)
+    import numpy.polynomial  # noqa: F401
+    import scipy.optimize  # noqa: F401
+
+    from design import decision_errors  # noqa: F401
+    for k in [k for k, t in _TABLE_THREADS.items() if not t.is_alive()]:
+        if k != key:
+            del _TABLE_THREADS[k]
+    if key not in _TABLE_THREADS:
+        _TABLE_THREADS[key] = _monitor_thread(model, test)
+    return _TABLE_THREADS[key]
+
+
+def join_monitor_tables():
+    """Wait for the tables :func:`start_monitor_table` started: before the chains fork
+    into processes, no thread of ours should be running (a fork copies only the caller's
+    thread, and a lock another thread holds stays held in the child)."""
+    for thread in list(_TABLE_THREADS.values()):
+        thread.join()
+
+
+def _table_key(model, test):
     from samplers import AustereTest
 
     if not isinstance(test, AustereTest):
         return None
+    return int(model.N), int(test.m), float(test.epsilon)
+
+
+def _monitor_table(model, test):
+    """A thread computing the bias monitor's error table of an Austere test (the dynamic
+    programme at about a thousand drifts, :func:`design.decision_errors`; cached per design)
+    while the chains run: the programme releases the GIL, so it runs on another core, and the
+    check after the chains finds it ready. The thread :func:`start_monitor_table` started for
+    the same table, if any; None for other tests."""
+    key = _table_key(model, test)
+    if key is None:
+        return None
+    early = _TABLE_THREADS.pop(key, None)
+    return early if early is not None else _monitor_thread(model, test)
+
+
+def _monitor_thread(model, test):
     empty = {"mean": np.zeros(0), "sd": np.zeros(0), "n_used": np.zeros(0),
              "log_const": np.zeros(0)}
 
@@ -1286,19 +1337,156 @@ def _total_reads(pieces):
 
 
 def _ess_rhat(runs):
-    """(min bulk ESS, max R-hat) of chains, with ArviZ; NaN where undefined."""
-    from samplers import import_arviz
+    """(min bulk ESS, max R-hat) of chains; NaN where undefined.
 
+    ArviZ's estimators (:func:`bulk_ess`, :func:`rank_rhat`) computed with NumPy, so the
+    chains' rounds do not import ArviZ (about a second and a half of a first call): only the
+    InferenceData that ``fit`` returns needs it."""
     x = np.stack([c.samples for c in runs])
     if x.shape[1] < 4:
         return float("nan"), float("nan")
-    az = import_arviz()
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        ess = min(float(az.ess(x[:, :, j], method="bulk")) for j in range(x.shape[2]))
-        rhat = (max(float(az.rhat(x[:, :, j])) for j in range(x.shape[2]))
-                if x.shape[0] > 1 else float("nan"))
+    ess = min(bulk_ess(x[:, :, j]) for j in range(x.shape[2]))
+    rhat = (max(rank_rhat(x[:, :, j]) for j in range(x.shape[2]))
+            if x.shape[0] > 1 else float("nan"))
     return ess, rhat
+
+
+def _fast_fft_len(n: int) -> int:
+    """The least 5-smooth number (2^a 3^b 5^c) >= n: the FFT length ArviZ's autocovariance
+    pads to (``scipy.fftpack.next_fast_len``), so the sums round as ArviZ's do."""
+    best = 1 << max(int(n - 1).bit_length(), 0)
+    p5 = 1
+    while p5 < best:
+        p35 = p5
+        while p35 < best:
+            m = p35
+            while m < n:
+                m *= 2
+            best = min(best, m)
+            p35 *= 3
+        p5 *= 5
+    return best
+
+
+def _z_scale(a):
+    """Rank-normalised values (Vehtari et al. 2021): average ranks over the whole array,
+    Blom's offset 3/8, then the standard normal quantile."""
+    from scipy import stats
+
+    r = stats.rankdata(a, method="average", nan_policy="omit")
+    return stats.norm.ppf((r - 3 / 8) / (r.size - 2 * (3 / 8) + 1)).reshape(a.shape)
+
+
+def _split(a):
+    """Each chain's first and last halves as separate chains (the middle draw dropped when
+    the count is odd)."""
+    half = a.shape[1] // 2
+    return np.vstack((a[:, :half], a[:, -half:]))
+
+
+def _ess_of(a):
+    """Effective sample size of the (chains, draws) array ``a``: the autocorrelations'
+    sum by Geyer's initial positive, then monotone, sequence over chains (Vehtari et al.
+    2021, eq. 10), as ArviZ 0.x's ``_ess`` computes it (same operations, same order)."""
+    a = np.asarray(a, dtype=float)
+    if np.isnan(a).any():
+        return float("nan")
+    if (np.max(a) - np.min(a)) < np.finfo(float).resolution:
+        return float(a.size)
+    n_chain, n_draw = a.shape
+    m = _fast_fft_len(2 * n_draw)
+    centred = a - a.mean(1, keepdims=True)
+    f = np.fft.rfft(centred, n=m, axis=1)
+    f *= np.conjugate(f)
+    acov = np.fft.irfft(f, n=m, axis=1)[:, :n_draw]
+    acov /= n_draw
+    chain_mean = a.mean(axis=1)
+    mean_var = np.mean(acov[:, 0]) * n_draw / (n_draw - 1.0)
+    var_plus = mean_var * (n_draw - 1.0) / n_draw
+    if n_chain > 1:
+        var_plus += np.var(chain_mean, axis=None, ddof=1)
+    rho = np.zeros(n_draw)
+    rho_even = 1.0
+    rho[0] = rho_even
+    rho_odd = 1.0 - (mean_var - np.mean(acov[:, 1])) / var_plus
+    rho[1] = rho_odd
+    t = 1
+    while t < (n_draw - 3) and (rho_even + rho_odd) > 0.0:
+        rho_even = 1.0 - (mean_var - np.mean(acov[:, t + 1])) / var_plus
+        rho_odd = 1.0 - (mean_var - np.mean(acov[:, t + 2])) / var_plus
+        if (rho_even + rho_odd) >= 0:
+            rho[t + 1] = rho_even
+            rho[t + 2] = rho_odd
+        t += 2
+    max_t = t - 2
+    if rho_even > 0:
+        rho[max_t + 1] = rho_even
+    t = 1
+    while t <= max_t - 2:
+        if (rho[t + 1] + rho[t + 2]) > (rho[t - 1] + rho[t]):
+            rho[t + 1] = (rho[t - 1] + rho[t]) / 2.0
+            rho[t + 2] = rho[t + 1]
+        t += 2
+    n = n_chain * n_draw
+    tau = -1.0 + 2.0 * np.sum(rho[:max_t + 1]) + np.sum(rho[max_t + 1:max_t + 2])
+    tau = max(tau, 1 / np.log10(n))
+    return float("nan") if np.isnan(rho).any() else float(n / tau)
+
+
+def bulk_ess(draws) -> float:
+    """Bulk effective sample size of one parameter's draws, shape (chains, draws): the
+    rank-normalised split-chain ESS of Vehtari, Gelman, Simpson, Carpenter & Buerkner (2021),
+    equal to ``arviz.ess(draws, method="bulk")`` (ArviZ 0.x, NumPy path) to rounding.
+
+    NaN with fewer than 4 draws per chain or a NaN draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(2, 1000))
+    >>> 1500 < bulk_ess(x) < 2500
+    True
+    """
+    a = np.atleast_2d(np.asarray(draws, dtype=float))
+    if a.ndim != 2:
+        raise ValueError(f"draws must have shape (chains, draws), got shape {a.shape}")
+    if a.shape[1] < 4 or np.isnan(a).any():
+        return float("nan")
+    return _ess_of(_z_scale(_split(a)))
+
+
+def _rhat_of(a):
+    """Split R-hat of already split (chains, draws) values ``a`` (Gelman-Rubin)."""
+    n = a.shape[1]
+    chain_var = np.var(a, axis=1, ddof=1)
+    between = n * np.var(np.mean(a, axis=1), axis=None, ddof=1)
+    within = np.mean(chain_var)
+    return float(np.sqrt((between / within + n - 1) / n))
+
+
+def rank_rhat(draws) -> float:
+    """Rank-normalised split R-hat of one parameter's draws, shape (chains, draws): the
+    larger of the bulk and the folded (tail) R-hat (Vehtari et al. 2021), equal to
+    ``arviz.rhat(draws)`` (ArviZ 0.x, NumPy path) to rounding.
+
+    NaN with fewer than 2 chains, fewer than 4 draws per chain or a NaN draw.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> x = np.random.default_rng(0).normal(size=(2, 1000))
+    >>> abs(rank_rhat(x) - 1.0) < 0.01
+    True
+    """
+    a = np.atleast_2d(np.asarray(draws, dtype=float))
+    if a.ndim != 2:
+        raise ValueError(f"draws must have shape (chains, draws), got shape {a.shape}")
+    if a.shape[0] < 2 or a.shape[1] < 4 or np.isnan(a).any():
+        return float("nan")
+    s = _split(a)
+    bulk = _rhat_of(_z_scale(s))
+    tail = _rhat_of(_z_scale(abs(s - np.median(s))))
+    return max(bulk, tail)
 
 
 # -- 7. after the run ------------------------------------------------------------------------
