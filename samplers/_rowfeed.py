@@ -39,12 +39,17 @@ kernels must find them where they read rows today: ``X[i, j]`` of the model's
 * **Keyed orders** (``sample(..., row_draws="keyed")``): the uniforms of each order come
   from its own counter-based stream (:func:`design._lib.rows.keyed_uniforms`), so the rows
   of every later decision are known exactly, not one window per generator output. The feed
-  then fetches, row by row (slots of one row), the rows at positions ``0 .. window - 1`` of
-  as many next orders as 90% of the capacity holds, sorted, once per capacity's worth of
-  steps (:meth:`RowFeed._prefetch_keyed`): about one row fetched per row read, and rows
-  dense enough that the reads of a zarr store become a sweep of its shards in large
-  sequential reads (``samplers/_shardread.py``). At N = 10^7 (88-byte rows, 128 MiB of
-  slots) that is one sweep of the store every ~40,000 steps.
+  then works out the rows at positions ``0 .. window - 1`` of as many next orders as 90%
+  of the capacity holds (:func:`design._lib.rows.keyed_plan_rows`: the first steps of each
+  order's shuffle), gives them consecutive slots in the order the chain will read them
+  (the order's *plan*, :func:`design._lib.rows.give_plan`) and reads them, sorted, once
+  per capacity's worth of steps (:meth:`RowFeed._prefetch_keyed`). The order then finds a
+  planned row's slot from its position (one sequential read that checks the row, no hash
+  table), and the chain reads its rows from consecutive slots; a row read twice is fetched
+  twice (a few percent). About one row is fetched per row read, and the rows are dense
+  enough that the reads of a zarr store become a sweep of its shards in large sequential
+  reads (``samplers/_shardread.py``). At N = 10^7 (88-byte rows, 128 MiB of slots) that is
+  one sweep of the store every ~40,000 steps.
 * **How rows are read**: an uncompressed sharded zarr array (what ``to_zarr`` writes) by a
   compiled loop that joins nearby rows into one ``pread`` (``samplers/_shardread.py``);
   any other source through its ``read_into`` or ``read_rows``.
@@ -73,9 +78,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
-                              detach_feed, feed_rows_seen, give_slots, keyed_rows_after,
-                              keyed_rows_ahead, order_epoch, order_keyed, register_feed,
-                              rows_taken, slots_given, unregister_feed)
+                              detach_feed, feed_rows_seen, give_plan, give_slots,
+                              keyed_plan_rows, keyed_rows_after, order_epoch, order_keyed,
+                              register_feed, rows_taken, slots_given, unregister_feed)
 
 from ._shardread import shard_filler
 
@@ -252,6 +257,8 @@ class RowFeed:
         self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
         self._fills = [_filler(s) for s in self._sources]
         row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
+        if self.keyed:   # a planned slot also holds its row in the order's plan (int64)
+            row_bytes += 8
         #: Slots kept between refills.
         self.capacity = int(min(padded, max(8 * int(window) + self.block,
                                             memory // max(row_bytes, 1))))
@@ -285,6 +292,11 @@ class RowFeed:
             slots = (first[:, None] + offsets).reshape(-1)
             inside = rows < self.N
             rows, slots = rows[inside], slots[inside]
+        self._read(rows, slots)
+
+    def _read(self, rows, slots) -> None:
+        """Read the rows ``rows`` (sorted, int64) of every source into the slots ``slots``,
+        one read per source."""
         for fill, m in zip(self._fills, self._maps):
             fill(rows, slots, m.array)
         self.rows_fetched += rows.shape[0]
@@ -345,10 +357,13 @@ class RowFeed:
 
     def _prefetch_keyed(self, steps) -> None:
         """Fetch, in one sorted read, the rows a keyed order hands out at positions below
-        the window in as many of its next epochs as the capacity holds (and rows
-        ``0 .. window - 1``), unless those fetched last time cover the next ``steps`` steps
-        (at the epochs per step seen so far); give every slot back first if they do not fit
-        beside the rows already fetched."""
+        the window in as many of its next epochs as the capacity holds, unless those
+        fetched last time cover the next ``steps`` steps (at the epochs per step seen so
+        far). The rows are known exactly (:func:`~design._lib.rows.keyed_plan_rows`) and
+        take slots in the order the chain reads them (:func:`~design._lib.rows.give_plan`):
+        the order finds each one's slot by its position, and the chain reads its rows from
+        consecutive slots. Every slot is given back first if they do not fit beside the
+        slots already given."""
         W = min(self._window(), self.N)
         epoch = order_epoch(self._order)
         if rows_taken(self._order) > 0:   # the current order is done: a step restarts it
@@ -361,13 +376,12 @@ class RowFeed:
         if self.planned is not None:   # no further than the chain's last step
             left = max(self.planned - self._steps, 1)
             count = min(count, int(math.ceil(1.1 * left * self._epochs_per_step())) + 2)
-        # sorted, with repeats: blocks_without_slot lists each row once
-        rows = np.sort(keyed_rows_ahead(self._order, epoch, count, W))
-        blocks = blocks_without_slot(self._order, rows, rows)
-        if blocks.shape[0] and (slots_given(self._order) + blocks.shape[0] > self.capacity):
+        rows = keyed_plan_rows(self._order, epoch, count, W)
+        if slots_given(self._order) + rows.shape[0] > self.capacity:
             self.refill()
-            blocks = blocks_without_slot(self._order, rows, rows)
-        self._fill(blocks)
+        first = give_plan(self._order, epoch, W, rows)
+        by = np.argsort(rows)
+        self._read(rows[by], by + first)
         self._until, self._fetched_window = epoch + count, W
 
     def _epochs_ahead(self) -> int:
