@@ -369,3 +369,11 @@ def test_fit_rounds_draw_keyed_rows_on_a_store_and_shared_in_memory(models):
     _same(in_memory[0], sample(memory, test, walk, theta0[0], 200,
                                rng=np.random.default_rng(3)))
     assert on_store[0].store_reads.rows_fetched <= 1.25 * on_store[0].store_reads.rows_read + 64
+
+
+@pytest.mark.parametrize("n_total, size", [(1, 5), (3, 0), (10_000, 3000), (2**40, 500),
+                                           (2**62, 200)])
+def test_sort_rows_is_a_stable_argsort(n_total, size):
+    """The feed's radix sort equals NumPy's stable argsort (repeats included)."""
+    rows = np.random.default_rng(size).integers(0, n_total, size)
+    assert np.array_equal(rowfeed.sort_rows(rows, n_total), np.argsort(rows, kind="stable"))
