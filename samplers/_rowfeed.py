@@ -240,8 +240,9 @@ class RowFeed:
         The parameter's dimension (a proposal draws about as many outputs per step).
     window, ahead, memory : int, optional
         Positions of a decision covered by the prediction, outputs of the bit generator
-        looked at per run of steps, and bytes of slots kept between refills (default the
-        module's :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
+        looked at per run of steps, and bytes of slots kept between refills (with a keyed
+        order, 8 more bytes a slot for its row in the order's plan; default the module's
+        :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
     """
 
     def __init__(self, sources, rng, order, dim, *, window=None, ahead=None, memory=None):
