@@ -77,12 +77,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from design._lib.jit import jit
 from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
                               detach_feed, feed_rows_seen, give_plan, give_slots,
                               keyed_plan_rows, keyed_rows_after, order_epoch, order_keyed,
                               register_feed, rows_taken, slots_given, unregister_feed)
-
-from design._lib.jit import jit
 
 from ._shardread import shard_filler
 
