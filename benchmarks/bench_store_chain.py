@@ -16,7 +16,9 @@ own counter-based stream: the feed fetches exactly the rows of the next decision
 
 Run: ``python benchmarks/bench_store_chain.py --N 1000000 10000000 --dtype float64
 float32``. Writes ``results/bench_store_chain.json`` (``--tag long``:
-``bench_store_chain_long.json``). One run per configuration; the load is printed.
+``bench_store_chain_long.json``). One run per configuration (``--repeats``: that many
+memory/store pairs, interleaved); the load is printed. ``--store-dir DIR`` keeps the zarr
+stores in DIR and reuses them (writing a 10^7-row store takes about a minute).
 """
 
 from __future__ import annotations
@@ -81,6 +83,12 @@ def main():
     parser.add_argument("--row-draws", nargs="+", default=["shared", "keyed"],
                         choices=["shared", "keyed"])
     parser.add_argument("--dir", default=None, help="where the stores are written")
+    parser.add_argument("--store-dir", default=None,
+                        help="keep the zarr stores here and reuse them (dataN<dtype>.zarr, "
+                             "the same rows: make_data's seed is fixed)")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="timed pairs (memory, then store) per configuration, "
+                             "interleaved; each pair is one result row")
     parser.add_argument("--tag", default="", help="appended to the results file's name")
     args = parser.parse_args()
     results = []
@@ -93,8 +101,9 @@ def main():
             walk = RandomWalk.from_laplace(memory)
             stores = {}
             if "zarr" in args.stores:
-                zpath = os.path.join(tmp, f"data{N}{dtype}.zarr")
-                write_store(zpath, X, y, progress=False)
+                zpath = os.path.join(args.store_dir or tmp, f"data{N}{dtype}.zarr")
+                if args.store_dir is None or not os.path.exists(zpath):
+                    write_store(zpath, X, y, progress=False)
                 Xz, yz = open_store(zpath)
                 stores["zarr"] = ControlVariates(LogisticRegression(Xz, yz), center=theta0)
             if "hdf5" in args.stores:
@@ -106,28 +115,29 @@ def main():
                                              for r in args.row_draws]:
                 steps = args.steps if kind == "zarr" else args.h5_steps
                 warm = args.warmup if kind == "zarr" else args.h5_steps // 4
-                ref, t_mem = timed(memory, test, walk, theta0, warm, steps, row_draws)
-                got, t_store = timed(model, test, walk, theta0, warm, steps, row_draws)
-                same = (np.array_equal(ref.samples, got.samples)
-                        and all(np.array_equal(ref.stats[k], got.stats[k]) for k in ref.stats))
-                reads = got.store_reads
-                row = {"N": N, "store": kind, "dtype": dtype, "d": D + 1,
-                       "row_draws": row_draws, "steps": steps,
-                       "rows_per_step": float(ref.stats["n_used"].mean()),
-                       "us_per_step_memory": 1e6 * t_mem / steps,
-                       "us_per_step_store": 1e6 * t_store / steps,
-                       "ratio": t_store / t_mem, "bit_identical": bool(same),
-                       "rows_fetched_per_step": reads.rows_fetched / steps,
-                       "rows_on_demand_per_step": reads.rows_on_demand / steps,
-                       "reads": reads.reads, "refills": reads.refills,
-                       "load": os.getloadavg()[0]}
-                results.append(row)
-                print(f"N={N:>9} {dtype} {kind:5} {row_draws:6} rows/step "
-                      f"{row['rows_per_step']:5.1f}  memory {row['us_per_step_memory']:7.1f} "
-                      f"us/step  store {row['us_per_step_store']:8.1f} us/step  ratio "
-                      f"{row['ratio']:5.2f}  fetched {row['rows_fetched_per_step']:6.0f} "
-                      f"rows/step ({row['rows_on_demand_per_step']:.2f} on demand)  "
-                      f"identical {same}  load {row['load']:.1f}", flush=True)
+                for repeat in range(args.repeats):
+                    ref, t_mem = timed(memory, test, walk, theta0, warm, steps, row_draws)
+                    got, t_store = timed(model, test, walk, theta0, warm, steps, row_draws)
+                    same = (np.array_equal(ref.samples, got.samples)
+                            and all(np.array_equal(ref.stats[k], got.stats[k]) for k in ref.stats))
+                    reads = got.store_reads
+                    row = {"N": N, "store": kind, "dtype": dtype, "d": D + 1,
+                           "row_draws": row_draws, "steps": steps, "repeat": repeat,
+                           "rows_per_step": float(ref.stats["n_used"].mean()),
+                           "us_per_step_memory": 1e6 * t_mem / steps,
+                           "us_per_step_store": 1e6 * t_store / steps,
+                           "ratio": t_store / t_mem, "bit_identical": bool(same),
+                           "rows_fetched_per_step": reads.rows_fetched / steps,
+                           "rows_on_demand_per_step": reads.rows_on_demand / steps,
+                           "reads": reads.reads, "refills": reads.refills,
+                           "load": os.getloadavg()[0]}
+                    results.append(row)
+                    print(f"N={N:>9} {dtype} {kind:5} {row_draws:6} rows/step "
+                          f"{row['rows_per_step']:5.1f}  memory {row['us_per_step_memory']:7.1f} "
+                          f"us/step  store {row['us_per_step_store']:8.1f} us/step  ratio "
+                          f"{row['ratio']:5.2f}  fetched {row['rows_fetched_per_step']:6.0f} "
+                          f"rows/step ({row['rows_on_demand_per_step']:.2f} on demand)  "
+                          f"identical {same}  load {row['load']:.1f}", flush=True)
             del X, y, memory, stores
     write("bench_store_chain" + (f"_{args.tag}" if args.tag else ""),
           {"machine": machine(), "results": results})

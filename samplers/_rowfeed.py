@@ -39,12 +39,17 @@ kernels must find them where they read rows today: ``X[i, j]`` of the model's
 * **Keyed orders** (``sample(..., row_draws="keyed")``): the uniforms of each order come
   from its own counter-based stream (:func:`design._lib.rows.keyed_uniforms`), so the rows
   of every later decision are known exactly, not one window per generator output. The feed
-  then fetches, row by row (slots of one row), the rows at positions ``0 .. window - 1`` of
-  as many next orders as 90% of the capacity holds, sorted, once per capacity's worth of
-  steps (:meth:`RowFeed._prefetch_keyed`): about one row fetched per row read, and rows
-  dense enough that the reads of a zarr store become a sweep of its shards in large
-  sequential reads (``samplers/_shardread.py``). At N = 10^7 (88-byte rows, 128 MiB of
-  slots) that is one sweep of the store every ~40,000 steps.
+  then works out the rows at positions ``0 .. window - 1`` of as many next orders as 90%
+  of the capacity holds (:func:`design._lib.rows.keyed_plan_rows`: the first steps of each
+  order's shuffle), gives them consecutive slots in the order the chain will read them
+  (the order's *plan*, :func:`design._lib.rows.give_plan`) and reads them, sorted, once
+  per capacity's worth of steps (:meth:`RowFeed._prefetch_keyed`). The order then finds a
+  planned row's slot from its position (one sequential read that checks the row, no hash
+  table), and the chain reads its rows from consecutive slots; a row read twice is fetched
+  twice (a few percent). About one row is fetched per row read, and the rows are dense
+  enough that the reads of a zarr store become a sweep of its shards in large sequential
+  reads (``samplers/_shardread.py``). At N = 10^7 (88-byte rows, 128 MiB of slots) that is
+  one sweep of the store every ~40,000 steps.
 * **How rows are read**: an uncompressed sharded zarr array (what ``to_zarr`` writes) by a
   compiled loop that joins nearby rows into one ``pread`` (``samplers/_shardread.py``);
   any other source through its ``read_into`` or ``read_rows``.
@@ -72,14 +77,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from design._lib.jit import jit
 from design._lib.rows import (FEED_BLOCK, attach_feed, blocks_without_slot, clear_slots,
-                              detach_feed, feed_rows_seen, give_slots, keyed_rows_after,
-                              keyed_rows_ahead, order_epoch, order_keyed, register_feed,
-                              rows_taken, slots_given, unregister_feed)
+                              detach_feed, feed_rows_seen, give_plan, give_slots,
+                              keyed_plan_rows, keyed_rows_after, order_epoch, order_keyed,
+                              register_feed, rows_taken, slots_given, unregister_feed)
 
 from ._shardread import shard_filler
 
-__all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model"]
+__all__ = ["FeedStats", "RowFeed", "chain_feed", "fed_model", "sort_rows"]
 
 #: Positions of a decision's order covered by the prediction before the first step; then
 #: the rows read per step so far, rounded up to a multiple of 8, within [8, WINDOW_MAX]
@@ -177,9 +183,15 @@ class FeedStats:
     refills: int
 
 
+#: ``madvise`` advice that makes the pages of a range present and writable in one call
+#: (Linux 5.14 and later; absent from Python's mmap module before 3.13), or None.
+_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23 if sys.platform == "linux" else None)
+
+
 class _Mapped:
     """An array of a given shape over an anonymous private mapping: a page takes memory once
-    written; :meth:`release` gives back the pages from row ``start`` on."""
+    written; :meth:`populate` makes the pages of the first rows present before a read
+    writes them, :meth:`release` gives back the pages from row ``start`` on."""
 
     def __init__(self, shape, dtype):
         dtype = np.dtype(dtype)
@@ -193,11 +205,27 @@ class _Mapped:
         self._map = mmap.mmap(-1, size, flags=flags)
         self.array = np.frombuffer(self._map, dtype=dtype, count=count).reshape(shape)
         self._row_bytes = count * dtype.itemsize // max(shape[0], 1)
+        self._present = 0   # bytes from the start made present by populate()
+
+    def populate(self, stop):
+        """Make the pages of rows ``0 .. stop - 1`` present (those not made so already), in
+        one call: a read into fresh slots otherwise takes a page fault every 4 KiB, which
+        cost as much as the read itself (the rows are written anyway, so the memory is the
+        same). Nothing happens where the system lacks ``MADV_POPULATE_WRITE``."""
+        end = min(-(-stop * self._row_bytes // mmap.PAGESIZE) * mmap.PAGESIZE, len(self._map))
+        if _POPULATE_WRITE is None or end <= self._present:
+            return
+        try:
+            self._map.madvise(_POPULATE_WRITE, self._present, end - self._present)
+        except (OSError, ValueError):   # an older kernel: the pages fault in as written
+            return
+        self._present = end
 
     def release(self, start=0):
         begin = -(-start * self._row_bytes // mmap.PAGESIZE) * mmap.PAGESIZE
         if begin < len(self._map) and hasattr(mmap, "MADV_DONTNEED"):
             self._map.madvise(mmap.MADV_DONTNEED, begin, len(self._map) - begin)
+            self._present = min(self._present, begin)
 
 
 def _uniforms_of_raw(bit_generator) -> bool:
@@ -233,8 +261,9 @@ class RowFeed:
         The parameter's dimension (a proposal draws about as many outputs per step).
     window, ahead, memory : int, optional
         Positions of a decision covered by the prediction, outputs of the bit generator
-        looked at per run of steps, and bytes of slots kept between refills (default the
-        module's :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
+        looked at per run of steps, and bytes of slots kept between refills (with a keyed
+        order, 8 more bytes a slot for its row in the order's plan; default the module's
+        :data:`WINDOW`, :data:`AHEAD`, :data:`MEMORY`).
     """
 
     def __init__(self, sources, rng, order, dim, *, window=None, ahead=None, memory=None):
@@ -252,6 +281,8 @@ class RowFeed:
         self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
         self._fills = [_filler(s) for s in self._sources]
         row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
+        if self.keyed:   # a planned slot also holds its row in the order's plan (int64)
+            row_bytes += 8
         #: Slots kept between refills.
         self.capacity = int(min(padded, max(8 * int(window) + self.block,
                                             memory // max(row_bytes, 1))))
@@ -285,7 +316,14 @@ class RowFeed:
             slots = (first[:, None] + offsets).reshape(-1)
             inside = rows < self.N
             rows, slots = rows[inside], slots[inside]
+        self._read(rows, slots)
+
+    def _read(self, rows, slots) -> None:
+        """Read the rows ``rows`` (sorted, int64) of every source into the slots ``slots``,
+        one read per source."""
+        stop = int(slots.max()) + 1 if slots.shape[0] else 0
         for fill, m in zip(self._fills, self._maps):
+            m.populate(stop)
             fill(rows, slots, m.array)
         self.rows_fetched += rows.shape[0]
         self.reads += 1
@@ -345,10 +383,13 @@ class RowFeed:
 
     def _prefetch_keyed(self, steps) -> None:
         """Fetch, in one sorted read, the rows a keyed order hands out at positions below
-        the window in as many of its next epochs as the capacity holds (and rows
-        ``0 .. window - 1``), unless those fetched last time cover the next ``steps`` steps
-        (at the epochs per step seen so far); give every slot back first if they do not fit
-        beside the rows already fetched."""
+        the window in as many of its next epochs as the capacity holds, unless those
+        fetched last time cover the next ``steps`` steps (at the epochs per step seen so
+        far). The rows are known exactly (:func:`~design._lib.rows.keyed_plan_rows`) and
+        take slots in the order the chain reads them (:func:`~design._lib.rows.give_plan`):
+        the order finds each one's slot by its position, and the chain reads its rows from
+        consecutive slots. Every slot is given back first if they do not fit beside the
+        slots already given."""
         W = min(self._window(), self.N)
         epoch = order_epoch(self._order)
         if rows_taken(self._order) > 0:   # the current order is done: a step restarts it
@@ -361,13 +402,12 @@ class RowFeed:
         if self.planned is not None:   # no further than the chain's last step
             left = max(self.planned - self._steps, 1)
             count = min(count, int(math.ceil(1.1 * left * self._epochs_per_step())) + 2)
-        # sorted, with repeats: blocks_without_slot lists each row once
-        rows = np.sort(keyed_rows_ahead(self._order, epoch, count, W))
-        blocks = blocks_without_slot(self._order, rows, rows)
-        if blocks.shape[0] and (slots_given(self._order) + blocks.shape[0] > self.capacity):
+        rows = keyed_plan_rows(self._order, epoch, count, W)
+        if slots_given(self._order) + rows.shape[0] > self.capacity:
             self.refill()
-            blocks = blocks_without_slot(self._order, rows, rows)
-        self._fill(blocks)
+        first = give_plan(self._order, epoch, W, rows)
+        by = sort_rows(rows, self.N)
+        self._read(rows[by], by + first)
         self._until, self._fetched_window = epoch + count, W
 
     def _epochs_ahead(self) -> int:
@@ -447,6 +487,44 @@ class RowFeed:
         for fill in self._fills:
             getattr(fill, "close", lambda: None)()
         self.arrays = {}
+
+
+#: Widest digit of :func:`sort_rows` (2**11 counts: its scatter goes to few enough places).
+_DIGIT_BITS = 11
+
+
+@jit
+def sort_rows(rows, n_total):
+    """``np.argsort(rows, kind="stable")`` for rows in ``[0, n_total)``: a least-significant
+    digit radix sort, ``ceil(log2(n_total) / 11)`` passes of O(len(rows)) each (two at
+    N = 10^7), carrying each row with its index; a comparison sort of the rows planned per
+    look-ahead (about a million, in random order) costs several times more."""
+    n = rows.shape[0]
+    bits = 1
+    while bits < 63 and (np.int64(1) << bits) < n_total:
+        bits += 1
+    passes = (bits + _DIGIT_BITS - 1) // _DIGIT_BITS
+    width = (bits + passes - 1) // passes
+    mask = (np.int64(1) << width) - 1
+    keys, idx = rows.copy(), np.arange(n)
+    keys2, idx2 = np.empty(n, dtype=rows.dtype), np.empty(n, dtype=np.int64)
+    count = np.empty((np.int64(1) << width) + 1, dtype=np.int64)
+    for q in range(passes):
+        shift = q * width
+        count[:] = 0
+        for i in range(n):
+            count[((keys[i] >> shift) & mask) + 1] += 1
+        for k in range(1, count.shape[0]):
+            count[k] += count[k - 1]
+        for i in range(n):
+            d = (keys[i] >> shift) & mask
+            at = count[d]
+            count[d] = at + 1
+            keys2[at] = keys[i]
+            idx2[at] = idx[i]
+        keys, keys2 = keys2, keys
+        idx, idx2 = idx2, idx
+    return idx
 
 
 def _filler(source):

@@ -42,7 +42,8 @@ from .jit import jit
 from .prefetch import PREFETCH_DISTANCE, prefetch_item
 
 __all__ = ["FEED_BLOCK", "IndexSampler", "Order", "ROW_DRAWS", "attach_feed", "clear_slots",
-           "detach_feed", "draw_rows", "feed_rows_seen", "give_slots", "keyed_rows_ahead",
+           "detach_feed", "draw_rows", "feed_rows_seen", "give_plan", "give_slots",
+           "keyed_plan_rows", "keyed_rows_ahead",
            "keyed_rows_after", "keyed_uniforms", "new_order", "order_epoch", "order_keyed", "philox4x64", "register_feed",
            "restart_order", "set_keyed",
            "row_total", "rows_taken", "blocks_without_slot", "slot_of", "slots_given",
@@ -85,7 +86,10 @@ class Order(structref.StructRefProxy):
     slots in the feed's arrays: open addressing, key -1 for an empty slot), ``slots``
     (slots given out), ``seen`` (rows handed out) and ``block_shift`` (log2 of the rows
     per slot block); ``keyed`` (uniforms from the keyed stream, not the chain's Generator),
-    ``key`` (two uint64) and ``epoch`` (restarts so far).
+    ``key`` (two uint64) and ``epoch`` (restarts so far); a keyed order's *plan*
+    (:func:`give_plan`): ``plan_rows`` (the row at position ``p < W`` of epoch
+    ``plan_epoch + e`` at ``e W + p``, in slot ``plan_first + e W + p``; ``W =
+    plan_window``, 0 for no plan).
     """
 
 
@@ -100,7 +104,9 @@ _ORDER = OrderType([("n_total", types.int64), ("taken", types.int64),
                     ("slot_vals", types.int64[::1]), ("slots", types.int64),
                     ("seen", types.int64), ("block_shift", types.int64),
                     ("keyed", types.boolean), ("key", types.uint64[::1]),
-                    ("epoch", types.int64)])
+                    ("epoch", types.int64), ("plan_rows", types.int64[::1]),
+                    ("plan_first", types.int64), ("plan_epoch", types.int64),
+                    ("plan_window", types.int64)])
 
 
 def _log2(slots):
@@ -129,6 +135,10 @@ def new_order(n_total):
     order.keyed = False
     order.key = np.zeros(2, dtype=np.uint64)
     order.epoch = 0
+    order.plan_rows = np.empty(0, dtype=np.int64)
+    order.plan_first = 0
+    order.plan_epoch = 0
+    order.plan_window = 0
     return order
 
 
@@ -568,21 +578,97 @@ def blocks_without_slot(order, lo, hi):
 
 
 @jit
+def keyed_plan_rows(order, first_epoch, n_epochs, window):
+    """The rows a keyed order hands out at positions ``0 .. W - 1`` (``W = min(window,
+    N)``) of its epochs ``first_epoch .. first_epoch + n_epochs - 1``, exactly and in the
+    order handed out: ``W`` per epoch, the row of position p of epoch ``first_epoch + e``
+    at ``e W + p``. The first W steps of each epoch's shuffle are run on a table of at most
+    W displaced positions (the steps of :func:`_sparse_shuffle`, O(W^2) per epoch)."""
+    N = order.n_total
+    W = min(window, N)
+    out = np.empty(n_epochs * W, dtype=np.int64)
+    u = np.empty(W)
+    keys = np.empty(W, dtype=np.int64)
+    vals = np.empty(W, dtype=np.int64)
+    for e in range(n_epochs):
+        keyed_uniforms(order.key, first_epoch + e, 0, u)
+        m = 0
+        for t in range(W):
+            j = _target(0, t, u[t], N)
+            row_j, row_t, at_j = j, t, -1
+            for q in range(m):
+                if keys[q] == j:
+                    row_j, at_j = vals[q], q
+                if keys[q] == t:
+                    row_t = vals[q]
+            if j != t:
+                if at_j < 0:
+                    keys[m] = j
+                    at_j = m
+                    m += 1
+                vals[at_j] = row_t
+            out[e * W + t] = row_j
+    return out
+
+
+@jit
+def give_plan(order, first_epoch, window, rows):
+    """Make ``rows`` (:func:`keyed_plan_rows` of ``first_epoch`` and ``window``) the
+    order's plan: the row at position ``p < W`` of epoch ``first_epoch + e`` gets slot
+    ``first + e W + p``, where ``first`` (returned) is the next free slot; the feed fills
+    them. The order then finds a planned row's slot by its position, with no lookup in the
+    table (:func:`_to_slots` checks that the row is the one planned). Replaces the last
+    plan; slots given by the table stay."""
+    W = min(window, order.n_total)
+    first = order.slots
+    order.plan_rows = rows
+    order.plan_epoch = first_epoch
+    order.plan_window = W
+    order.plan_first = first
+    order.slots += rows.shape[0]
+    return first
+
+
+@jit
+def _plan_slot(order, position, row):
+    """The slot the plan gives ``row`` at ``position`` of the current epoch, or -1."""
+    W = order.plan_window
+    e = order.epoch - order.plan_epoch
+    if position >= W or e < 0:
+        return -1
+    at = e * W + position
+    if at >= order.plan_rows.shape[0] or order.plan_rows[at] != row:
+        return -1
+    return order.plan_first + at
+
+
+@jit
+def _drop_plan(order):
+    order.plan_rows = np.empty(0, dtype=np.int64)
+    order.plan_window = 0
+
+
+@jit
 def clear_slots(order):
-    """Forget every slot (the feed then refills from slot 0)."""
+    """Forget every slot and the plan (the feed then refills from slot 0)."""
     order.slot_keys[:] = _EMPTY
     order.slots = 0
+    _drop_plan(order)
 
 
 @jit
 def _to_slots(order, rows):
-    """Replace each row of ``rows`` (distinct) by its slot, fetching the rows without one
-    (the feed is called with them, and fetches their blocks)."""
+    """Replace each row of ``rows`` (distinct; the order's last ``len(rows)`` positions) by
+    its slot: the plan's for a planned position, else the table's, fetching the rows without
+    one (the feed is called with them, and fetches their blocks)."""
     order.seen += rows.shape[0]
+    start = order.taken - rows.shape[0]
     slots = np.empty(rows.shape[0], dtype=np.int64)
     missing = 0
     for t in range(rows.shape[0]):
-        slots[t] = slot_of(order, rows[t])
+        slots[t] = _plan_slot(order, start + t, rows[t])
+        if slots[t] < 0:
+            slots[t] = slot_of(order, rows[t])
         if slots[t] < 0:
             missing += 1
     if missing:
@@ -611,6 +697,7 @@ def attach_feed(order, number, block_shift=_BLOCK_SHIFT):
     order.slots = 0
     order.feed = number
     order.seen = 0
+    _drop_plan(order)
 
 
 @jit
@@ -620,6 +707,7 @@ def detach_feed(order):
     order.slot_keys = np.empty(0, dtype=np.int64)
     order.slot_vals = np.empty(0, dtype=np.int64)
     order.slots = 0
+    _drop_plan(order)
 
 
 @jit

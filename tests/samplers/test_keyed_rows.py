@@ -15,8 +15,10 @@ import pytest
 from scipy import stats
 
 import samplers._rowfeed as rowfeed
-from design._lib.rows import (IndexSampler, keyed_rows_ahead, keyed_uniforms, philox4x64,
-                              restart_order)
+from design._lib.rows import (IndexSampler, attach_feed, blocks_without_slot, give_plan,
+                              give_slots, keyed_plan_rows, keyed_rows_ahead, keyed_uniforms,
+                              philox4x64, register_feed, restart_order, slots_given,
+                              unregister_feed)
 from samplers import AustereTest, ControlVariates, GaussianPrior, Langevin, LogisticRegression
 from samplers import RandomWalk, sample, sample_chains
 from samplers.sources import open_store, write_store
@@ -76,6 +78,71 @@ def test_rows_ahead_contain_every_row_of_the_first_positions():
     for _ in range(50):
         restart_order(order)
         assert set(s.take(16).tolist()) <= ahead
+
+
+def _plan_reference(key, N, epoch, W):
+    """The first W rows of a keyed order's epoch: a full NumPy Fisher-Yates shuffle of its
+    uniforms."""
+    u = np.empty(W)
+    keyed_uniforms(key, epoch, 0, u)
+    perm = np.arange(N)
+    for i in range(W):
+        j = i + int(u[i] * (N - i))
+        perm[i], perm[j] = perm[j], perm[i]
+    return perm[:W]
+
+
+@pytest.mark.parametrize("N, W", [(1000, 16), (12, 12), (5, 8), (40, 39)])
+def test_plan_rows_are_the_rows_handed_out(N, W):
+    """keyed_plan_rows gives, epoch by epoch, exactly the first W rows the order hands out
+    (a NumPy shuffle as reference; N small enough that swaps meet displaced positions)."""
+    s = IndexSampler(N, rng=5, row_draws="keyed")
+    order = s.kernel_state()
+    key = np.random.default_rng(5).integers(0, 2**64, size=2, dtype=np.uint64)
+    plan = keyed_plan_rows(order, 0, 6, W)
+    w = min(W, N)
+    assert plan.shape == (6 * w,)
+    for e in range(6):
+        want = _plan_reference(key, N, e, w)
+        assert np.array_equal(plan[e * w:(e + 1) * w], want)
+        assert np.array_equal(s.take(w), want)
+        s.restart()
+    assert np.array_equal(keyed_plan_rows(order, 4, 1, W), plan[4 * w:5 * w])
+
+
+def test_planned_positions_take_their_planned_slots():
+    """With a plan, the order hands out slot first + e W + p for the row planned at position
+    p of epoch e; past the window, in an epoch not planned, or where a row is not the one
+    planned, it falls back to the table (and calls the feed for rows without a slot)."""
+    N, W = 500, 8
+    s = IndexSampler(N, rng=8, row_draws="keyed")
+    order = s.kernel_state()
+    asked = []
+
+    def fetch(rows):
+        asked.append(rows.copy())
+        rows = np.sort(rows)
+        give_slots(order, blocks_without_slot(order, rows, rows))
+
+    number = register_feed(fetch)
+    try:
+        attach_feed(order, number, 0)
+        give_slots(order, np.array([1, 2, 3], dtype=np.int64))   # slots 0, 1, 2 by the table
+        rows = keyed_plan_rows(order, 0, 3, W)
+        first = give_plan(order, 0, W, rows)
+        assert first == 3 and slots_given(order) == 3 + 3 * W
+        for e in range(3):
+            got = np.concatenate([s.take(3), s.take(W - 3)])
+            assert np.array_equal(got, first + e * W + np.arange(W))
+            assert not asked
+            beyond = s.take(2)   # positions W, W + 1: fetched on demand, slots after the plan
+            assert len(asked) == 1 and np.all(beyond >= first + 3 * W)
+            asked.clear()
+            s.restart()
+        got = s.take(W)       # epoch 3: not planned
+        assert len(asked) == 1 and np.all(got >= first + 3 * W)
+    finally:
+        unregister_feed(number)
 
 
 def test_bad_row_draws_is_refused():
@@ -302,3 +369,11 @@ def test_fit_rounds_draw_keyed_rows_on_a_store_and_shared_in_memory(models):
     _same(in_memory[0], sample(memory, test, walk, theta0[0], 200,
                                rng=np.random.default_rng(3)))
     assert on_store[0].store_reads.rows_fetched <= 1.25 * on_store[0].store_reads.rows_read + 64
+
+
+@pytest.mark.parametrize("n_total, size", [(1, 5), (3, 0), (10_000, 3000), (2**40, 500),
+                                           (2**62, 200)])
+def test_sort_rows_is_a_stable_argsort(n_total, size):
+    """The feed's radix sort equals NumPy's stable argsort (repeats included)."""
+    rows = np.random.default_rng(size).integers(0, n_total, size)
+    assert np.array_equal(rowfeed.sort_rows(rows, n_total), np.argsort(rows, kind="stable"))

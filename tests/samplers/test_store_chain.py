@@ -266,3 +266,25 @@ def test_fit_rounds_joined_and_cut_keep_what_they_read(models):
     for k, chain in enumerate(joined):
         assert chain.store_reads.rows_read == sum(r[k].store_reads.rows_read for r in rounds)
         assert chain.store_reads.reads == sum(r[k].store_reads.reads for r in rounds)
+
+
+def test_slot_pages_made_present_stay_zero_and_writable():
+    """_Mapped.populate makes the first rows' pages present (on Linux 5.14+, where it can)
+    without changing what they hold; released pages read zero again and are populated
+    again when asked."""
+    from samplers._rowfeed import _Mapped
+
+    m = _Mapped((50_000, 3), np.float64)
+    m.populate(10_000)
+    if m._present:   # the kernel has MADV_POPULATE_WRITE
+        assert m._present >= 10_000 * 24 and m._present % 4096 == 0
+    assert not m.array[:10_000].any()
+    m.array[:20_000] = 1.5
+    m.populate(20_000)   # already written: the values stay
+    assert np.all(m.array[:20_000] == 1.5)
+    m.release(5_000)
+    assert np.all(m.array[:5_000] == 1.5) and not m.array[6_000:].any()
+    assert m._present <= 5_000 * 24 + 4096
+    m.populate(30_000)
+    m.release()
+    assert m._present == 0 and not m.array.any()
