@@ -82,6 +82,60 @@ def test_digamma_and_trigamma_in_one_loop():
     np.testing.assert_allclose(both[:, 1], special.polygamma(1, x), rtol=1e-13)
 
 
+def test_scalar_log_sigmoid_matches_scipy():
+    # the negative binomial's ratio takes log sigmoid from the C library's exp and log1p
+    z = np.concatenate([-np.geomspace(1e-300, 745.0, 400), [0.0, -0.0],
+                        np.geomspace(1e-300, 745.0, 400)])
+    got = np.array([glm_module._log_sigmoid_scalar(v) for v in z])
+    np.testing.assert_allclose(got, special.log_expit(z), rtol=4e-16, atol=0.0)
+    assert math.isnan(glm_module._log_sigmoid_scalar(math.nan))
+
+
+def _negbin2_derivs_reference(y, eta, s):
+    """The negative binomial's ``(f_e, f_s, f_ee, f_es, f_ss)`` in (eta, s = log r) by SciPy
+    (expit, log_expit, digamma, polygamma), and the size of their terms."""
+    r = math.exp(s)
+    t = eta - s
+    p, q = special.expit(t), special.expit(-t)
+    c = y + r
+    d1 = special.digamma(y + r) - special.digamma(r)
+    d2 = special.polygamma(1, y + r) - special.polygamma(1, r)
+    rl = r * special.log_expit(-t)
+    ref = (y - c * p, -y + rl + c * p + r * d1, -c * p * q, -r * p + c * p * q,
+           rl + 2.0 * r * p - c * p * q + r * d1 + r * r * d2)
+    scale = y + abs(rl) + c + r * abs(d1) + r * r * abs(d2)
+    return np.array(ref), scale
+
+
+def test_negative_binomial_derivatives_match_scipy():
+    # small counts (the psi sums), large counts (digamma differences), r far below and above 1,
+    # and both signs of eta - s: the centre's derivatives the control variates read per row
+    for s in (-3.0, -0.2, 0.0, 0.7, 4.0, 9.0):
+        for y in (0.0, 1.0, 2.0, 7.0, SWITCH - 1.0, SWITCH, 40.0, 1e3):
+            for eta in (-12.0, s - 0.3, s, s + 0.4, 2.5, 12.0):
+                ref, scale = _negbin2_derivs_reference(y, eta, s)
+                got = np.array(glm_module._negbin2_derivs(y, 1.0, eta, s))
+                # scipy's psi differences at y >= 16 cancel to about 1e-16 of psi(y + r)
+                np.testing.assert_allclose(got, ref, rtol=0.0, atol=1e-13 * (scale + 1.0),
+                                           err_msg=f"y={y} eta={eta} s={s}")
+
+
+def test_negative_binomial_ratio_matches_scipy():
+    # the ratio kernel against SciPy's log pmf at small and large counts and dispersions
+    from scipy import stats
+
+    rng = np.random.default_rng(11)
+    for s, s_new in ((0.7, 0.75), (-2.0, -1.6), (3.0, 2.9), (0.1, -0.1)):
+        for y in (0.0, 1.0, 3.0, SWITCH - 1.0, SWITCH, 60.0):
+            eta, eta_new = rng.normal(1.0, 1.0, 2)
+            r, r_new = math.exp(s), math.exp(s_new)
+            ref = (stats.nbinom.logpmf(y, r_new, r_new / (r_new + math.exp(eta_new)))
+                   - stats.nbinom.logpmf(y, r, r / (r + math.exp(eta))))
+            got = glm_module._negbin2_diff(y, 1.0, eta, eta_new, s, s_new)
+            scale = (y + r + r_new) * (abs(eta) + abs(s) + 1.0) + y * math.log(y + r + 1.0)
+            assert got == pytest.approx(ref, rel=0.0, abs=1e-13 * scale), (y, s, s_new)
+
+
 def _family_models():
     rng = np.random.default_rng(3)
     n = 400
