@@ -425,16 +425,17 @@ class TrialChain:
 
         Notes
         -----
-        With K the exact rows, R the rest (n_R rows) and S an i.i.d. uniform sample of n
-        rows of R (with replacement), every sum over the N rows is estimated by the
+        With K the exact rows, R the rest (n_R rows) and S a simple random sample of n rows
+        of R (uniform, without replacement), every sum over the N rows is estimated by the
         Horvitz-Thompson sum :math:`\sum_{i \in K} g(l_i) + (n_R / n) \sum_{i \in S} g(l_i)`:
         the mean, the central moments of orders 2-4 and the mean |z| and |z|^3 about the
-        estimated mean. The log ratio's standard error is :math:`n_R s_S / \sqrt n`, s_S the
-        sample's sd of the l_i. Everything the pairs share with the data but not with the
-        rows (the prior, the proposal, the proxy's sum P of a control-variate model, in each
-        l_i as P / N) stays exact. ``max_abs`` is the largest |l_i| over the rows read (the
-        full data's maximum can only be larger); ``range_bound`` is the model's and is
-        checked on the rows read.
+        estimated mean. The log ratio's standard error is
+        :math:`n_R s_S \sqrt{(1 - n / n_R) / n}`, s_S the sample's sd of the l_i (with the
+        finite-population correction of a sample without replacement). Everything the pairs
+        share with the data but not with the rows (the prior, the proposal, the proxy's sum P
+        of a control-variate model, in each l_i as P / N) stays exact. ``max_abs`` is the
+        largest |l_i| over the rows read (the full data's maximum can only be larger);
+        ``range_bound`` is the model's and is checked on the rows read.
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
         chain of pairs telescope, and a cumulative sum of log ratios is the estimate of the
