@@ -17,7 +17,8 @@ from ._lib.summary import short_array
 
 from ._pair_scan import _chunk_columns, distinct_vectors, pair_statistics
 
-__all__ = ["TrialChain", "SampledTrial", "SAMPLE_SE", "SAMPLE_START", "SAMPLE_MAX_FRACTION"]
+__all__ = ["TrialChain", "SampledTrial", "SAMPLE_SE", "SAMPLE_START", "SAMPLE_MAX_FRACTION",
+           "SAMPLE_START_PER_SQRT"]
 
 _FORMAT = "austerity.TrialChain"
 _VERSION = 2
@@ -43,6 +44,14 @@ _BOUND_ROUNDING = 4096 * np.finfo(float).eps
 #: this fraction of the rows the exact pass runs instead (a sample of a quarter of the rows
 #: costs about as much as the pass and is not exact), so below 2^18 rows every pass is exact.
 SAMPLE_SE, SAMPLE_START, SAMPLE_MAX_FRACTION = 1e-3, 2 ** 16, 0.25
+#: The first sample is at least this many times sqrt(n_R) rows (n_R: the rows not read
+#: exactly), whatever ``start``: :func:`samplers.heavy_rows` leaves to the sample a group of
+#: more than sqrt(N) alike heavy rows, so such a group has then about 8 or more rows in the
+#: sample on average (a group of sqrt(n_R) rows is missed entirely with probability about
+#: e^-8 = 3e-4), and its share of the sum enters the estimate and its standard error. It
+#: raises the first sample above 2^16 rows beyond about 6.7 * 10^7 rows (2.5 * 10^5 rows at
+#: 10^9).
+SAMPLE_START_PER_SQRT = 8
 #: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
 #: the sizing pass and the moments' pass (64 MB; a larger sample is read again).
 _SAMPLE_ENTRIES, _KEEP_ENTRIES = 2 ** 20, 2 ** 23
@@ -172,7 +181,8 @@ class TrialChain:
         Corollary 1 of Seita et al. (2017), the Barker test's Novak bound.
     max_abs : array_like, shape (n_pairs,), optional
         max_i |l_i| over all N rows, per pair (what ``ConfidenceTest(range="full-data")``
-        would use).
+        would use); from :meth:`from_row_sample`, over the rows read (the exact rows and the
+        sample), which the full data's maximum can only exceed.
     range_bound : array_like, shape (n_pairs,), optional
         The model's range C, per pair: every l_i lies in [centre - C, centre + C]
         (``model.loglik_ratio_range`` gives (centre, C); ``model.loglik_ratio_bound`` C with
@@ -399,7 +409,8 @@ class TrialChain:
             As :meth:`from_model`.
         rng : None, int, SeedSequence or numpy.random.Generator
             Draws the sample (equal seeds, equal results). Not drawn from when the exact
-            pass runs at once (``start > max_fraction`` times the rest's rows).
+            pass runs at once (the first sample, see ``start``, above ``max_fraction``
+            times the rest's rows).
         exact_rows : array_like of int
             Rows read exactly (weight 1): the rows whose l_i can dwarf the others' (the heavy
             rows of a control-variate model, :func:`samplers.heavy_rows`). The sample comes
@@ -408,7 +419,10 @@ class TrialChain:
             Largest standard error (nats) allowed for any pair's estimated log MH ratio
             N (mu - c0) (and, with ``cumulative``, for any cumulative sum of them).
         start : int
-            First sample size; it doubles (new rows added) while the tolerance is missed.
+            First sample size, raised to ``SAMPLE_START_PER_SQRT * sqrt(n_R)`` rows where
+            that is larger (n_R: the rows not in ``exact_rows``; so that a group of alike
+            heavy rows that :func:`samplers.heavy_rows` leaves to the sample is not missed);
+            it doubles (new rows added) while the tolerance is missed.
         max_fraction : float
             The exact pass runs instead once the sample would exceed this fraction of the
             rest's rows.
@@ -473,6 +487,7 @@ class TrialChain:
         exact = _check_rows(exact_rows, N)
         rest = N - exact.size
         P = thetas.shape[0]
+        start = max(start, math.ceil(SAMPLE_START_PER_SQRT * math.sqrt(rest)))
 
         def exact_pass():
             trial = cls.from_model(model, thetas, theta_news, lqr, chunk=chunk, workers=workers,
@@ -494,7 +509,7 @@ class TrialChain:
             new = _more_rows(rng, rest, sample, size - sample.size)
             for lo in range(0, new.size, step):
                 idx = _rest_rows(np.sort(new[lo:lo + step]), exact)
-                L = _differences(model, plan, idx)
+                L = _differences(model, plan, idx, "sampled")
                 got = _chan(L, cumulative)
                 moments = got if moments is None else _chan_merge(moments, got)
                 entries += L.size
@@ -509,7 +524,8 @@ class TrialChain:
                 return exact_pass()
             size *= 2
         # the Horvitz-Thompson totals: the mean, then the moments about it
-        blocks = [(1.0, _differences(model, plan, exact))] if exact.size else []
+        blocks = ([(1.0, _differences(model, plan, exact, "exactly read"))] if exact.size
+                  else [])
         if kept is not None:
             blocks += [(rest / n, L) for L in kept]
         else:                           # read the sample's rows again, in chunks
@@ -521,7 +537,7 @@ class TrialChain:
         mu = total / N
         acc = (np.zeros(P), np.zeros((P, 4)), np.full(P, math.inf), np.full(P, -math.inf))
         for weight, block in blocks:
-            L = block if block.ndim == 2 else _differences(model, plan, block)
+            L = block if block.ndim == 2 else _differences(model, plan, block, "sampled")
             acc = _accumulate(L, weight, mu, acc)
         m2, sums, low, high = acc
         shape = np.column_stack([low, high, sums])
@@ -653,13 +669,14 @@ def _more_rows(rng, rest, have, need):
     return out
 
 
-def _differences(model, plan, idx):
-    """The l_i of every pair at rows ``idx``, shape (len(idx), P)."""
+def _differences(model, plan, idx, which):
+    """The l_i of every pair at rows ``idx`` (``which`` rows, for the error: "sampled" or
+    "exactly read"), shape (len(idx), P)."""
     ll, old, new = _chunk_columns(model, plan, idx)
     L = ll[:, new] - ll[:, old]
     if not np.all(np.isfinite(L)):
         raise ValueError(f"model log-likelihood differences must be finite; non-finite at "
-                         f"{int(np.sum(~np.isfinite(L).all(axis=1)))} of {idx.size} sampled rows")
+                         f"{int(np.sum(~np.isfinite(L).all(axis=1)))} of {idx.size} {which} rows")
     return L
 
 

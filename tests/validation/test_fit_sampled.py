@@ -68,3 +68,41 @@ def test_without_a_heavy_row_split_every_pass_is_exact(model, passes):
     run(model, heavy_rows=False)
     assert passes and not any(p.sampled for p in passes)
     assert all(p.rows_read == N for p in passes)
+
+
+@pytest.fixture(scope="module")
+def even_model():
+    """A logistic regression without heavy rows (normal covariates)."""
+    rng = np.random.default_rng(5)
+    X = np.column_stack([rng.normal(size=(N, 2)), np.ones(N)])
+    y = (rng.random(N) < 1 / (1 + np.exp(-X @ [0.5, -0.3, -1.0]))).astype(float)
+    return LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+
+
+def test_a_given_empty_list_of_heavy_rows_samples_and_false_does_not(even_model, passes):
+    """``heavy_rows=[]`` asserts that no row is heavy: the pair passes sample (the
+    explanation names no heavy rows); ``heavy_rows=False`` keeps them exact."""
+    a = run(even_model, heavy_rows=[])
+    assert passes and all(p.sampled and p.rows_read <= N / 4 for p in passes)
+    text = a.posterior.attrs["explanation"]
+    assert "(a uniform sample)" in text and "heavy rows exact" not in text
+    assert "exact MH's acceptance (estimated)" in text
+    passes.clear()
+    b = run(even_model, heavy_rows=False)
+    assert passes and not any(p.sampled for p in passes)
+    assert "exact MH's acceptance (exact)" in b.posterior.attrs["explanation"]
+
+
+def test_more_draws_counts_its_passes_and_the_note_names_a_mix_of_sampled_and_exact(
+        even_model, passes):
+    from dataclasses import replace
+
+    px = replace(steps.mode_and_proxy(even_model), exact_rows=np.empty(0, dtype=np.intp))
+    more = steps.more_draws(px, steps.laplace_draws(px, 5, rng=1), 5, rng=2)
+    assert more.passes == 2 and more.trial_sampled and more.log_weight_se > 0
+    assert more.rows_read == sum(p.rows_read for p in passes) < N
+    # one pass sampled, one exact (N rows): more than N rows in all, still a sampled note
+    note = steps._sample_note(0.002, 5_000 + N, N, 0, passes=2)
+    assert "over 2 passes" in note and "heavy" not in note
+    assert steps._sample_note(0.0, 2 * N, N, 0, passes=2) == ""      # both exact
+    assert "the 40 heavy rows exact" in steps._sample_note(0.001, 3_000, N, 40)

@@ -84,7 +84,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
        (:class:`samplers.ExactRows`) while its minibatches come from the rest;
     2. **proposal** (:func:`~validation.workflow.steps.laplace_draws`,
        :func:`~validation.workflow.steps.choose_proposal`): ``n_trial + 1`` draws from the
-       Laplace approximation with their exact importance weights (one pass over the data);
+       Laplace approximation with their importance weights (exact, one pass over the data;
+       or, once the heavy rows are looked for or given, estimated from them and a row sample
+       of the rest, with a standard error, :func:`~validation.workflow.steps.pairs_pass`);
        their Pareto-k (PSIS) and spread pick the proposal: the Gaussian independence
        proposal N(mode, Sigma) (k <= 0.5, or nearly equal weights); for k <= 0.7 the
        multivariate t if its own draws (one more pass) fit and it costs at most 2x in ESS
@@ -159,6 +161,13 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         (:func:`samplers.heavy_rows`; none on a user's model without GLM rows, and then
         nothing changes), False reads none, an array gives them (distinct indices in
         ``[0, N)``, leaving at least 2 rows). The exact routes read all rows regardless.
+        Looked for or given, they also let the passes over pairs (the Laplace draws' weights,
+        the walk's and the split's trial pairs, the after-run check) read them exactly and
+        only a uniform sample of the rest beyond 2^18 rows
+        (:func:`~validation.workflow.steps.pairs_pass`). A given array, even empty, asserts
+        that these are the heavy rows and the rest's l_i are evenly spread, so these passes
+        sample also on a user's model, where ``"auto"`` finds no residual scales and keeps
+        them exact; False keeps every such pass exact.
     rng : None, int or numpy.random.Generator
         Equal seeds give identical results.
     progress : bool or None
@@ -167,8 +176,9 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         Print the explanation and the timings.
     executor : optional
         Run the full-data passes (the mode and the sums, the heavy rows' scales, the trial
-        pairs' statistics, the sum of SMH/MH-SS's per-row remainder bounds that prices
-        them, the verdict's l_i, the after-run check) and the chains on a cluster: a
+        pairs' statistics and the after-run check when they read all rows, the sum of
+        SMH/MH-SS's per-row remainder bounds that prices them, the verdict's l_i) and the
+        chains on a cluster (a row sample of the pairs' passes is read on the client): a
         ``dask.distributed.Client`` (for instance on a ``LocalCluster``, or connected to
         ``dask scheduler`` / ``dask worker`` processes), its ``get_executor()``, or any
         ``concurrent.futures.Executor``. Built-in models: each pass's task rebuilds about

@@ -5,8 +5,9 @@
                            chains run on the compiled loop; any other model as given
 :func:`mode_and_proxy`     the posterior mode, the Laplace covariance there and the Taylor proxy
                            (:class:`samplers.ControlVariates`) at the center
-:func:`laplace_draws`      draws from the Laplace approximation, their exact log importance
-                           weights and Pareto-k (one pass over the data for all of them)
+:func:`laplace_draws`      draws from the Laplace approximation, their log importance weights
+                           (exact, or estimated from a row sample with a standard error) and
+                           Pareto-k (one pass over the data, or a sample, for all of them)
 :func:`choose_proposal`    the Gaussian independence proposal where Laplace fits, the
                            multivariate t or a defensive mixture where it fits less well,
                            else the walk
@@ -189,9 +190,13 @@ class Proxy:
         The explanation.
     exact_rows : ndarray of int or None
         The rows a pass over pairs reads exactly when it samples the rest
-        (:func:`pairs_pass`): the heavy rows fit split off (empty when it looked and found
-        none, or on the split itself, whose heavy rows are folded in exactly). None (the
-        default: no split looked for, a user's model without per-row residual scales,
+        (:func:`pairs_pass`): the heavy rows fit split off, found by
+        :func:`samplers.heavy_rows` or given by the user (``fit(heavy_rows=[...])``, which
+        asserts that these are the heavy rows and the rest's l_i are evenly spread, so the
+        passes sample even on a user's model); empty when it looked and found none, when the
+        user gave none (``heavy_rows=[]``: none are heavy), or on the split itself, whose
+        heavy rows are folded in exactly. None (the default: no split looked for, a user's
+        model without per-row residual scales under ``heavy_rows="auto"``,
         ``heavy_rows=False``): nothing says the rows' l_i are evenly spread, so every pass
         reads all rows.
     """
@@ -263,10 +268,11 @@ class LaplaceDraws:
     ----------
     thetas : ndarray of shape (n + 1, d)
     log_weights : ndarray of shape (n + 1,)
-        ``log pi(theta) - log q(theta)`` up to a constant, exact (all N rows).
+        ``log pi(theta) - log q(theta)`` up to a constant: exact (all N rows), or estimated
+        from a row sample within ``log_weight_se``.
     trial : design.TrialChain
         The n chained pairs ``(thetas[k], thetas[k + 1])`` as independence-proposal pairs:
-        the sum of their l_i is the exact log-likelihood ratio, so the weights come free.
+        the sum of their l_i is the log-likelihood ratio, so the weights come free.
     pareto_k : float
         PSIS's k-hat of the weights (:func:`pareto_k`).
     acceptance : float
@@ -283,7 +289,12 @@ class LaplaceDraws:
         The largest standard error (nats) of the log weights when they were estimated from a
         row sample (:func:`pairs_pass`); 0 when exact.
     rows_read : int
-        Rows whose l_i the weighing computed (over all its passes).
+        Rows whose l_i the weighing computed, summed over its passes (each reads N rows
+        when exact, fewer when sampled).
+    passes : int
+        Passes over pairs the weighing made (:func:`more_draws` adds one).
+    trial_sampled : bool
+        Whether ``trial``'s statistics were estimated from a row sample (the first pass's).
     """
 
     thetas: np.ndarray
@@ -296,10 +307,13 @@ class LaplaceDraws:
     kind: str = "independence"
     log_weight_se: float = 0.0
     rows_read: int = 0
+    passes: int = 1
+    trial_sampled: bool = False
 
 
 def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraws:
-    """Step 2a: ``n + 1`` draws from the Laplace approximation and their exact weights.
+    """Step 2a: ``n + 1`` draws from the Laplace approximation and their importance weights
+    (exact, or estimated from a row sample within ``log_weight_se``).
 
     The draws are chained into ``n`` pairs, each one an independence-proposal pair, and
     summarised by :func:`pairs_pass` (one pass over the data, or over the heavy rows and a
@@ -320,8 +334,9 @@ def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraw
 def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None, *, executor=None) -> LaplaceDraws:
     """``n + 1`` draws from the independence proposal ``kind`` ("t": the multivariate t with
     ``T_DF`` degrees of freedom, "mixture": the defensive mixture) around the Laplace
-    approximation, with their exact importance weights, k-hat, predicted acceptance and ESS
-    per step, as :func:`laplace_draws` (one pass over the data)."""
+    approximation, with their importance weights (exact, or estimated from a row sample
+    within ``log_weight_se``), k-hat, predicted acceptance and ESS per step, as
+    :func:`laplace_draws` (one pass over the data, or a sample)."""
     rng = as_generator(rng)
     q = independence_proposal(proxy, kind)
     thetas = np.array([q.propose(rng, None, None, proxy.mode, None)[0] for _ in range(n + 1)])
@@ -329,7 +344,8 @@ def proposal_draws(proxy: Proxy, kind: str, n=40, rng=None, *, executor=None) ->
 
 
 def more_draws(proxy: Proxy, got: LaplaceDraws, n, rng=None, *, executor=None) -> LaplaceDraws:
-    """``got`` with ``n`` more draws of its proposal, weighed in one more pass over the data.
+    """``got`` with ``n`` more draws of its proposal, weighed in one more pass over pairs
+    (:func:`pairs_pass`: all rows, or a sample).
 
     The new draws are chained from ``got``'s last one, so their log weights continue its
     cumulative sum (one more distinct parameter vector in the pass); k-hat, the predicted
@@ -349,7 +365,8 @@ def more_draws(proxy: Proxy, got: LaplaceDraws, n, rng=None, *, executor=None) -
     return LaplaceDraws(thetas, logw, got.trial, pareto_k(logw), _imh_acceptance(logw),
                         got.seconds + ext.seconds, imh_ess_per_step(thetas, logw), got.kind,
                         math.hypot(got.log_weight_se, ext.log_weight_se),
-                        got.rows_read + ext.rows_read)
+                        got.rows_read + ext.rows_read, got.passes + ext.passes,
+                        got.trial_sampled)
 
 
 def independence_proposal(proxy: Proxy, kind: str):
@@ -376,7 +393,7 @@ def _weighed(proxy, q, thetas, kind, executor=None, rng=None) -> LaplaceDraws:
     return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds,
                         imh_ess_per_step(thetas, logw), kind,
                         float(max(got.cumulative_se.max(), got.log_ratio_se.max())),
-                        got.rows_read)
+                        got.rows_read, 1, got.sampled)
 
 
 def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=None,
@@ -386,9 +403,9 @@ def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=N
 
     Where ``proxy.exact_rows`` is known (fit's heavy-row split was looked for), from those
     rows and a uniform sample of the rest (:meth:`design.TrialChain.from_row_sample`: the
-    sample grows until every log ratio's standard error is at most ``design.SAMPLE_SE``
-    nats, and the exact pass runs once it would exceed a quarter of the rows, so below 2^18
-    rows nothing is sampled and ``rng`` is not drawn from). Once the heavy rows are read
+    sample grows until every log ratio's standard error is at most its ``se_tolerance``
+    default, 0.001 nats, and the exact pass runs once it would exceed a quarter of the rows,
+    so below 2^18 rows nothing is sampled and ``rng`` is not drawn from). Once the heavy rows are read
     exactly, a control-variate model's residuals are evenly spread and their mean over the
     sample is normal; the proxy's sum, the prior and the proposal stay exact. Where it is
     not known (None), one exact pass over all rows (:meth:`design.TrialChain.from_model`),
@@ -408,12 +425,24 @@ def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=N
         cumulative=cumulative, progress=False, executor=on_blocks(cv, executor))
 
 
-def _sample_note(se, rows, N) -> str:
-    """The explanation's note on a row-sampled pass ("" for an exact one)."""
-    if not 0 < rows < N:
+def _sample_note(se, rows, N, heavy=0, passes=1) -> str:
+    """The explanation's note on ``passes`` passes over pairs that read ``rows`` rows in
+    all, ``heavy`` of them exactly in each sampled pass ("" when every pass was exact: each
+    sampled pass reads fewer than N rows, an exact one N)."""
+    if not 0 < rows < passes * N:
         return ""
-    return (f"; l_i from {rows:,} of {N:,} rows (a uniform sample, the heavy rows exact), log "
-            f"ratios within {se:.1g} nats (1 se)")
+    exact = f", the {heavy:,} heavy rows exact" if heavy else ""
+    if passes == 1:
+        return (f"; l_i from {rows:,} of {N:,} rows (a uniform sample{exact}), log ratios "
+                f"within {se:.1g} nats (1 se)")
+    return (f"; l_i from {rows:,} rows over {passes} passes over {N:,} rows (uniform "
+            f"samples{exact}, or all rows where a sample would exceed a quarter of them), "
+            f"log weights within {se:.1g} nats (1 se)")
+
+
+def _n_heavy(proxy) -> int:
+    """Rows a sampled pass over pairs on ``proxy`` reads exactly."""
+    return 0 if proxy.exact_rows is None else int(proxy.exact_rows.size)
 
 
 def _imh_acceptance(logw) -> float:
@@ -643,9 +672,11 @@ def choose_proposal(proxy: Proxy, draws: LaplaceDraws, proposal=None, rng=None, 
     if kind == "walk":
         return ProposalChoice(RandomWalk.from_laplace(proxy.covariance), kind, float("nan"),
                               tuple(lines), tried=tuple(tried))
+    note = _sample_note(got.log_weight_se, got.rows_read, proxy.cv.N, _n_heavy(proxy),
+                        got.passes)
     lines[0] += (f"; predicted acceptance {got.acceptance:.2f}, ESS per step "
                  f"{got.ess_per_step:.2f} (from the weights of its {got.thetas.shape[0]} "
-                 f"draws{_sample_note(got.log_weight_se, got.rows_read, proxy.cv.N)})")
+                 f"draws{note})")
     return ProposalChoice(independence_proposal(proxy, kind), kind, got.acceptance,
                           tuple(lines), got, got.ess_per_step, tuple(tried))
 
@@ -783,6 +814,7 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         got = choice.draws if choice.draws is not None else draws
         n = got.trial.n_pairs              # more draws may follow (the ladder's): not pairs
         thetas, news, trial = got.thetas[:n], got.thetas[1:n + 1], got.trial
+        sampled = got.trial_sampled
         where = ("the Laplace draws chained (theta, theta' both ~ N(mode, Sigma))"
                  if got.kind == "independence" else
                  f"the {got.kind} proposal's draws chained")
@@ -792,11 +824,14 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         moves = [q.propose(rng, None, None, t, None)[:2] for t in thetas]
         news = np.array([m[0] for m in moves])
         got = pairs_pass(proxy, thetas, news, [m[1] for m in moves], rng, executor=executor)
-        trial = got.trial
+        trial, sampled = got.trial, got.sampled
         where = (f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
-                 + _sample_note(float(got.log_ratio_se.max()), got.rows_read, cv.N))
-    line = (f"3. trial pairs: {n} pairs, {where}; exact acceptance {trial.accept_prob.mean():.2f}"
-            f"; residual sd per row: median {np.median(trial.sigma):.3g}")
+                 + _sample_note(float(got.log_ratio_se.max()), got.rows_read, cv.N,
+                                _n_heavy(proxy)))
+    how = "estimated" if sampled else "exact"
+    line = (f"3. trial pairs: {n} pairs, {where}; exact MH's acceptance ({how}) "
+            f"{trial.accept_prob.mean():.2f}; residual sd per row: median "
+            f"{np.median(trial.sigma):.3g}")
     return TrialPairs(thetas, news, -trial.N * trial.c0, trial, (line,))
 
 
@@ -1495,9 +1530,12 @@ def after_run_check(proxy: Proxy, plan, chain, proposal, rng=None, *, executor=N
     """Step 7: the design evaluated at ``N_CHECK`` (state, proposal) pairs of the chain itself.
 
     Returns ``(mean |error|, rows per step)`` predicted there (:func:`design.evaluate`). The
-    pairs' statistics come from :func:`pairs_pass` (a row sample where ``proxy.exact_rows``
-    is known: each pair's log ratio within ``design.SAMPLE_SE`` nats, which moves a
-    predicted error by at most as much).
+    pairs' statistics come from :func:`pairs_pass`: exact, or, where ``proxy.exact_rows``
+    is known, estimated from a row sample, each pair's log ratio within 0.001 nats (1 se;
+    :meth:`design.TrialChain.from_row_sample`'s ``se_tolerance`` default) and the sd and
+    shape of its l_i within a relative error of order 1/sqrt(rows sampled). The predicted
+    error is then an estimate too: it moves with all of these, not only with the log
+    ratio, so its error is not bounded by 0.001.
     """
     import design
 
