@@ -17,9 +17,10 @@ affected. Call ``az.Numba.enable_numba()`` to undo it.
 
 from __future__ import annotations
 
-import warnings
 
 import numpy as np
+
+from design._lib.warnstate import caught_warnings
 
 __all__ = ["import_arviz", "arviz_major", "check_names", "to_inference_data"]
 
@@ -41,9 +42,8 @@ def import_arviz():
     True
     """
     global _checked
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
-        warnings.filterwarnings("ignore", message=".*ArviZ is undergoing a major refactor.*")
+    with caught_warnings("ignore", FutureWarning), \
+            caught_warnings("ignore", message=".*ArviZ is undergoing a major refactor.*"):
         import arviz as az
     if not _checked:
         _checked = True
@@ -68,8 +68,7 @@ def _numba_mcse_broken(az) -> bool:
         from arviz.stats.stats_utils import _sqrt
     except ImportError:   # a later 0.x without the helper: nothing to work around
         return False
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", DeprecationWarning)   # NumPy 1.25-2.3: deprecated
+    with caught_warnings("error", DeprecationWarning):   # NumPy 1.25-2.3: deprecated
         try:
             float(_sqrt(np.ones(1), np.zeros(1)))
         except (TypeError, DeprecationWarning):

@@ -277,15 +277,22 @@ class RowFeed:
         self.keyed = bool(order_keyed(order))
         self.block = 1 if self.keyed else FEED_BLOCK
         padded = -(-self.N // self.block) * self.block
-        self._maps = [_Mapped((padded,) + tuple(s.shape[1:]), s.dtype) for s in self._sources]
-        self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
-        self._fills = [_filler(s) for s in self._sources]
-        row_bytes = sum(m.array.itemsize * math.prod(m.array.shape[1:]) for m in self._maps)
+        row_bytes = sum(np.dtype(s.dtype).itemsize * math.prod(s.shape[1:])
+                        for s in self._sources)
         if self.keyed:   # a planned slot also holds its row in the order's plan (int64)
             row_bytes += 8
         #: Slots kept between refills.
         self.capacity = int(min(padded, max(8 * int(window) + self.block,
                                             memory // max(row_bytes, 1))))
+        # Slots never run out: a row has at most one slot in the order's table, so between
+        # refills the table's slots are at most N; a keyed order's planned slots (at most the
+        # capacity: a look-ahead refills first when they would not fit) come on top, since a
+        # decision that reads past the window gets table slots for rows the plan also holds.
+        # The mapping is virtual: only the slots used take memory.
+        slots = padded + (self.capacity if self.keyed else 0)
+        self._maps = [_Mapped((slots,) + tuple(s.shape[1:]), s.dtype) for s in self._sources]
+        self.arrays = {id(s): m.array for s, m in zip(self._sources, self._maps)}
+        self._fills = [_filler(s) for s in self._sources]
         self._rng, self._order = rng, order
         self.window, self.ahead = int(window), int(ahead)
         self._peek = None
@@ -496,7 +503,7 @@ _DIGIT_BITS = 11
 @jit
 def sort_rows(rows, n_total):
     """``np.argsort(rows, kind="stable")`` for rows in ``[0, n_total)``: a least-significant
-    digit radix sort, ``ceil(log2(n_total) / 11)`` passes of O(len(rows)) each (two at
+    digit radix sort, ``ceil(log2(n_total) / 11)`` passes of O(len(rows)) each (three at
     N = 10^7), carrying each row with its index; a comparison sort of the rows planned per
     look-ahead (about a million, in random order) costs several times more."""
     n = rows.shape[0]
@@ -545,7 +552,9 @@ def _filler(source):
         return direct
 
     def fill(rows, slots, out):
-        out[slots] = np.asarray(source.read_rows(rows))
+        # a keyed look-ahead may plan a row twice (two epochs): the source reads it once
+        unique, back = np.unique(rows, return_inverse=True)
+        out[slots] = np.asarray(source.read_rows(unique))[back]
 
     return fill
 

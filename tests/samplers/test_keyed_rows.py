@@ -377,3 +377,24 @@ def test_sort_rows_is_a_stable_argsort(n_total, size):
     """The feed's radix sort equals NumPy's stable argsort (repeats included)."""
     rows = np.random.default_rng(size).integers(0, n_total, size)
     assert np.array_equal(rowfeed.sort_rows(rows, n_total), np.argsort(rows, kind="stable"))
+
+
+@pytest.mark.parametrize("share", [0.3, 0.6, 1.0])
+def test_a_decision_reading_past_the_plan_stays_within_the_slots(share):
+    # the look-ahead's planned slots plus table slots for the rows a long decision fetches
+    # on demand (the plan's rows among them): slot arrays of N rows overflowed at 30% of N
+    from design._lib.rows import draw_rows, restart_order
+
+    N = 20_000
+    X = np.arange(N, dtype=np.float64)[:, None]
+    fed = IndexSampler(N, rng=1, row_draws="keyed").kernel_state()
+    plain = IndexSampler(N, rng=1, row_draws="keyed").kernel_state()
+    feed = rowfeed.RowFeed([X], np.random.default_rng(2), fed, dim=2, memory=16 * 4000)
+    feed.prefetch()
+    k = int(share * N)
+    got, want = np.empty(k, dtype=np.int64), np.empty(k, dtype=np.int64)
+    for order, out in ((fed, got), (plain, want)):
+        restart_order(order)
+        draw_rows(np.random.default_rng(3), order, np.empty(k), out)
+    assert got.max() < feed.arrays[id(X)].shape[0]
+    np.testing.assert_array_equal(feed.arrays[id(X)][got, 0], want.astype(float))

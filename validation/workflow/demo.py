@@ -33,13 +33,13 @@ parts it assembles, by hand, with and without control variates.
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
 
 from design._lib.checks import as_generator
+from design._lib.warnstate import caught_warnings
 from samplers import (AustereTest, BarkerTest, ControlVariates, ExactTest, GaussianPrior,
                       Independence, LogisticRegression, sample)
 from samplers.datasets import logistic_regression
@@ -73,8 +73,7 @@ def run_demo(settings: DemoSettings, *, progress: bool = True, log=print,
     import design
     import validation
 
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", FutureWarning)
+    with caught_warnings("ignore", FutureWarning):
         import arviz as az
     rng = as_generator(settings.seed)
     out = Path(settings.out)

@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from design._lib.checks import as_generator
+from design._lib.warnstate import caught_warnings
 
 __all__ = ["ModelRoute", "model_route", "Proxy", "mode_and_proxy", "LaplaceDraws", "laplace_draws", "pareto_k",
            "proposal_draws", "independence_proposal", "imh_ess_per_step", "K_GOOD", "K_OK",
@@ -1021,8 +1022,7 @@ def _redesign_austere(design, validation, cv, pairs, trial, plan, clt, tolerance
         for m in plan.m_grid)
     if reliable:
         try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")       # reliable everywhere: nothing to say
+            with caught_warnings("ignore"):           # reliable everywhere: nothing to say
                 corrected = design.optimize(trial, tolerance, law="edgeworth")
         except design.InfeasibleDesignError:
             corrected = None
@@ -1156,8 +1156,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
     while True:
         rounds += 1
-        with warnings.catch_warnings(record=True) as seen:
-            warnings.simplefilter("always", ChainInterrupted)
+        with caught_warnings("always", ChainInterrupted, record=True) as seen:
             runs, stopped = _round(model, test, proposal, theta0, goal, streams, parallel,
                                    progress, executor)
         parts.append(runs)
@@ -1380,9 +1379,10 @@ def _ess_rhat(runs):
     x = np.stack([c.samples for c in runs])
     if x.shape[1] < 4:
         return float("nan"), float("nan")
-    ess = min(bulk_ess(x[:, :, j]) for j in range(x.shape[2]))
-    rhat = (max(rank_rhat(x[:, :, j]) for j in range(x.shape[2]))
-            if x.shape[0] > 1 else float("nan"))
+    with np.errstate(invalid="ignore", divide="ignore"):   # a stuck parameter: NaN, quietly
+        ess = min(bulk_ess(x[:, :, j]) for j in range(x.shape[2]))
+        rhat = (max(rank_rhat(x[:, :, j]) for j in range(x.shape[2]))
+                if x.shape[0] > 1 else float("nan"))
     return ess, rhat
 
 
