@@ -38,29 +38,41 @@ A *route* is one small entry of :data:`ROUTES`: a name, the family it fits and
    N = 10^6 needs). Recorded: seconds all-in
    and sampling only, min bulk ESS, ESS per second both ways, rows read per step, the model
    route fit took, and the accuracy against an **importance-sampling reference**
-   (``bench_models_accuracy.reference``: ``--is-draws`` draws of a multivariate t around the
-   GLM's Laplace fit, weighted by a log-likelihood written independently in JAX; its
-   weights' ESS is recorded; ``--reuse-reference FILE`` takes it from an earlier run's
-   JSON where that run drew the same data (same N, family, true coefficients and draws)):
+   (``--reference psis``, the default: ``is_reference.importance_reference``, ``--is-draws``
+   draws of a defensive mixture of the GLM's Laplace approximation and a wider t, weighted
+   by a compiled log-likelihood written apart from the library's kernels, Pareto-smoothed,
+   its Pareto k, weights' ESS and per-coordinate standard errors recorded; ``--reference
+   jax-t``: ``bench_models_accuracy.reference``, a multivariate t around the Laplace fit
+   weighted by a JAX log-likelihood, as the runs before 2026-11-27 23:00 used;
+   ``--reference-file FILE...`` takes it from ``is_reference.py``'s JSON and
+   ``--reuse-reference FILE`` from an earlier run's JSON, where they drew the same data
+   (same N, family, true coefficients; and draws for the latter)):
    max over coordinates of |mean error| / sd and |sd error| / sd (target 0.05), with the
    Monte Carlo standard errors of a mean error, ``sqrt(1 / ESS + 1 / ESS_reference)`` in
-   sds, and of an sd error (the same over sqrt(2)) beside them. A route whose ``fit``
+   sds (with a PSIS reference: ``sqrt(1 / ESS + se_ref^2)``, ``se_ref`` the reference's
+   largest standard error in sds, and the largest per-coordinate z recorded as
+   ``max_z_mean`` / ``max_z_sd``), and of an sd error (the same over sqrt(2)) beside them. A route whose ``fit``
    refuses the model records the refusal. The data of each (N, family) depend only on the
    sizes and families chosen before it, not on ``--fit-routes`` or ``--numpyro-samplers``
    (every route's and sampler's seed is drawn whether it runs or not).
 
-   At N = 10^6 the probit and negative-binomial references cost about 10^10 ``log_ndtr`` /
-   ``gammaln`` evaluations per 10^4 draws (JAX, about 60 and 100-160 ns each on this
-   2-core machine): ``--is-draws 4000`` gives a weights' ESS of about 2,000 in 5-10 min::
+   At N = 10^6 a reference costs N x draws family evaluations: with the JAX t reference
+   about 60 (probit) and 100-160 ns (negative binomial) each on this 2-core machine, and
+   its weights' ESS is about half the draws; the compiled PSIS reference costs 30-55 ns per
+   row and draw (both threads, at a load of 6-10) and its ESS is about 95% of the draws, so
+   20,000 draws (ESS ~19,000) take about 10 min. Make them once with ``is_reference.py``
+   and hand them in::
 
+       python benchmarks/is_reference.py --N 1000000 --family probit --draws 20000
        python benchmarks/bench_models.py --fit-only --fit-sizes 1000000 --fit-families \
-           probit negative_binomial --is-draws 4000 --laplace-mass --warmup 200 \
-           --numpyro-draws 500
+           probit --reference-file benchmarks/results/is_reference_probit_1000000.json \
+           --numpyro-samplers
 
 Run:  python benchmarks/bench_models.py [--sizes 100000 1000000] [--steps 20000] [--repeats 1]
           [--fit | --fit-only] [--fit-sizes 100000 1000000] [--fit-routes ...] [--draws 2000]
           [--ess 10000] [--is-draws 20000] [--warmup 500] [--numpyro-draws 1000]
           [--nuts-max-n 1000000] [--numpyro-samplers nuts hmcecs] [--laplace-mass]
+          [--reference psis | jax-t] [--reference-file results/is_reference_*.json]
           [--reuse-reference results/models_fit.json] [--out models]
 Writes benchmarks/results/<out>.json (machine load included: compare within one run).
 """
@@ -455,9 +467,38 @@ def _earlier_reference(path, data, draws):
         if (row.get("part") == "fit" and row["N"] == data.X.shape[0]
                 and row["family"] == data.family and ref.get("draws") == draws
                 and np.array_equal(np.asarray(row["truth"]), data.theta)):
-            return dict(mean=np.asarray(ref["mean"]), sd=np.asarray(ref["sd"]),
-                        ess=float(ref["ess"]), seconds=ref.get("seconds"))
+            return dict(ref, path=str(path), **{
+                key: np.asarray(ref[key]) for key in ("mean", "sd", "mcse_mean", "mcse_sd")
+                if key in ref}, ess=float(ref["ess"]), seconds=ref.get("seconds"))
     return None
+
+
+def _reference_file(path, data):
+    """A reference written by ``is_reference.py`` (its JSON) if it was drawn for the same
+    data (N, family and true coefficients), else None."""
+    import json
+
+    ref = json.loads(Path(path).read_text())
+    if (ref["N"] != data.X.shape[0] or ref["family"] != data.family
+            or not np.array_equal(np.asarray(ref["truth"]), data.theta)):
+        return None
+    return dict(ref, path=str(path), **{key: np.asarray(ref[key]) for key in
+                                        ("mean", "sd", "mcse_mean", "mcse_sd")})
+
+
+def _psis_reference(data, cv, draws):
+    """``is_reference.importance_reference`` around the GLM's Laplace fit (compiled pass)."""
+    from is_reference import importance_reference
+
+    k = data.X.shape[1]
+
+    def logprior(th):
+        lp = -0.5 * np.sum(th[:, :k] ** 2, axis=1) / PRIOR_SD**2
+        return lp - 0.5 * th[:, k] ** 2 / LOG_R_SD**2 if th.shape[1] > k else lp
+
+    ref = importance_reference(data.family, data.X, data.y, np.asarray(cv.center.theta),
+                               cv.laplace_covariance(), logprior, draws, 1)
+    return dict(ref, fit_mode=np.asarray(cv.center.theta))
 
 
 def fit_part(args, save, rows):
@@ -475,23 +516,35 @@ def fit_part(args, save, rows):
             numpyro_seeds = [int(rng.integers(2**31)) for _ in range(2)]
             t0 = time.perf_counter()
             cv = ControlVariates(fit_glm(data))
-            earlier = (_earlier_reference(args.reuse_reference, data, args.is_draws)
-                       if args.reuse_reference else None)
-            if earlier is None:
-                ref = reference(data, cv, args.is_draws, 1)
+            earlier = None
+            for path in args.reference_file or []:
+                earlier = earlier or _reference_file(path, data)
+            if earlier is None and args.reuse_reference:
+                earlier = _earlier_reference(args.reuse_reference, data, args.is_draws)
+            if earlier is not None:
+                ref = dict(earlier, fit_mode=np.asarray(cv.center.theta))
+                ref_s, reused = earlier["seconds"], earlier["path"]
+            elif args.reference == "psis":
+                ref = _psis_reference(data, cv, args.is_draws)
                 ref_s, reused = time.perf_counter() - t0, None
             else:
-                ref = dict(earlier, fit_mode=np.asarray(cv.center.theta))
-                ref_s, reused = earlier["seconds"], str(args.reuse_reference)
+                ref = reference(data, cv, args.is_draws, 1)
+                ref["kind"] = ("importance sampling (t, 5 df) with a JAX log-likelihood "
+                               "written apart")
+                ref_s, reused = time.perf_counter() - t0, None
             print(f"{N:>8} {family:<18} reference: importance sampling, weights' ESS "
-                  f"{ref['ess']:.0f} of {args.is_draws} ({ref_s:.1f} s"
-                  + (f", from {reused})" if reused else ")") + f"; load "
-                  f"{os.getloadavg()[0]:.1f}", flush=True)
+                  f"{ref['ess']:.0f} of {ref.get('draws', args.is_draws)} ({ref_s:.1f} s"
+                  + (f", from {reused})" if reused else ")")
+                  + (f", Pareto k {ref['pareto_k']:.2f}" if "pareto_k" in ref else "")
+                  + f"; load {os.getloadavg()[0]:.1f}", flush=True)
             row = dict(N=N, family=family, d=D + 1, part="fit", truth=data.theta.tolist(),
-                       reference=dict(kind="importance sampling (t, 5 df) with a JAX "
-                                           "log-likelihood written apart", ess=ref["ess"],
-                                      draws=args.is_draws, seconds=ref_s, reused_from=reused,
-                                      mean=ref["mean"].tolist(), sd=ref["sd"].tolist()),
+                       reference=dict(kind=ref.get("kind", "importance sampling (t, 5 df) "
+                                                   "with a JAX log-likelihood written apart"),
+                                      ess=ref["ess"], draws=ref.get("draws", args.is_draws),
+                                      seconds=ref_s, reused_from=reused,
+                                      mean=ref["mean"].tolist(), sd=ref["sd"].tolist(),
+                                      **{key: np.asarray(ref[key]).tolist() for key in
+                                         ("pareto_k", "mcse_mean", "mcse_sd") if key in ref}),
                        results=[])
             rows.append(row)
             for route, seed in zip(FIT_ROUTES, seeds):
@@ -561,6 +614,14 @@ def main(argv=None):
     ap.add_argument("--laplace-mass", action="store_true",
                     help="NumPyro NUTS and HMCECS take the Laplace covariance at their Newton "
                          "mode as a fixed dense inverse mass matrix")
+    ap.add_argument("--reference", choices=("psis", "jax-t"), default="psis",
+                    help="how a missing reference is made: psis (is_reference.py: a "
+                         "defensive Laplace / t mixture, compiled log-likelihood, PSIS; "
+                         "default) or jax-t (the t proposal and JAX log-likelihood of "
+                         "bench_models_accuracy.reference)")
+    ap.add_argument("--reference-file", nargs="*", default=None,
+                    help="is_reference.py JSON files, used where they were drawn on the same "
+                         "data (before --reuse-reference)")
     ap.add_argument("--reuse-reference", default=None,
                     help="an earlier run's JSON whose references are reused where it drew "
                          "the same data")
