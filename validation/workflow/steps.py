@@ -806,8 +806,6 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
     For an independence-type proposal they are its draws' pairs (no new pass);
     for the walk theta ~ N(mode, Sigma) and theta' from the proposal, one more pass.
     """
-    import design
-
     rng = as_generator(rng)
     cv, n = proxy.cv, draws.trial.n_pairs
     q = choice.proposal
