@@ -12,6 +12,7 @@ import numpy as np
 from ._lib.checks import (as_generator, check_finite_array, check_int, check_interval,
                           check_positive)
 from ._lib.distribute import as_cluster, recipe_of
+from ._lib.moments import merge_moments
 from ._lib.npz import read_npz
 from ._lib.summary import short_array
 
@@ -511,7 +512,7 @@ class TrialChain:
                 idx = _rest_rows(np.sort(new[lo:lo + step]), exact)
                 L = _differences(model, plan, idx, "sampled")
                 got = _chan(L, cumulative)
-                moments = got if moments is None else _chan_merge(moments, got)
+                moments = got if moments is None else merge_moments(*moments, *got)
                 entries += L.size
                 if kept is not None:
                     kept = kept + [L] if entries <= _KEEP_ENTRIES else None
@@ -682,18 +683,11 @@ def _differences(model, plan, idx, which):
 
 def _chan(L, cumulative):
     """(count, mean, sum of squares about the mean) of each column of ``L`` (then of its
-    cumulative sums across columns)."""
+    cumulative sums across columns), the batches that
+    :func:`~design._lib.moments.merge_moments` merges (Chan, Golub & LeVeque 1979)."""
     X = np.hstack([L, np.cumsum(L, axis=1)]) if cumulative else L
     mean = X.mean(axis=0)
     return X.shape[0], mean, np.sum((X - mean) ** 2, axis=0)
-
-
-def _chan_merge(a, b):
-    """Two :func:`_chan` results merged (Chan, Golub & LeVeque 1979)."""
-    (na, ma, sa), (nb, mb, sb) = a, b
-    n = na + nb
-    delta = mb - ma
-    return n, ma + delta * (nb / n), sa + sb + delta * delta * (na * nb / n)
 
 
 def _accumulate(L, weight, mu, acc):
