@@ -33,7 +33,25 @@ fit's predicted and realised cost (rows per effective sample) and ESS per step a
 beside its figures. On the rare-covariate workload, exact MH
 (random walk, all rows, ``--exact-draws`` steps per chain) gives the baseline ESS per second.
 Every row records the 1-minute load average when it finished; a markdown table of all rows
-goes beside the JSON (``results/<out>.md``).
+goes beside the JSON (``results/<out>.md``), followed by one line per workload in the issue's
+terms (route, set-up and chains, predicted and realised cost, the ratios to the targets, and on
+the rare covariate the tail errors of fit, exact MH and HMCECS side by side).
+
+**How fit is timed: its first call, in a fresh process.** Everything this script does before
+a fit row (the reference's ``ControlVariates`` mode and numba kernels, SciPy's statistics,
+ArviZ, JAX) would otherwise be loaded already when fit starts, and its first call would skip
+the loading and imports that a user's first call pays. So each fit row (and exact MH's, the
+same way) runs this file again in a fresh Python process (``--child``, :func:`child`) that
+imports only NumPy and the project (``import_s``, not counted, as a user's ``import``),
+rebuilds the workload's data from its seed or reopens the parent's memmaps (checked against
+the parent's by :func:`fingerprint`), builds the model (``model_s``, not counted), and times
+``fit(...)`` alone; its draws come back through a ``.npy`` file, and the ESS, the accuracy and
+the peers are computed here, in the parent. The row records which of :data:`WATCHED`'s
+modules were loaded when fit's clock started (numba only, which ``import samplers`` loads).
+Before the timed process, an untimed one runs the same call (``--no-prime`` skips it), so
+that numba's on-disk cache holds the compiled kernels, as on a user's second script (a
+first-ever call also compiles; that is not what this measures). ``--warm`` times a second
+call in the same process too (the table's "2nd call s").
 
 Run ``python benchmarks/bench_fit.py --workloads d10-N1e5,rare-N2e5`` for the small sizes;
 results go to ``benchmarks/results/bench_fit.json``. Timings are whole-process figures on the
@@ -44,7 +62,9 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -55,12 +75,11 @@ import numpy as np
 
 HERE = Path(__file__).resolve().parent
 sys.path[:0] = [str(HERE.parent), str(HERE)]   # this checkout first, then _common
+# Only the standard library, NumPy and _common (standard library only) at the top: the fit
+# rows run this file again in a fresh process (``--child``), which must import nothing of the
+# project, SciPy, ArviZ or JAX before it starts its clock. Everything else is imported where
+# it is used.
 from _common import RESULTS, cv_logistic_dataset, write  # noqa: E402
-from _jax_mode import mode_check, newton_mode_jax  # noqa: E402
-
-from samplers import (ControlVariates, GaussianPrior, LogisticRegression,  # noqa: E402
-                      datasets, import_arviz)
-from validation import fit  # noqa: E402
 
 PRIOR_SD = 10.0
 #: Rows from which a workload's data are written to disk and read as memmaps.
@@ -78,7 +97,11 @@ WORKLOADS = {
 def data(kind, N, seed, tmpdir):
     """The workload's (X, y): in memory below ``MEMMAP_ROWS`` rows, else memmaps written in
     chunks (one chunk in memory at a time) to ``tmpdir``, where a finished earlier write of the
-    same workload (``done`` marker) is reopened instead (``--data-dir``)."""
+    same workload (``done`` marker) is reopened instead (``--data-dir``). The same arguments
+    give the same data: a fit row's fresh process builds its own copy from the seed (or
+    reopens the parent's memmaps) and checks it with :func:`fingerprint`."""
+    from samplers import datasets
+
     rng = np.random.default_rng(seed)
     if kind == "rare":
         X, y, _ = datasets.rare_covariate_logistic(N, rng=rng, rare_rows=40)
@@ -109,6 +132,12 @@ def data(kind, N, seed, tmpdir):
     return X, y
 
 
+def fingerprint(X, y):
+    """Sums of the first and last 1,000 rows and of the labels: a fresh process checks that it
+    rebuilt the parent's data."""
+    return [float(np.sum(X[:1000])), float(np.sum(X[-1000:])), float(np.sum(y))]
+
+
 def cpu_seconds():
     """CPU seconds of this process and its finished children (fit's chain processes): under
     load, a fairer clock than the wall for comparing samplers run at different moments."""
@@ -120,6 +149,8 @@ def cpu_seconds():
 
 def ess_bulk(x):
     """Bulk ESS per coordinate of draws of shape (chains, draws, d)."""
+    from samplers import import_arviz
+
     az = import_arviz()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -239,6 +270,8 @@ def accuracy(x, ref):
     (``<stat>_error``), the Monte Carlo standard error of that coordinate's error
     (``<stat>_mcse``: the draws' by ArviZ, the reference's from :data:`REF_MCSE`, added in
     quadrature) and the largest ratio of error to its MCSE over coordinates (``<stat>_z``)."""
+    from samplers import import_arviz
+
     az = import_arviz()
     s = x.reshape(-1, x.shape[2])
     sd = ref["sd"]
@@ -263,42 +296,130 @@ def accuracy(x, ref):
 
 # --- samplers ----------------------------------------------------------------------------------
 
-def fit_row(model, ref, args, seed):
-    t0, c0 = time.perf_counter(), cpu_seconds()
-    idata = fit(model, tolerance=0.01, draws=args.draws, ess=args.ess, max_seconds=args.cap,
-                rng=seed, progress=False)
-    wall, cpu = time.perf_counter() - t0, cpu_seconds() - c0
-    a = idata.posterior.attrs
-    x = idata.posterior.theta.values
-    e = ess_bulk(x)
-    chain_s = a["timings"]["chains"]
-    return dict(sampler="fit", route=a["route"], pareto_k=a["pareto_k"],
-                proposals_tried=a["proposals_tried"], all_in_s=wall,
-                sampling_s=chain_s, setup_s=wall - chain_s, timings=a["timings"],
-                cpu_s=cpu, ess_per_cpu_s=float(e.min() / cpu),
-                draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
-                ess_per_s_all_in=float(e.min() / wall), ess_per_s_sampling=float(e.min() / chain_s),
-                rows_per_step=a["rows_realised"], cost_predicted=a["cost_predicted"],
-                cost_realised=a["cost_realised"], rhat=a["rhat"], candidates=a["candidates"],
-                ess_per_step_predicted=a["ess_per_step_predicted"],
-                ess_per_step_realised=a["ess_per_step_realised"],
-                acceptance_predicted=a["acceptance_predicted"],
-                acceptance_realised=a["acceptance_rate"], load=os.getloadavg()[0],
-                **accuracy(x, ref))
+#: fit's attributes that a fit row keeps (each call's, from the fresh process).
+FIT_ATTRS = ("route", "pareto_k", "proposals_tried", "timings", "rows_realised",
+             "cost_predicted", "cost_realised", "rhat", "candidates", "ess_bulk",
+             "ess_per_step_predicted", "ess_per_step_realised", "acceptance_predicted",
+             "acceptance_rate", "heavy_rows")
+#: Modules a fit row's process lists if they are loaded when fit's clock starts: SciPy's
+#: statistics, ArviZ and JAX are what the parent loads (reference, peers) and fit's first call
+#: must pay for itself; numba is loaded by ``import samplers``, as in any user's script.
+WATCHED = ("numba", "scipy", "scipy.stats", "arviz", "xarray", "jax", "numpyro",
+           "statsmodels")
 
 
-def exact_row(model, ref, args, seed):
+def child(spec_path):
+    """One fit row in this fresh process (``bench_fit.py --child SPEC``): imports the project
+    (timed: ``import_s``), rebuilds the workload's data from its seed or reopens the parent's
+    memmaps (checked by :func:`fingerprint`), builds the model (timed: ``model_s``), then
+    times ``fit(model, **spec["fit"])`` alone, once, or twice with ``spec["warm"]`` (the
+    second call warm: modules imported, compiled kernels loaded). Writes ``result.json`` (each
+    call's wall and CPU seconds and :data:`FIT_ATTRS`) and the first call's draws
+    (``draws.npy``) to ``spec["out"]``."""
+    spec = json.loads(Path(spec_path).read_text())
     t0 = time.perf_counter()
-    idata = fit(model, draws=args.exact_draws, route="exact/walk", rng=seed, progress=False)
-    wall = time.perf_counter() - t0
-    x = idata.posterior.theta.values
+    from samplers import GaussianPrior, LogisticRegression
+    from validation import fit
+    import_s = time.perf_counter() - t0
+    X, y = data(spec["kind"], spec["N"], spec["seed"], spec["data_dir"])
+    if fingerprint(X, y) != spec["fingerprint"]:
+        raise RuntimeError(f"the fit row's process rebuilt other data: {fingerprint(X, y)} "
+                           f"!= the parent's {spec['fingerprint']}")
+    t1 = time.perf_counter()
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, PRIOR_SD))
+    model_s = time.perf_counter() - t1
+    loaded = [m for m in WATCHED if m in sys.modules]
+    out, calls = Path(spec["out"]), []
+    for k in range(2 if spec["warm"] else 1):
+        t, c = time.perf_counter(), cpu_seconds()
+        idata = fit(model, **spec["fit"])
+        wall, cpu = time.perf_counter() - t, cpu_seconds() - c
+        a = idata.posterior.attrs
+        calls.append(dict(wall_s=wall, cpu_s=cpu, **{key: a[key] for key in FIT_ATTRS}))
+        if k == 0:
+            np.save(out / "draws.npy", idata.posterior.theta.values)
+    (out / "result.json").write_text(json.dumps(
+        dict(import_s=import_s, model_s=model_s, loaded_before_fit=loaded, calls=calls),
+        default=float))
+
+
+def run_fit(spec):
+    """Run :func:`child` in a fresh Python process on ``spec`` (a dict); returns its result,
+    with the first call's draws under ``"draws"``."""
+    with tempfile.TemporaryDirectory() as work:
+        path = Path(work) / "spec.json"
+        path.write_text(json.dumps(dict(spec, out=work)))
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--child", str(path)],
+                       check=True)
+        res = json.loads((Path(work) / "result.json").read_text())
+        res["draws"] = np.load(Path(work) / "draws.npy")
+    return res
+
+
+def fresh_calls(spec, args, prime_fit=None):
+    """:func:`run_fit`, after an untimed run in another fresh process with ``--prime`` (so
+    that numba's on-disk cache holds the compiled kernels, as on a user's second script: a
+    first-ever call also compiles them). ``prime_fit`` replaces some of fit's arguments in the
+    priming run. Returns the result and the priming run's fit seconds (None without)."""
+    prime_s = None
+    if args.prime:
+        primed = run_fit(dict(spec, warm=False, fit={**spec["fit"], **(prime_fit or {})}))
+        prime_s = primed["calls"][0]["wall_s"]
+    return run_fit(spec), prime_s
+
+
+def _process(res, prime_s):
+    """What every row run by :func:`run_fit` records about its process."""
+    return dict(import_s=res["import_s"], model_s=res["model_s"], prime_s=prime_s,
+                loaded_before_fit=res["loaded_before_fit"])
+
+
+def fit_row(base, ref, args, seed):
+    """fit's first call in a fresh process (and its second with ``--warm``)."""
+    spec = dict(base, warm=args.warm,
+                fit=dict(tolerance=0.01, draws=args.draws, ess=args.ess,
+                         max_seconds=args.cap, rng=seed, progress=False))
+    res, prime_s = fresh_calls(spec, args)
+    a, x = res["calls"][0], res["draws"]
     e = ess_bulk(x)
-    chain_s = idata.posterior.attrs["timings"]["chains"]
+    wall, cpu, chain_s = a["wall_s"], a["cpu_s"], a["timings"]["chains"]
+    row = dict(sampler="fit", route=a["route"], pareto_k=a["pareto_k"],
+               proposals_tried=a["proposals_tried"], all_in_s=wall,
+               sampling_s=chain_s, setup_s=wall - chain_s, timings=a["timings"],
+               cpu_s=cpu, ess_per_cpu_s=float(e.min() / cpu),
+               draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
+               ess_per_s_all_in=float(e.min() / wall),
+               ess_per_s_sampling=float(e.min() / chain_s),
+               rows_per_step=a["rows_realised"], cost_predicted=a["cost_predicted"],
+               cost_realised=a["cost_realised"], rhat=a["rhat"], candidates=a["candidates"],
+               ess_per_step_predicted=a["ess_per_step_predicted"],
+               ess_per_step_realised=a["ess_per_step_realised"],
+               acceptance_predicted=a["acceptance_predicted"],
+               acceptance_realised=a["acceptance_rate"], heavy_rows=a["heavy_rows"],
+               load=os.getloadavg()[0], **_process(res, prime_s), **accuracy(x, ref))
+    if len(res["calls"]) > 1:
+        w = res["calls"][1]
+        row.update(warm_all_in_s=w["wall_s"], warm_cpu_s=w["cpu_s"],
+                   warm_min_ess=w["ess_bulk"], warm_timings=w["timings"],
+                   warm_ess_per_s_all_in=float(w["ess_bulk"] / w["wall_s"]))
+    return row
+
+
+def exact_row(base, ref, args, seed):
+    """Exact MH (random walk, every row per step) through fit, in a fresh process as fit's row
+    (primed by a 200-step run with ``--prime``)."""
+    spec = dict(base, warm=False,
+                fit=dict(draws=args.exact_draws, route="exact/walk", rng=seed, progress=False))
+    res, prime_s = fresh_calls(spec, args, prime_fit=dict(draws=min(200, args.exact_draws)))
+    a, x = res["calls"][0], res["draws"]
+    e = ess_bulk(x)
+    wall, chain_s = a["wall_s"], a["timings"]["chains"]
     return dict(sampler="exact MH (walk)", all_in_s=wall, sampling_s=chain_s,
                 draws=int(x.shape[0] * x.shape[1]), min_ess=float(e.min()),
-                ess_per_s_all_in=float(e.min() / wall),
+                ess_per_s_all_in=float(e.min() / wall), cpu_s=a["cpu_s"],
+                ess_per_cpu_s=float(e.min() / a["cpu_s"]),
                 ess_per_s_sampling=float(e.min() / chain_s), load=os.getloadavg()[0],
-                **accuracy(x, ref))
+                **_process(res, prime_s), **accuracy(x, ref))
 
 
 def logistic_grad_hess(Xj, yj):
@@ -323,6 +444,7 @@ def numpyro_row(X, y, ref, args, seed, hmcecs):
     import jax.numpy as jnp
     import numpyro
     import numpyro.distributions as dist
+    from _jax_mode import mode_check, newton_mode_jax
     from numpyro.infer import HMCECS, MCMC, NUTS
 
     jax.config.update("jax_enable_x64", True)
@@ -400,11 +522,26 @@ def show(name, r):
               + (f", sampling {r['cpu_sampling_s']:.1f} ({r['ess_per_cpu_s_sampling']:.1f})"
                  if "cpu_sampling_s" in r else "")
               + (f"; settings {r['settings']}" if "settings" in r else ""), flush=True)
+    if "import_s" in r:
+        print(f"    {_process_line(r)}", flush=True)
     if "cost_predicted" in r:
         print(f"    predicted {r['cost_predicted']:,.0f} vs realised {r['cost_realised']:,.0f} "
               f"rows per effective sample; ESS per step predicted "
               f"{r['ess_per_step_predicted']:.3f} vs realised {r['ess_per_step_realised']:.3f};"
               f" proposals tried: {r['proposals_tried']}; timings {r['timings']}", flush=True)
+
+
+def _process_line(r):
+    """How a row's fresh process ran: what came before fit's clock, the priming run, the
+    second call."""
+    return (f"fresh process: import of the project {r['import_s']:.2f} s and the model "
+            f"{r['model_s']:.2f} s before fit's clock (not counted); loaded when it started: "
+            f"{', '.join(r['loaded_before_fit']) or 'none of the watched modules'}"
+            + ("" if r.get("prime_s") is None else
+               f"; priming run (untimed) {r['prime_s']:.2f} s")
+            + ("" if "warm_all_in_s" not in r else
+               f"; second call {r['warm_all_in_s']:.2f} s, min ESS {r['warm_min_ess']:.0f}, "
+               f"{r['warm_ess_per_s_all_in']:.1f} ESS/s all-in"))
 
 
 def _errors(r):
@@ -421,33 +558,99 @@ def _cells(r):
                       for k in ("mean", "sd", "q05", "q95"))
 
 
+#: The peers beside fit, by their rows' ``sampler``, and their short names.
+PEERS = {"NumPyro HMCECS": "HMCECS", "NumPyro NUTS": "NUTS", "exact MH (walk)": "exact MH"}
+
+
+def _ratios(r, rows):
+    """fit's all-in ESS/s over each peer's sampling-only ESS/s (and per CPU-second, where
+    both have it); over exact MH's all-in ESS/s too."""
+    if r["sampler"] != "fit":
+        return ""
+    cells = []
+    for peer in rows:
+        short = PEERS.get(peer["sampler"])
+        if short is None:
+            continue
+        cell = f"{short} {r['ess_per_s_all_in'] / peer['ess_per_s_sampling']:.2f}x"
+        if "ess_per_cpu_s_sampling" in peer:
+            cell += f" (CPU {r['ess_per_cpu_s'] / peer['ess_per_cpu_s_sampling']:.1f}x)"
+        if short == "exact MH":
+            cell += f" (all-in {r['ess_per_s_all_in'] / peer['ess_per_s_all_in']:.1f}x)"
+        cells.append(cell)
+    return "; ".join(cells)
+
+
 def table(out) -> str:
-    """All rows as one markdown table, fit's ratio to HMCECS sampling-only beside each."""
-    head = ("| workload | sampler | route | all-in s | sampling s | min ESS | ESS/s all-in | "
-            "ESS/s sampling | fit all-in / HMCECS sampling (per CPU-s) | mean err (MCSE) | sd err (MCSE) | "
-            "q05 err (MCSE) | q95 err (MCSE) | cost pred / real | ESS/step pred / real | load |")
+    """All rows as one markdown table (fit's ratios to the peers beside it), then what the
+    issue's targets ask of each workload (:func:`summary`)."""
+    head = ("| workload | sampler | route | all-in s | sampling s | 2nd call s | min ESS | "
+            "ESS/s all-in | ESS/s sampling | fit all-in ESS/s / peer's sampling ESS/s | "
+            "mean err (MCSE) | sd err (MCSE) | q05 err (MCSE) | q95 err (MCSE) | "
+            "cost pred / real (rows per ESS) | ESS/step pred / real | load |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for name, w in out.items():
-        hmcecs = next((r for r in w["rows"] if r["sampler"] == "NumPyro HMCECS"), None)
         for r in w["rows"]:
-            ratio = ("" if hmcecs is None or r["sampler"] != "fit" else
-                     f"{r['ess_per_s_all_in'] / hmcecs['ess_per_s_sampling']:.2f}x")
-            if ratio and "ess_per_cpu_s" in r and "ess_per_cpu_s_sampling" in hmcecs:
-                ratio += f" (CPU {r['ess_per_cpu_s'] / hmcecs['ess_per_cpu_s_sampling']:.1f}x)"
             cost = (f"{r['cost_predicted']:,.0f} / {r['cost_realised']:,.0f}"
                     if "cost_predicted" in r else "")
             eps = (f"{r['ess_per_step_predicted']:.3f} / {r['ess_per_step_realised']:.3f}"
                    if "ess_per_step_predicted" in r else "")
+            warm = f"{r['warm_all_in_s']:.1f}" if "warm_all_in_s" in r else ""
             lines.append(
                 f"| {name} (N = {w['N']:,}, d = {w['d']}) | {r['sampler']} | "
-                f"{r.get('route', '')} | {r['all_in_s']:.1f} | {r['sampling_s']:.1f} | "
+                f"{r.get('route', '')} | {r['all_in_s']:.1f} | {r['sampling_s']:.1f} | {warm} | "
                 f"{r['min_ess']:.0f} | {r['ess_per_s_all_in']:.1f} | "
-                f"{r['ess_per_s_sampling']:.1f} | {ratio} | {_cells(r)} | {cost} | "
-                f"{eps} | {r['load']:.1f} |")
-    return "\n".join(lines)
+                f"{r['ess_per_s_sampling']:.1f} | {_ratios(r, w['rows'])} | {_cells(r)} | "
+                f"{cost} | {eps} | {r['load']:.1f} |")
+    return "\n".join(lines + [""] + summary(out))
+
+
+def _tails(r):
+    return (f"q05 {r['q05_error']:.3f} ({r['q05_mcse']:.3f}), "
+            f"q95 {r['q95_error']:.3f} ({r['q95_mcse']:.3f})")
+
+
+def summary(out) -> list:
+    """Per workload, in the issue's terms: fit's route, its first call split into set-up and
+    chains, predicted vs realised cost per effective sample, the ratios to the targets
+    (>= 10x HMCECS sampling-only at 10^6; >= 5x exact MH on the rare covariate), and on the
+    rare covariate the tail errors (posterior sds, MCSE) of fit, exact MH and HMCECS side by
+    side; then fit's ratio to HMCECS against N for each d."""
+    lines, by_d = [], {}
+    for name, w in out.items():
+        rows = {r["sampler"]: r for r in w["rows"]}
+        f = rows.get("fit")
+        if f is None:
+            continue
+        say = (f"- **{name}**: route {f['route']}; fit's first call {f['all_in_s']:.2f} s "
+               f"(set-up {f['setup_s']:.2f} s, chains {f['sampling_s']:.2f} s"
+               + (f"; second call {f['warm_all_in_s']:.2f} s" if "warm_all_in_s" in f else "")
+               + f"), min ESS {f['min_ess']:,.0f}; cost {f['cost_predicted']:,.0f} rows per "
+               f"effective sample predicted, {f['cost_realised']:,.0f} realised")
+        h = rows.get("NumPyro HMCECS")
+        if h is not None:
+            ratio = f["ess_per_s_all_in"] / h["ess_per_s_sampling"]
+            say += f"; {ratio:.2f}x HMCECS sampling-only"
+            by_d.setdefault(w["d"], []).append((w["N"], ratio))
+        e = rows.get("exact MH (walk)")
+        if e is not None:
+            say += (f"; {f['ess_per_s_all_in'] / e['ess_per_s_all_in']:.1f}x exact MH's "
+                    f"ESS/s all-in, {f['ess_per_s_all_in'] / e['ess_per_s_sampling']:.1f}x "
+                    "its sampling only (target >= 5x)")
+        if name.startswith("rare"):
+            say += "; tail errors in posterior sds (MCSE): fit " + _tails(f) + "".join(
+                f", {PEERS[k]} " + _tails(rows[k]) for k in PEERS if k in rows)
+        lines.append(say + f"; load {f['load']:.1f}")
+    for d, pts in sorted(by_d.items()):
+        if len(pts) > 1:
+            lines.append(f"- fit all-in / HMCECS sampling-only against N at d = {d}: "
+                         + ", ".join(f"{N:,} {x:.2f}x" for N, x in sorted(pts)))
+    return lines
 
 
 def main():
+    if sys.argv[1:2] == ["--child"]:
+        return child(sys.argv[2])
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--workloads", default=",".join(WORKLOADS))
     p.add_argument("--ess", type=float, default=1000.0)
@@ -485,6 +688,13 @@ def main():
                         "reuse a finished write; default: a temporary directory")
     p.add_argument("--write-only", action="store_true",
                    help="write (or check) the workloads' data and stop")
+    p.add_argument("--warm", action="store_true",
+                   help="also time fit's second call in its process (warm: modules imported, "
+                        "compiled kernels loaded)")
+    p.add_argument("--no-prime", dest="prime", action="store_false",
+                   help="do not run fit once, untimed, in another process before the timed "
+                        "one (the priming run fills numba's on-disk cache; without it, a cold "
+                        "cache's compilation is timed)")
     args = p.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     out = {}
@@ -500,9 +710,13 @@ def main():
             if args.write_only:
                 print(f"{name}: data in {tmp}, shape {X.shape}", flush=True)
                 continue
+            from samplers import ControlVariates, GaussianPrior, LogisticRegression
+
             model = LogisticRegression(X, y, prior=GaussianPrior(0.0, PRIOR_SD))
             print(f"{name}: N = {N:,}, d = {X.shape[1]}, load {os.getloadavg()[0]:.1f}",
                   flush=True)
+            base = dict(kind=kind, N=N, seed=seed, data_dir=str(tmp),
+                        fingerprint=fingerprint(X, y))
             cv = ControlVariates(model)
             gauss = X.shape[1] > args.ref_gaussian_above_d
             ref = reference(X, y, cv.center.theta, cv.laplace_covariance(), args.ref_draws,
@@ -527,11 +741,11 @@ def main():
                                      reference_widen=args.ref_widen or (1.0 if gauss else 1.2),
                                      rows=rows)
             if "fit" not in skip:
-                rows.append(fit_row(model, ref, args, seed))
+                rows.append(fit_row(base, ref, args, seed))
                 show(name, rows[-1])
                 save(args, out)
             if kind == "rare" and "exact" not in skip:
-                rows.append(exact_row(model, ref, args, seed))
+                rows.append(exact_row(base, ref, args, seed))
                 show(name, rows[-1])
             for which in ("hmcecs", "nuts"):
                 if which not in skip and not (which == "nuts" and N > args.nuts_max_n):
