@@ -51,7 +51,9 @@ modules were loaded when fit's clock started (numba only, which ``import sampler
 Before the timed process, an untimed one runs the same call (``--no-prime`` skips it), so
 that numba's on-disk cache holds the compiled kernels, as on a user's second script (a
 first-ever call also compiles; that is not what this measures). ``--warm`` times a second
-call in the same process too (the table's "2nd call s").
+call in the same process too (the table's "2nd call s"). The peers run in this process, their
+clocks started after JAX and NumPyro are imported: their all-in figures leave out what fit's
+include (the imports fit's first call makes: ArviZ, SciPy's statistics).
 
 Run ``python benchmarks/bench_fit.py --workloads d10-N1e5,rare-N2e5`` for the small sizes;
 results go to ``benchmarks/results/bench_fit.json``. Timings are whole-process figures on the
