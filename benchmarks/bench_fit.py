@@ -632,7 +632,8 @@ def summary(out) -> list:
         h = rows.get("NumPyro HMCECS")
         if h is not None:
             ratio = f["ess_per_s_all_in"] / h["ess_per_s_sampling"]
-            say += f"; {ratio:.2f}x HMCECS sampling-only"
+            say += (f"; {ratio:.2f}x HMCECS sampling-only"
+                    + (" (target >= 10x)" if w["N"] == 1_000_000 else ""))
             by_d.setdefault(w["d"], []).append((w["N"], ratio))
         e = rows.get("exact MH (walk)")
         if e is not None:
