@@ -56,7 +56,19 @@ clocks started after JAX and NumPyro are imported: their all-in figures leave ou
 include (the imports fit's first call makes: ArviZ, SciPy's statistics).
 
 Run ``python benchmarks/bench_fit.py --workloads d10-N1e5,rare-N2e5`` for the small sizes;
-results go to ``benchmarks/results/bench_fit.json``. Timings are whole-process figures on the
+results go to ``benchmarks/results/bench_fit.json``. The issue's table, one command at a time on
+a quiet machine (durations estimated from runs at load 1-10; ``D`` keeps the memmaps):
+
+* ``--workloads d10-N1e5,d10-N1e6 --ess 10000 --draws 3000 --laplace-mass --ref-method
+  taylor4 --warm --skip nuts`` (about 3 minutes; NUTS apart: ``--skip fit,hmcecs``, a minute
+  or two at 10^5, 10-20 minutes at 10^6);
+* ``--workloads d10-N1e7 --data-dir D --write-only``, then the same as above with
+  ``--workloads d10-N1e7 --data-dir D --skip hmcecs`` (HMCECS ran out of 24 GiB there; a few
+  minutes);
+* ``--workloads rare-N2e5 --ess 10000 --ref-draws 40000 --warm --skip nuts`` (5 minutes), and
+  ``rare-N1e6`` the same (about half an hour, mostly the reference, exact MH and HMCECS);
+* ``--workloads d100-N2e5 --warm --skip nuts`` (HMCECS about 20 minutes), ``d100-N1e6`` the
+  same (HMCECS an hour or more). Timings are whole-process figures on the
 machine the JSON names, with its load.
 """
 
