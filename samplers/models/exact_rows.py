@@ -203,16 +203,26 @@ def _top(a, k) -> np.ndarray:
 
 def _block_top_scales(block, sigma, power, k):
     """On a worker: a block's ``k`` largest :func:`row_scales` (indices within the block, and
-    values) and the sum of all its squared scales, so that no per-row vector leaves it."""
+    values) and the sum of its other squared scales, so that no per-row vector leaves it."""
     a = _block_scales(block, sigma, power)
     top = _top(a, k)
-    return top, a[top], float(np.sum(a * a))
+    return top, a[top], _sum_of_others(a, top)
+
+
+def _sum_of_others(a, top):
+    """The sum of the squares of ``a`` but at ``top``, summed as such: the total less the
+    top's squares would cancel (on scales as unequal as |x|^3 of t(1.2) covariates the top
+    rows' squares are 10^20 times the others' sum, which the difference loses entirely)."""
+    sq = a * a
+    sq[top] = 0.0
+    return float(np.sum(sq))
 
 
 def _top_scales_on(cluster, cv, k):
     """:func:`heavy_rows`' candidates on a cluster: the ``k`` largest residual scales over all
-    rows (row indices and values) and the sum of all N squared scales, merged from each
-    range's own top ``k`` and sum, so the client holds O(k) numbers, never N."""
+    rows (row indices and values) and the sum of the other rows' squared scales, merged
+    from each range's own top ``k`` and sum of the rest (plus the squares of the range's
+    top rows that the merge drops), so the client holds O(k) numbers, never N."""
     if getattr(cv, "_glm", None) is None or not callable(getattr(cv, "laplace_covariance",
                                                                   None)):
         row_scales(cv)                      # the TypeError naming what is missing
@@ -225,8 +235,8 @@ def _top_scales_on(cluster, cv, k):
         top, a, sq = got
         idx, val = np.concatenate((idx, top + start)), np.concatenate((val, a))
         keep = _top(val, k)
+        total[0] += sq + _sum_of_others(val, keep)
         idx, val = idx[keep], val[keep]
-        total[0] += sq
 
     map_ranges(cluster, recipe_of(cv.model), _block_top_scales, (sigma, power, k), merge,
                N=cv.N, chunk=SCAN_CHUNK, progress=False, desc="heavy rows")
@@ -356,10 +366,11 @@ def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
                 raise ValueError(f"scales must be {N} finite values >= 0 (row_scales(cv)), "
                                  f"got shape {a.shape}")
         top = _top(a, k_all + 1)
-        a_top, total = a[top], float(np.sum(a * a))
+        a_top, total = a[top], _sum_of_others(a, top)
     order = np.argsort(-a_top, kind="stable")
     top, a_top = top[order], a_top[order]
-    k = min(_cut(a_top[: k_max + 1], total, N, tau), k_max)
+    below = float(np.sum(a_top[k_max + 1:] ** 2))     # candidates past max_rows + 1
+    k = min(_cut(a_top[: k_max + 1], total + below, N, tau), k_max)
     rows = np.sort(top[:k]).astype(np.intp) if k_max else none
     if sample_rows is None:
         return rows
@@ -368,13 +379,13 @@ def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
                   else None)
 
 
-def _cut(a_top, total, N, tau):
-    """:func:`heavy_rows`' rule on the largest scales ``a_top`` (decreasing) of rows whose
-    squared scales sum to ``total``: the count k of rows up to the last one above tau times
-    the rms of the rows below it (``len(a_top)`` when that is the last one given)."""
+def _cut(a_top, others, N, tau):
+    """:func:`heavy_rows`' rule on the largest scales ``a_top`` (decreasing) and the sum
+    ``others`` of the other rows' squared scales: the count k of rows up to the last one
+    above tau times the rms of the rows below it (``len(a_top)`` when that is the last one
+    given)."""
     sq = a_top ** 2
-    others = total - float(np.sum(sq))          # rows not among a_top
-    outside = max(others, 0.0) if a_top.size < N else 0.0
+    outside = others if a_top.size < N else 0.0
     # after[t]: sum of squares of the rows ranked below candidate t (suffix sums: no
     # cancellation however much the heavy rows dominate the total)
     after = outside + np.concatenate((np.cumsum(sq[::-1])[::-1][1:], [0.0]))
