@@ -95,6 +95,17 @@ def merge_moments3(n, mean, m2, m3, k, b_mean, b_m2, b_m3):
     return total, new_mean, new_m2, new_m3
 
 
+def merge_moments4(n, mean, m2, m3, m4, k, b_mean, b_m2, b_m3, b_m4):
+    """:func:`merge_moments3` plus the sum of fourth powers of the deviations (Pébay 2008,
+    eq. 2.1)."""
+    total, new_mean, new_m2, new_m3 = merge_moments3(n, mean, m2, m3, k, b_mean, b_m2, b_m3)
+    delta = b_mean - mean
+    new_m4 = (m4 + b_m4 + delta ** 4 * n * k * (n * n - n * k + k * k) / total ** 3
+              + 6.0 * delta * delta * (n * n * b_m2 + k * k * m2) / (total * total)
+              + 4.0 * delta * (n * b_m3 - k * m3) / total)
+    return total, new_mean, new_m2, new_m3, new_m4
+
+
 @jit
 def abs_central_sums(values, center):
     """``sum |v - center|`` and ``sum |v - center|^3`` over ``values``."""

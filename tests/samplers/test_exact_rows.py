@@ -67,6 +67,33 @@ def test_heavy_rows_are_the_rare_rows_and_none_on_alike_rows(rare):
     assert heavy_rows(cv, max_rows=0).size == 0
 
 
+def test_the_cut_for_a_row_sample_runs_the_rule_past_the_cap(rare):
+    """heavy_rows(sample_rows=k): the heavy rows unchanged, and the rows a row sample reads
+    exactly, the rule run on up to k rows (the rows left are then each within 20 times the
+    rms of the rows below them), or None when it does not stop by then."""
+    X, _, cv = rare
+    rows = heavy_rows(cv)
+    got, exact = heavy_rows(cv, sample_rows=200)
+    assert got.tolist() == rows.tolist() and exact.tolist() == rows.tolist()
+    # Pareto scales of tail index 0.4 (the residual scales |x|^3 of t(1.2) covariates): the
+    # sqrt(N) cap stops the rule before it is met (at about N / 100 rows for large N)
+    a = np.random.default_rng(5).pareto(0.4, N) + 1.0
+    capped = heavy_rows(cv, scales=a)
+    assert capped.size == int(np.ceil(np.sqrt(N)))
+    got, exact = heavy_rows(cv, scales=a, sample_rows=N // 4)
+    assert got.tolist() == capped.tolist()
+    assert np.all(np.isin(capped, exact)) and exact.size > capped.size
+    rest = np.sort(np.delete(a, exact))[::-1]
+    below = np.sqrt(np.cumsum(rest[::-1] ** 2)[::-1][1:] / np.arange(rest.size - 1, 0, -1))
+    assert np.all(rest[:-1] <= 20.0 * below)           # every row left: the rule holds
+    rest = np.sort(np.delete(a, capped))[::-1]          # after the cap it did not
+    assert rest[0] > 20.0 * np.sqrt(np.mean(rest[1:] ** 2))
+    assert heavy_rows(cv, scales=a, sample_rows=exact.size - 1)[1] is None
+    assert heavy_rows(cv, scales=a, sample_rows=exact.size)[1].tolist() == exact.tolist()
+    none = heavy_rows(cv, scales=a, max_rows=0, sample_rows=0)
+    assert none[0].size == 0 and none[1].size == 0
+
+
 def test_row_scales_is_the_laplace_variance_of_the_predictor(rare):
     X, _, cv = rare
     S = cv.laplace_covariance()
@@ -131,6 +158,10 @@ def test_bad_input_is_refused_and_the_callers_rows_untouched(rare):
         heavy_rows(cv, threshold=0.5)
     with pytest.raises(ValueError, match="max_rows"):
         heavy_rows(cv, max_rows=N)
+    with pytest.raises(ValueError, match=r"sample_rows must be in \[0, N - 2\].*got -1"):
+        heavy_rows(cv, sample_rows=-1)
+    with pytest.raises(TypeError, match="sample_rows must be an integer or None, got 1.5"):
+        heavy_rows(cv, sample_rows=1.5)
     with pytest.raises(TypeError, match="GLM"):
         heavy_rows(cv.model)
 

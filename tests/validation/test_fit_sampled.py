@@ -106,3 +106,41 @@ def test_more_draws_counts_its_passes_and_the_note_names_a_mix_of_sampled_and_ex
     assert "over 2 passes" in note and "heavy" not in note
     assert steps._sample_note(0.0, 2 * N, N, 0, passes=2) == ""      # both exact
     assert "the 40 heavy rows exact" in steps._sample_note(0.001, 3_000, N, 40)
+
+
+def test_the_sample_reads_the_cut_past_the_heavy_rows_or_every_pass_is_exact(model, passes,
+                                                                              monkeypatch):
+    """fit samples with the rows of heavy_rows' cut for a sample read exactly (the split's
+    pass: those beyond the heavy rows, in the rest's numbering), and makes every pass exact
+    where that cut does not stop (heavy_rows returns None for it)."""
+    import samplers
+    from validation.workflow import fit as fit_module
+
+    real = samplers.heavy_rows
+    heavy = real(fit_module.steps.mode_and_proxy(model).cv)
+    extra = np.array([5, 17, 30_000])                    # three more rows, none heavy
+    assert not np.any(np.isin(extra, heavy))
+    monkeypatch.setattr(samplers, "heavy_rows", lambda cv, **kw: (
+        real(cv, **{k: v for k, v in kw.items() if k != "sample_rows"}),
+        np.union1d(heavy, extra)))
+    run(model)
+    assert passes and all(p.sampled for p in passes)
+    rest = np.setdiff1d(np.arange(N), heavy)
+    got = fit_module._on_rest(np.union1d(heavy, extra), heavy)
+    np.testing.assert_array_equal(rest[got], extra)      # the same rows, renumbered
+    # each pass reads its exact rows and a sample of start * 2^j rows of the others (start:
+    # 1,024, or 8 sqrt of the rows sampled from, the same on the split)
+    start = max(1024, int(np.ceil(8 * np.sqrt(rest.size - extra.size))))
+    on_split = 0
+    for p in passes:
+        split = p.trial.N == rest.size                   # a pass on the split's rest
+        on_split += split
+        n_exact = extra.size + (0 if split else heavy.size)
+        assert (p.rows_read - n_exact) % start == 0, (p.rows_read, n_exact, start)
+    assert on_split >= 1
+    passes.clear()
+    monkeypatch.setattr(samplers, "heavy_rows", lambda cv, **kw: (
+        real(cv, **{k: v for k, v in kw.items() if k != "sample_rows"}), None))
+    text = run(model).posterior.attrs["explanation"]
+    assert passes and not any(p.sampled for p in passes)
+    assert "too unequal for a row sample" in text

@@ -56,6 +56,13 @@ HEAVY_KURTOSIS = 1000.0
 PARALLEL_SECONDS = 2.0
 #: Laplace draws at least (Pareto-k needs more than 4 weights in its tail, ceil(n / 5)).
 MIN_DRAWS = 30
+#: The passes over trial pairs sample the rows only where :func:`samplers.heavy_rows`' rule,
+#: run on for a sample (``sample_rows``), stops within this many times sqrt(N) rows (as
+#: many as the first sample's floor, ``design.TrialChain.from_row_sample``): those rows are
+#: read exactly, and every other row's residual scale is then within 20 times the rms of
+#: the rows below it, so the sample's standard error is honest. Where the rule does not
+#: stop (covariates from t(1.2): it needs about N / 100 rows) every pass is exact.
+SAMPLE_EXACT_PER_SQRT = 8
 
 
 def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
@@ -263,7 +270,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
                                       if test is None or test in DESIGNED else (None, (), None))
     if exact_rows is not None:      # the passes over pairs may sample the rest's rows
         proxy = replace(proxy, exact_rows=exact_rows)
-        split = split and replace(split, exact_rows=np.empty(0, dtype=np.intp))
+        split = split and replace(split, exact_rows=_on_rest(exact_rows, split.cv.rows))
     draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng,
                    executor=executor)
     choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
@@ -361,29 +368,45 @@ def _check_heavy_rows(heavy_rows, model):
 
 def _split(proxy, heavy, executor=None):
     """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows),
-    the explanation's lines and the heavy rows (empty when none were found or given; None
-    when not looked for or not known: then the passes over pairs read every row,
-    :func:`~validation.workflow.steps.pairs_pass`)."""
+    the explanation's lines and the rows a row sample reads exactly (the heavy rows, and
+    beyond them the rest of :func:`samplers.heavy_rows`' cut for a sample, ``sample_rows``;
+    empty when none were found or given; None when not looked for or not known, or when
+    that cut does not stop within ``SAMPLE_EXACT_PER_SQRT * sqrt(N)`` rows: then the passes
+    over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`)."""
     from samplers import ExactRows, heavy_rows
 
     if heavy is False:
         return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
                       "sampled",), None
+    note = ()
     if isinstance(heavy, str):
+        cap = math.ceil(SAMPLE_EXACT_PER_SQRT * math.sqrt(proxy.cv.N))
         try:
-            rows = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor))
+            rows, exact = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor),
+                                     sample_rows=min(cap, int(proxy.cv.N) - 2))
         except TypeError:           # a user's model: no per-row residual scales
             return None, (), None
         how = "found by their residual scale (samplers.heavy_rows)"
+        if exact is None:
+            note = ("   the other rows' residual scales are too unequal for a row sample "
+                    f"(samplers.heavy_rows' cut does not stop within {cap:,} rows), so the "
+                    "passes over trial pairs read every row",)
     else:
-        rows, how = heavy, "given (heavy_rows=)"
+        rows, exact, how = heavy, heavy, "given (heavy_rows=)"
     if rows.size == 0:
-        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)), rows
+        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)), exact
     cv = ExactRows(proxy.cv, rows)
     return replace(proxy, cv=cv), (
         f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
         f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
-        f"from the other {cv.N:,} rows; the exact routes read all rows",), rows
+        f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact
+
+
+def _on_rest(rows, heavy):
+    """``rows`` (sorted, holding the sorted ``heavy``) other than ``heavy``, as row indices
+    of the rest (:class:`samplers.ExactRows`' numbering)."""
+    extra = rows[~np.isin(rows, heavy)]
+    return (extra - np.searchsorted(heavy, extra)).astype(np.intp)
 
 
 def _split_pairs(split, pairs, executor=None, rng=None):
