@@ -18,6 +18,7 @@ from scipy import special
 from ._lib.checks import check_int, check_interval
 from ._lib.interrupts import interrupt_as_keyboard
 from ._lib.jit import jit
+from ._lib.passes import n_chunks, run_chunks
 from ._sequential import sequential_error
 
 __all__ = ["decision_errors", "barker_decision_errors", "confidence_decision_errors"]
@@ -115,9 +116,10 @@ def _signed_error(mu_c, kappa, grid, err, ahead, behind):
 _GH_X, _GH_W = np.polynomial.hermite.hermgauss(24)
 
 
-#: Decisions per call of :func:`_errors` (a few hundredths of a second): a Ctrl-C is seen
-#: between calls.
-_CHUNK = 2048
+#: Decisions per call of :func:`_errors` (under a hundredth of a second): a Ctrl-C is seen
+#: between calls, and the calls run on every core (:func:`design._lib.passes.run_chunks`;
+#: each decision's estimate is its own, so the result does not depend on the threads).
+_CHUNK = 512
 #: Below this ``kappa * edge`` the whole-table integrals are power series in ``kappa`` over
 #: the moments of E (:func:`_table_moments`); ``_MOMENTS`` terms make the truncation below
 #: 1e-20 of the sum there.
@@ -330,9 +332,14 @@ def decision_errors(mean, sd, n_used, log_const, *, N, m, epsilon, threshold="no
     grid, err, moments = error_table(N, m, epsilon, threshold, moments=True)
     prior_mean, prior_var = _prior(mean, sd, used, c, float(N))
     out = np.empty_like(mean)
-    for start in range(0, mean.shape[0], _CHUNK):
-        _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid, err,
-                moments, _GH_X, _GH_W, out, start, min(start + _CHUNK, mean.shape[0]))
+    n = mean.shape[0]
+
+    def chunks(c0, c1):
+        for k in range(c0, c1):
+            _errors(mean, sd, used, c, float(N), bool(absolute), prior_mean, prior_var, grid,
+                    err, moments, _GH_X, _GH_W, out, k * _CHUNK, min((k + 1) * _CHUNK, n))
+
+    run_chunks(chunks, n_chunks(n, _CHUNK))
     return out
 
 

@@ -133,6 +133,11 @@ class _Source:
             raise ValueError(f"thetas and theta_news must have the same non-empty shape "
                              f"(n_pairs, d), got {thetas.shape} and {theta_news.shape}")
         self.model, self.thetas, self.theta_news = source, thetas, theta_news
+        # a model whose rows are in memory computes the l_i at the rows as drawn (a row
+        # drawn twice is computed twice, which costs less than finding the repeats); any
+        # other model is asked once per distinct row, in sorted order (a store's reads)
+        sources = getattr(source, "data_sources", None)
+        self._in_memory = callable(sources) and not sources()
         self.N = check_int("model.N", getattr(source, "N", None), low=4)
         self.n_pairs = thetas.shape[0]
         self.trial = None if trial is None else _check_trial(trial, self.n_pairs, self.N)
@@ -195,7 +200,10 @@ class _Source:
             return self._full[p][rows]
         self._asked[p] = asked
         flat = np.asarray(rows).ravel()
-        uniq, inverse = np.unique(flat, return_inverse=True)
+        if self._in_memory:
+            uniq, inverse = flat, None
+        else:
+            uniq, inverse = np.unique(flat, return_inverse=True)
         theta, theta_new = self.thetas[p], self.theta_news[p]
         got = loglik_ratio(self.model, theta, theta_new, uniq)
         if got.shape != uniq.shape:
@@ -205,7 +213,8 @@ class _Source:
             k = int(np.flatnonzero(~np.isfinite(got))[0])
             raise ValueError(f"log-likelihood ratio of row {int(uniq[k])} is {got[k]} "
                              f"between theta={theta} and theta_new={theta_new}")
-        return got[inverse.ravel()].reshape(np.shape(rows))
+        got = got if inverse is None else got[inverse.ravel()]
+        return got.reshape(np.shape(rows))
 
     def histogram(self, p, sample):
         """Counts and edges of ``HIST_BINS`` bins of pair p's standardized l_i: over all N

@@ -102,38 +102,76 @@ def minibatch_values_statistics(values, mu, N, means, tstats):
 
 
 @jit
-def keyed_prefixes(order, key, epochs, out):
-    """The first ``out.shape[1]`` rows of each keyed order ``epochs[j]`` under ``key`` (two
-    uint64) into ``out[j]``: the rows a path of that epoch reads, whatever stages it reads
-    them in (a keyed order's uniform is a function of its epoch and position only)."""
-    L = out.shape[1]
-    u = np.empty(L)
-    for j in range(epochs.shape[0]):
-        restart_order(order)
-        keyed_uniforms(key, epochs[j], 0, u)
-        take_rows(order, u, out[j])
-
-
-@jit
 def set_epoch(order, epoch):
     """Set a keyed order's epoch (its next restart reads epoch ``epoch + 1``)."""
     order.epoch = epoch
 
 
+@jit
+def keyed_blocks(order, key, epochs, starts, lengths, out):
+    """Rows ``starts[j] .. starts[j] + lengths[j] - 1`` of keyed order ``epochs[j]`` under
+    ``key`` into ``out[j, :lengths[j]]`` (:func:`keyed_block`, the order restarted for each)."""
+    for j in range(epochs.shape[0]):
+        keyed_block(order, key, epochs[j], starts[j], out[j, :lengths[j]], True)
+
+
+#: Positions a replay takes at once (:func:`keyed_block`): its scratch is this long.
+_REPLAY = 1 << 16
+
+
+@jit
+def keyed_block(order, key, epoch, start, out, restart):
+    """Rows at positions ``start .. start + len(out) - 1`` of keyed order ``epoch`` under
+    ``key`` (two uint64) into ``out``: the rows a path of that epoch reads there, whatever
+    stages it reads them in. With ``restart`` the order is restarted and its positions
+    before ``start`` taken again (O(start) time, scratch of ``_REPLAY``, no l_i); without,
+    ``order`` must have taken exactly ``start`` positions of this epoch (a path read on)."""
+    if restart:
+        restart_order(order)
+        u = np.empty(min(start, _REPLAY))
+        rows = np.empty(u.shape[0], dtype=np.intp)
+        at = 0
+        while at < start:
+            k = min(u.shape[0], start - at)
+            keyed_uniforms(key, epoch, at, u[:k])
+            take_rows(order, u[:k], rows[:k])
+            at += k
+    u = np.empty(out.shape[0])
+    keyed_uniforms(key, epoch, start, u)
+    take_rows(order, u, out)
+
+
+#: Fields of a path's state (:func:`sequence_path_acceptance`), one row per path.
+STATE_FIELDS = ("n", "mean", "m2", "stage", "a", "b")
+
+
+def new_path_states(n_paths):
+    """States of ``n_paths`` paths not started (stage -1)."""
+    states = np.zeros((n_paths, len(STATE_FIELDS)))
+    states[:, 3] = -1.0
+    return states
+
+
 def _sequence_path_impl(radius, grow):
     @jit
-    def path(values, N, settings, lo_win, hi_win):
-        L = values.shape[0]
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
-        r = radius(0, N, 0, mean, m2, settings)
-        if r != r:   # NEED_MORE (NaN); a negative r decides at once
-            raise ValueError("the test's settings do not cover a whole pass over N rows")
-        a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+    def path(values, start, N, settings, lo_win, hi_win, state):
+        n, mean, m2, stage = int(state[0]), state[1], state[2], int(state[3])
+        if stage < 0:
+            stage = 0
+            r = radius(0, N, 0, mean, m2, settings)
+            if r != r:   # NEED_MORE (NaN); a negative r decides at once
+                raise ValueError("the test's settings do not cover a whole pass over N rows")
+            a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
+        else:
+            a, b = state[4], state[5]
+        L = start + values.shape[0]
+        finished = True
         while n < N and a < b and a < hi_win and b > lo_win:
             take = min(grow(n, N, stage, settings), N - n)
             if n + take > L:
-                return a, b, False
-            b_mean, b_m2 = batch_moments(values[n:n + take])
+                finished = False
+                break
+            b_mean, b_m2 = batch_moments(values[n - start:n - start + take])
             n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
             stage += 1
             if n < N:
@@ -142,7 +180,8 @@ def _sequence_path_impl(radius, grow):
                     raise ValueError("the test's settings do not cover a whole pass "
                                      "over N rows")
                 a, b = _narrow(a, b, mean - r, mean + r)
-        return a, b, True
+        state[0], state[1], state[2], state[3], state[4], state[5] = n, mean, m2, stage, a, b
+        return finished
 
     return path
 
@@ -150,27 +189,32 @@ def _sequence_path_impl(radius, grow):
 @cache
 def sequence_path_acceptance(radius, grow):
     """Compiled P(accept | path) of an interval test, u integrated, for paths given as the
-    l_i of their rows in the order read (:func:`interval_path`'s rule and arithmetic, with
-    the rows read ahead instead of drawn).
+    l_i of their rows in the order read, block by block (:func:`interval_path`'s rule and
+    arithmetic, with the rows read ahead instead of drawn).
 
-    Returns ``run(values, mu, N, settings, log_const, window, out, done)``: path j reads
-    ``values[j]`` stage by stage; if it stops within them, ``out[j]`` is
-    ``min(1, exp(N tau + c))`` (``validation._verdict.windowed_path_acceptance``'s rule:
-    the path stops once its undecided thresholds leave [(-c - window) / N, -c / N]; ``mu``
-    the mean of all N l_i) and ``done[j]`` True; if it needs more rows than given,
-    ``done[j]`` is False (the caller reads a longer prefix of the same order).
+    Returns ``run(values, starts, lengths, mu, N, settings, log_const, window, states, out,
+    done)``: path j resumes from ``states[j]`` (``STATE_FIELDS``; :func:`new_path_states`
+    for a path not started) on ``values[j, :lengths[j]]``, the l_i of its positions
+    ``starts[j]`` on (``starts[j]`` its state's n: a stage boundary), stage by stage; if it
+    stops within them, ``out[j]`` is ``min(1, exp(N tau + c))``
+    (``validation._verdict.windowed_path_acceptance``'s rule: the path stops once its
+    undecided thresholds leave [(-c - window) / N, -c / N]; ``mu`` the mean of all N l_i)
+    and ``done[j]`` True; if it needs more rows than given, ``done[j]`` is False and
+    ``states[j]`` holds where it stopped (the caller reads on from its n). The arithmetic
+    is the same whatever the blocks, so the result is too.
     """
     path = _sequence_path_impl(radius, grow)
 
     @jit
-    def run(values, mu, N, settings, log_const, window, out, done):
+    def run(values, starts, lengths, mu, N, settings, log_const, window, states, out, done):
         hi_win = -log_const / N
         lo_win = (-log_const - window) / N
         for j in range(values.shape[0]):
-            a, b, finished = path(values[j], N, settings, lo_win, hi_win)
+            finished = path(values[j, :lengths[j]], starts[j], N, settings, lo_win, hi_win,
+                            states[j])
             done[j] = finished
             if finished:
-                tau = min(max(mu, a), b)
+                tau = min(max(mu, states[j, 4]), states[j, 5])
                 out[j] = math.exp(min(N * tau + log_const, 0.0))
 
     return run

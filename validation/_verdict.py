@@ -29,7 +29,8 @@ from design._lib.jit import jit
 from design._lib.progress import progress_bar
 from design._lib.rows import new_order, set_keyed
 
-from ._kernels import interval_path, keyed_prefixes, sequence_path_acceptance, set_epoch
+from ._kernels import (interval_path, keyed_block, keyed_blocks, new_path_states,
+                       sequence_path_acceptance, set_epoch)
 from ._ratios import CHUNK
 
 __all__ = ["AcceptanceCheck", "acceptance_check"]
@@ -331,9 +332,11 @@ def _population(src, p):
         raise ValueError(f"pair {p}: {exc}") from None
 
 
-#: Rows of a path read ahead at once (a longer prefix of its order for the few paths that
-#: need one), and the most l_i read at once over the paths of a pair.
-_GROWTH = 4
+#: The rows read ahead for the paths still undecided double each round (the rows a path
+#: reads past its need are then at most as many as it needed), and at most this many l_i
+#: are read at once over the paths of a pair: a path that reads on past it is read alone,
+#: by blocks of this many rows, so the memory of the paths is bounded whatever N.
+_GROWTH = 2
 _BLOCK_VALUES = 1 << 20
 
 
@@ -352,39 +355,102 @@ def _path_acceptance(src, p, spec, log_const, key, order, epochs, mu, first_rows
     """P(accept | path) of pair p for the paths ``epochs`` (keyed orders under ``key``).
 
     The rows of each path are drawn ahead (``first_rows`` of its order), their l_i read
-    (``src.values``) and the path run on them; the paths that read past them get a prefix
-    ``_GROWTH`` times longer of the same order, up to N. Memory: ``_BLOCK_VALUES`` l_i.
-    Where all N l_i are at hand (``src.full``: small N), the paths run on them in place.
+    (``src.values``) and the path run on them; the paths that read past them read on from
+    where they stopped, the next rows of the same order, twice as many each round
+    (``_GROWTH``), by blocks of at most ``_BLOCK_VALUES`` l_i over the paths; past that, one
+    path at a time by blocks of ``_BLOCK_VALUES`` rows. Memory: ``_BLOCK_VALUES`` l_i and
+    their rows (besides the order's own table). Where all N l_i are at hand (``src.full``:
+    small N), the paths run on them in place.
     """
+
     N, settings = src.N, spec.settings
-    run = sequence_path_acceptance(spec.radius, spec.grow)
+    kernel = sequence_path_acceptance(spec.radius, spec.grow)
+
+    def run(values, starts, lengths, states, probs, done):
+        kernel(values, starts, lengths, mu, N, settings, log_const, _WINDOW, states, probs,
+               done)
+
     out = np.empty(epochs.size)
+    l = src.full(p)
+    if l is not None and np.all(np.diff(epochs) == 1):
+        # every l_i at hand (small N): the paths drawn stage by stage on the same keyed
+        # orders, the same values bit for bit without reading rows ahead
+        _keyed_in_place(l, spec, log_const, key, int(epochs[0]), out)
+        return out
+    states = new_path_states(epochs.size)
     todo = np.arange(epochs.size)
-    L = first_rows
-    while todo.size:
+    L = min(first_rows, _BLOCK_VALUES)
+    while todo.size and L <= _BLOCK_VALUES:
         per = max(1, _BLOCK_VALUES // L)
         left = []
         for s in range(0, todo.size, per):
             j = todo[s:s + per]
-            l = src.full(p)
-            if l is not None and np.all(np.diff(epochs[j]) == 1):
-                # every l_i at hand (small N): the paths drawn stage by stage on the same
-                # keyed orders, the same values bit for bit without reading rows ahead
-                got = np.empty(j.size)
-                _keyed_in_place(l, spec, log_const, key, int(epochs[j[0]]), got)
-                out[j] = got
-                continue
-            rows = np.empty((j.size, L), dtype=np.intp)
-            keyed_prefixes(order, key, epochs[j].astype(np.int64), rows)
-            probs, finished = np.empty(j.size), np.empty(j.size, dtype=np.bool_)
-            run(src.values(p, rows), mu, N, settings, log_const, _WINDOW, probs, finished)
-            out[j[finished]] = probs[finished]
-            left.append(j[~finished])
-        todo = np.concatenate(left) if left else todo[:0]
-        if todo.size and L == N:
-            raise RuntimeError("a path read all N rows without deciding")
-        L = min(_GROWTH * L, N)
+            left.append(_read_on(src, p, run, order, key, epochs[j], states, j, L, out))
+        todo = np.concatenate(left)
+        if L == _BLOCK_VALUES:
+            break
+        L = min(_GROWTH * L, _BLOCK_VALUES)
+    for j in todo:          # the longest paths, one at a time, their order read on
+        out[j] = _read_alone(src, p, run, order, key, int(epochs[j]), states, j)
     return out
+
+
+def _read_on(src, p, run, order, key, epochs, states, j, L, out):
+    """One round of the paths ``j``: the next ``L`` rows of each (from its state's n), run;
+    ``out`` gets the finished ones; returns the others."""
+    starts = states[j, 0].astype(np.int64)
+    lengths = np.minimum(L, src.N - starts)
+    if np.any(lengths <= 0):
+        raise RuntimeError("a path read all N rows without deciding")
+    rows = np.zeros((j.size, L), dtype=np.intp)
+    keyed_blocks(order, key, epochs.astype(np.int64), starts, lengths, rows)
+    got = _run_paths(src, p, run, rows, starts, lengths, states, j)
+    finished = ~np.isnan(got)
+    out[j[finished]] = got[finished]
+    return j[~finished]
+
+
+def _read_alone(src, p, run, order, key, epoch, states, j):
+    """P(accept | path) of the one path ``j``, read on from its state by blocks of
+    ``_BLOCK_VALUES`` rows (more only if one stage needs more): its order restarted once and
+    then read on; the rows of a stage that straddles two blocks are kept for the next."""
+    N = src.N
+    at = int(states[j, 0])
+    tail = np.empty(0, dtype=np.intp)
+    want, restart = _BLOCK_VALUES, True
+    while True:
+        size = min(want, N - at)
+        if size <= tail.size:
+            raise RuntimeError("a path read all N rows without deciding")
+        fresh = np.empty(size - tail.size, dtype=np.intp)
+        keyed_block(order, key, epoch, at + tail.size, fresh, restart)
+        restart = False
+        rows = np.concatenate([tail, fresh])
+        got = _run_paths(src, p, run, rows[None, :], np.array([at]), np.array([size]), states,
+                         np.array([j]))
+        if not np.isnan(got[0]):
+            return got[0]
+        n = int(states[j, 0])
+        want = _BLOCK_VALUES if n > at else 2 * size      # a stage longer than a block
+        tail, at = rows[n - at:], n
+
+
+def _run_paths(src, p, run, rows, starts, lengths, states, j):
+    """Run the paths ``j`` on the l_i at ``rows`` (row k valid up to ``lengths[k]``) from
+    ``states[j]`` (written back): P(accept | path) per path, NaN where it reads on."""
+    if np.all(lengths == rows.shape[1]):
+        values = src.values(p, rows)
+    else:
+        values = np.zeros(rows.shape)
+        mask = np.arange(rows.shape[1]) < lengths[:, None]
+        values[mask] = src.values(p, rows[mask])
+    block = states[j]
+    probs = np.full(rows.shape[0], np.nan)
+    done = np.empty(rows.shape[0], dtype=np.bool_)
+    run(values, starts.astype(np.int64), lengths.astype(np.int64), block, probs, done)
+    states[j] = block
+    probs[~done] = np.nan
+    return probs
 
 
 def _keyed_in_place(l, spec, log_const, key, first_epoch, out):

@@ -64,5 +64,10 @@ def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
     pool = _get_pool()
     futures = [pool.submit(kernel, *args, c0, min(c0 + step, count))
                for c0 in range(0, count, step)]
-    for future in futures:
-        future.result()
+    try:
+        for future in futures:
+            future.result()
+    except BaseException:     # a Ctrl-C (or a failed block): the blocks not started are not
+        for future in futures:                                             # run at all
+            future.cancel()
+        raise

@@ -185,12 +185,12 @@ def test_a_ctrl_c_while_the_chain_is_assembled_is_held_and_the_chain_kept():
 
 
 def test_the_bias_check_is_unchanged_by_its_chunks():
-    """The monitor's kernel runs in chunks of decisions (a Ctrl-C is seen between them): the
-    estimates are those of one call over all of them, bit for bit."""
+    """The monitor's kernel runs in chunks of decisions (a Ctrl-C is seen between them) on
+    every core: the estimates are those of one call over all of them, bit for bit."""
     from design import _monitor
 
     rng = np.random.default_rng(3)
-    n = 2 * _monitor._CHUNK + 17
+    n = 9 * _monitor._CHUNK + 17
     N = 50_000
     mean, sd = rng.normal(0.0, 2e-4, n), rng.uniform(1e-3, 3e-3, n)
     used = rng.integers(100, N + 1, n).astype(float)

@@ -191,3 +191,69 @@ def test_a_model_with_only_n_and_loglik_is_checked_and_an_equal_pair_is_named():
     with pytest.raises(ValueError, match=r"all equal .* first pair 2 ") as err:
         clt_check(Bare(), (th, same), n_sim=4000, rng=1, progress=False)
     assert not str(err.value).startswith("pair 0")
+
+
+def test_long_paths_read_on_by_bounded_blocks_and_give_the_same_values(monkeypatch):
+    """The paths that read past their first rows read on from where they stopped (never the
+    same rows twice), the longest alone by blocks of ``_BLOCK_VALUES`` rows: with that bound
+    at 256 l_i, no read asks for more, and every P(accept | path) is the one drawn stage by
+    stage, bit for bit."""
+    from validation import _verdict
+
+    rng = np.random.default_rng(5)
+    N, m = 20_000, 20
+    l = rng.gamma(1.5, 1.0, N) * 0.02
+    l = l - l.mean() + 2e-6                 # mu near the window: most paths read long
+    spec = AustereTest(m=m, epsilon=0.02).path_spec(N)
+    key = np.array([3, 9], dtype=np.uint64)
+    drawn = np.empty(100)
+    order = new_order(N)
+    set_keyed(order, key)
+    windowed_path_acceptance(spec.radius, spec.grow)(l, order, spec.settings, 0.0,
+                                                     np.random.default_rng(0), drawn)
+    src = _Source(l, None, 1 << 16)
+    src.full = lambda p: None
+    asked = []
+    values = src.values
+    src.values = lambda p, rows: asked.append(np.size(rows)) or values(p, rows)
+    monkeypatch.setattr(_verdict, "_BLOCK_VALUES", 256)
+    got = _path_acceptance(src, 0, spec, 0.0, key, new_order(N), np.arange(1, 101),
+                           float(np.mean(l)), 3 * m)
+    np.testing.assert_array_equal(got, drawn)
+    assert max(asked) <= 256 and sum(asked) > 20 * 256    # long paths, read by blocks
+    # the rows read ahead: at most about twice the rows the paths needed, never re-read
+    monkeypatch.setattr(_verdict, "_BLOCK_VALUES", 1 << 20)
+    asked.clear()
+    _path_acceptance(src, 0, spec, 0.0, key, new_order(N), np.arange(1, 101),
+                     float(np.mean(l)), 3 * m)
+    needed = _rows_needed(l, spec, key, 100)
+    assert needed.sum() <= sum(asked) <= 2 * needed.sum() + 100 * 3 * m
+
+
+def _rows_needed(l, spec, key, n):
+    """Rows each of the paths 1..n reads, from the in-place kernel's order (its rows taken)."""
+    from design._lib.rows import rows_taken
+    from validation._kernels import set_epoch
+
+    N = l.shape[0]
+    out = np.empty(n, dtype=np.int64)
+    run = windowed_path_acceptance(spec.radius, spec.grow)
+    one = np.empty(1)
+    order = new_order(N)
+    set_keyed(order, key)
+    for k in range(n):
+        set_epoch(order, k)
+        run(l, order, spec.settings, 0.0, np.random.default_rng(0), one)
+        out[k] = rows_taken(order)
+    return out
+
+
+def test_an_in_memory_model_gives_the_same_l_i_without_looking_for_repeats(large):
+    cv, (thetas, news) = large
+    src = _Source(cv, (thetas, news), 1 << 16)
+    assert src._in_memory
+    rows = np.random.default_rng(2).integers(0, cv.N, (40, 30))
+    rows[1, :5] = rows[0, :5]                                  # repeats
+    direct = src.values(1, rows)
+    src._in_memory = False
+    np.testing.assert_array_equal(direct, src.values(1, rows))

@@ -283,21 +283,27 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
                                tolerance, test, mh_acc, executor)
-    state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines}
-    verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure, rng,
-                       state, clock, forced=test in DESIGNED, executor=executor)
-    chosen = clock("route", routes.choose_route, cands, verify)
-    ready, on = _ready(proxy, chosen.chosen, state, tests, executor)
-    if parallel is None:        # a process pool costs about a second: worth it for long runs
-        c = chosen.chosen
-        steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
-        parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
-            PARALLEL_SECONDS
-    if parallel and chains > 1:
-        steps.join_monitor_tables()     # the chains fork: no thread of ours running then
-    ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
-                chains=chains, rng=rng, ess=ess, max_seconds=max_seconds, parallel=parallel,
-                progress=progress, executor=executor)
+    state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines,
+             "tables": []}
+    try:
+        verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure,
+                           rng, state, clock, forced=test in DESIGNED, executor=executor)
+        chosen = clock("route", routes.choose_route, cands, verify)
+        ready, on = _ready(proxy, chosen.chosen, state, tests, executor)
+        if parallel is None:    # a process pool costs about a second: worth it for long runs
+            c = chosen.chosen
+            steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
+            parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
+                PARALLEL_SECONDS
+        if parallel and chains > 1:
+            steps.join_monitor_tables()     # the chains fork: no thread of ours running then
+        ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
+                    chains=chains, rng=rng, ess=ess, max_seconds=max_seconds,
+                    parallel=parallel, progress=progress, executor=executor)
+    finally:
+        # a table the chains did not take (a failed or redesigned verdict, another route)
+        for started in state["tables"]:
+            steps.drop_monitor_table(*started)
     after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng, executor)
     return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance, clock,
                    verbose, reached.route)
@@ -518,7 +524,8 @@ def _verifier(proxy, pairs, tolerance, clt_tolerance, on_clt_failure, rng, state
                            f"{_heavy_note(k)}; {heavy}")
         if executor is None and state["plan"] is not None and state["plan"].test == "austere":
             # the chains' bias-monitor table, on the other core while the verdict runs
-            steps.start_monitor_table(proxy.cv, steps.make_test(state["plan"]))
+            state["tables"].append((proxy.cv, steps.make_test(state["plan"])))
+            steps.start_monitor_table(*state["tables"][-1])
         v = clock("verdict", steps.verdict, proxy, pairs, state["plan"], tolerance,
                   clt_tolerance=clt_tolerance,
                   on_clt_failure=on_clt_failure if forced else "redesign",

@@ -1246,6 +1246,11 @@ def _checked(chains, table):
 #: Monitor-table threads started ahead of the chains (:func:`start_monitor_table`), by
 #: (N, m, epsilon) of their Austere test; :func:`run_chains` takes its own from here.
 _TABLE_THREADS: dict = {}
+#: Threads dropped from ``_TABLE_THREADS`` (:func:`drop_monitor_table`) while still running:
+#: :func:`join_monitor_tables` still waits for them before a fork; each leaves the set as
+#: it finishes, so nothing finished is kept.
+_DROPPED: set = set()
+_TABLE_LOCK = threading.Lock()
 
 
 def start_monitor_table(model, test):
@@ -1273,11 +1278,28 @@ def start_monitor_table(model, test):
     return _TABLE_THREADS[key]
 
 
+def drop_monitor_table(model, test):
+    """Forget the table :func:`start_monitor_table` started for ``test`` on ``model``, if
+    the chains did not take it: ``fit`` calls it when its chains are done (or it stopped),
+    so a table started for a design whose verdict failed, or that was redesigned, is not
+    kept. A thread still running stays known to :func:`join_monitor_tables` until it
+    finishes."""
+    key = _table_key(model, test) if test is not None else None
+    if key is None:
+        return
+    with _TABLE_LOCK:
+        thread = _TABLE_THREADS.pop(key, None)
+        if thread is not None and not thread.finished:
+            _DROPPED.add(thread)
+
+
 def join_monitor_tables():
     """Wait for the tables :func:`start_monitor_table` started: before the chains fork
     into processes, no thread of ours should be running (a fork copies only the caller's
     thread, and a lock another thread holds stays held in the child)."""
-    for thread in list(_TABLE_THREADS.values()):
+    with _TABLE_LOCK:
+        threads = [*_TABLE_THREADS.values(), *_DROPPED]
+    for thread in threads:
         thread.join()
 
 
@@ -1311,8 +1333,13 @@ def _monitor_thread(model, test):
             test.decision_errors(empty, int(model.N))   # zero decisions: only the table
         except Exception:   # noqa: BLE001 -- the check after the chains reports it
             pass
+        finally:
+            with _TABLE_LOCK:
+                thread.finished = True
+                _DROPPED.discard(thread)
 
     thread = threading.Thread(target=warm, name="austerity-monitor-table", daemon=True)
+    thread.finished = False
     thread.start()
     return thread
 
