@@ -77,7 +77,8 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
         the default, as ``AustereTest``); the threshold law the dynamic programme predicts
         it with (``"normal"``, the default); threads; a progress bar or callback; the
         reference DP without merged stages; which grid cells to evaluate (the worst case
-        bisects in epsilon by default; see :func:`design._optimize.optimize`).
+        bisects in epsilon by default; ``"prune"`` screens only the rows of m that can hold
+        the design, as :func:`validation.fit` does; see :func:`design._optimize.optimize`).
     law : {"gaussian", "edgeworth"}, optional
         Austere only: the law of the test statistic (default ``"gaussian"``, the random walk
         of the dynamic programme). ``"edgeworth"`` corrects each stage's law for the
@@ -160,14 +161,17 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
                                 search="auto" if search is None else search, **laws)
     if m_grid is None and isinstance(trial_chain, TrialChain) and method == "average" \
             and design.law == "gaussian" and design.m == int(design.m_grid[0]):
-        design = _smaller_m(design, trial_chain, tolerance, laws, workers)
+        design = _smaller_m(design, trial_chain, tolerance, laws, workers,
+                            prune=search == "prune")
     return design
 
 
-def _smaller_m(design, trial, tolerance, laws, workers):
+def _smaller_m(design, trial, tolerance, laws, workers, prune=False):
     """Try the minibatch sizes of ``SMALL_M`` below the grid at the chosen epsilon.
 
     The returned design's grid has the extra rows, with NaN at the epsilons not evaluated.
+    ``prune``: search them as ``search="prune"`` does (the larger m only if the smaller
+    cannot be shown the best).
     """
     small = [m for m in SMALL_M if m < design.m]
     if not small:
@@ -176,11 +180,14 @@ def _smaller_m(design, trial, tolerance, laws, workers):
         screened = design.screen_error_grid is not None
         extra = _optimize.optimize(trial, tolerance, method="average", m_grid=small,
                                    epsilon_grid=[design.epsilon], workers=workers,
-                                   search="screen" if screened else "full", **laws)
+                                   search="prune" if prune else "screen" if screened
+                                   else "full", **laws)
     except _optimize.InfeasibleDesignError:
         return design
     if not extra.data_fraction < design.data_fraction:
         return design
+    if prune:       # its few cells screened, so the rows are as search="screen" has them
+        extra = extra.complete_screen(trial, workers)
     k = int(np.flatnonzero(design.epsilon_grid == design.epsilon)[0])
 
     def stacked(name):

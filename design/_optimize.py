@@ -6,7 +6,7 @@ import math
 import os
 import warnings
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import numpy as np
@@ -27,7 +27,7 @@ DEFAULT_M_GRID = (50, 75, 100, 150, 200, 300, 400, 500, 750, 1000)
 DEFAULT_EPSILON_GRID = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.15, 0.2)
 _MAX_HALVINGS = 20   # how far below the grid the infeasible-design search goes in epsilon
 #: Which grid cells a search evaluates (see :func:`optimize`).
-SEARCHES = ("auto", "full", "bisect", "screen")
+SEARCHES = ("auto", "full", "bisect", "screen", "prune")
 #: Merge step (in log information time) of the average design's screening pass: about a
 #: seventh of the default programme's cost per cell at N / m = 2e4.
 SCREEN_MERGE = 0.02
@@ -108,7 +108,13 @@ class Design:
         ``search="screen"`` only (the average design's default): error and data fraction at
         every grid point by the screening programme (merge step ``SCREEN_MERGE``; within
         about 1e-4 of ``error_grid`` and ``data_grid``, see :func:`optimize`). ``plot``
-        shows them where the full programme did not run.
+        shows them where the full programme did not run. With ``search="prune"`` the rows
+        of m that could not hold the design are not screened (NaN);
+        :meth:`complete_screen` fills them in.
+    screen_edge : tuple or None
+        ``search="screen"`` or ``"prune"``: the (m, epsilon) whose range of standardised
+        means the screen's tables span (the grid's smallest m and epsilon), so that
+        :meth:`complete_screen` screens a missing row on the same tables, to the same bits.
     """
 
     test: ClassVar[str] = "austere"
@@ -133,6 +139,7 @@ class Design:
     corrected_cells: tuple | None = None
     screen_error_grid: np.ndarray | None = None
     screen_data_grid: np.ndarray | None = None
+    screen_edge: tuple | None = None
 
     def __repr__(self):
         return (f"Design(m={self.m}, epsilon={self.epsilon:g}, threshold={self.threshold!r}, "
@@ -187,6 +194,68 @@ class Design:
             + ("  (unchanged by the correction)" if same else
                f"  -> changed to m = {self.m}, eps = {self.epsilon:g}"),
         ]
+
+    def complete_screen(self, trial_chain, workers=None):
+        """This design with the screen run on the rows of m that ``search="prune"`` left out.
+
+        The screened values are those ``search="screen"`` would have returned, to the bit:
+        the same screening programme on tables spanning the same range (``screen_edge``).
+        Rows screened in part (the minibatch sizes below the default grid, tried at the
+        chosen epsilon only) are left as they are. Returns ``self`` when no row is missing.
+
+        Parameters
+        ----------
+        trial_chain : TrialChain
+            The trial pairs the design was chosen on.
+        workers : int, optional
+            Threads (default: CPU count).
+
+        Returns
+        -------
+        Design
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> from design import TrialChain, optimize
+        >>> rng = np.random.default_rng(0)
+        >>> tc = TrialChain(mu=rng.normal(0, 1, 20) / 10**5, sigma=np.full(20, 1e-7),
+        ...                 c0=np.zeros(20), N=10**5)
+        >>> d = optimize(tc, 0.01, m_grid=[50, 500], search="prune")
+        >>> bool(np.isnan(d.screen_error_grid[1]).all())    # m = 500 cannot win
+        True
+        >>> full = d.complete_screen(tc)
+        >>> screened = optimize(tc, 0.01, m_grid=[50, 500], search="screen")
+        >>> np.array_equal(full.screen_error_grid, screened.screen_error_grid)
+        True
+        """
+        if self.screen_error_grid is None or self.screen_edge is None:
+            return self
+        if not isinstance(trial_chain, TrialChain):
+            raise TypeError(f"trial_chain must be a TrialChain, got "
+                            f"{type(trial_chain).__name__}")
+        if trial_chain.N != self.N or trial_chain.n_pairs != self.n_pairs:
+            raise ValueError(f"trial_chain must be the design's pairs (N = {self.N}, "
+                             f"{self.n_pairs} pairs), got N = {trial_chain.N}, "
+                             f"{trial_chain.n_pairs} pairs")
+        missing = np.flatnonzero(np.isnan(self.screen_error_grid).all(axis=1))
+        if missing.size == 0:
+            return self
+        workers = check_int("workers", (os.cpu_count() or 1) if workers is None else workers,
+                            low=1)
+        evaluate = _Evaluator("average", self.N, self.prediction_threshold, trial_chain,
+                              *self.screen_edge)
+
+        def jobs(result):
+            yield [(int(i), k, True) for i in missing for k in range(self.epsilon_grid.size)]
+        results = _search(evaluate, self.m_grid, self.epsilon_grid, jobs,
+                          missing.size * self.epsilon_grid.size, workers, False, {})
+        error, data = (np.array(self.screen_error_grid), np.array(self.screen_data_grid))
+        for (i, k, _), (e, f) in results.items():
+            error[i, k], data[i, k] = e, f
+        for a in (error, data):
+            a.setflags(write=False)
+        return replace(self, screen_error_grid=error, screen_data_grid=data)
 
     def plot(self, ax=None):
         """Data use against error for each m, as in Korattikara et al. (2014), Fig. 6.
@@ -354,7 +423,7 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         grid cell). By default stages are merged where N / m is large, which keeps the cost
         nearly independent of N and E, pi-bar within 1e-6 of the exact values up to
         N / m = 1.5e5 (see :func:`sequential_error`).
-    search : {"auto", "full", "bisect", "screen"}
+    search : {"auto", "full", "bisect", "screen", "prune"}
         Which grid cells to evaluate. ``"full"``: all of them. ``"bisect"`` (worst case
         only; the default there, ``"auto"``): for each m only the cells that locate the
         largest feasible epsilon, typically 2-3 of 9 (see Notes); the other cells of
@@ -364,8 +433,13 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         programme only at the cells the screen cannot rule out, typically 1-3 (see Notes);
         the screened values are kept in ``Design.screen_error_grid`` and
         ``screen_data_grid``, the other cells of ``error_grid`` and ``data_grid`` are NaN.
-        The same design as ``"full"``. The average design with ``law="edgeworth"`` uses
-        ``"full"``.
+        The same design as ``"full"``. ``"prune"`` (average design, ``law="gaussian"``):
+        the same design as ``"screen"``, but a row of m is screened only when its least
+        possible data fraction (m / N, the first minibatch) is below the best feasible
+        design found (see Notes); the rows left out are NaN in the screened grids
+        (:meth:`Design.complete_screen` fills them in). With control variates, where every
+        design reads about one minibatch, it screens one row instead of ten. The average
+        design with ``law="edgeworth"`` uses ``"full"``.
     law : {"gaussian", "edgeworth"}
         The law of the test statistic: the Gaussian random walk (default), or the walk with
         each stage's law corrected for the skewness and excess kurtosis of each pair's l_i
@@ -427,6 +501,9 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     the map's spline weights are negative (where the data fraction itself need not fall
     with epsilon). ``tests/design/test_screen_floors.py`` checks the knot-wise order and
     that random trial chains get the same design with and without the skip.
+    ``search="prune"`` applies the same bound before a row is screened, with no table: a
+    cell of row m reads at least m / N (up to ``ORDER_SLACK``), so a row whose m / N is at
+    least the best feasible data cannot hold a better cell.
 
     Raises
     ------
@@ -479,8 +556,8 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
             raise ValueError("law='edgeworth' needs method='average' and "
                              "prediction_threshold='normal'")
         check_law(law, trial)
-    if search == "screen" and (method != "average" or law != "gaussian"):
-        raise ValueError("search='screen' needs method='average' and law='gaussian' (the "
+    if search in ("screen", "prune") and (method != "average" or law != "gaussian"):
+        raise ValueError(f"search={search!r} needs method='average' and law='gaussian' (the "
                          f"corrected search reads the whole Gaussian grid), got "
                          f"method={method!r}, law={law!r}")
     if search == "auto":
@@ -494,7 +571,8 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
                                       workers)
     _search(run, m_grid, epsilon_grid, jobs, total, workers, progress, results)
     error_grid, data_grid = _grids(results, n_m, n_eps, screen=False)
-    screen_grids = (_grids(results, n_m, n_eps, screen=True) if search == "screen"
+    screened = search in ("screen", "prune")
+    screen_grids = (_grids(results, n_m, n_eps, screen=True) if screened
                     else (None, None))
     for a in (m_grid, epsilon_grid, error_grid, data_grid) + screen_grids:
         if a is not None:
@@ -507,7 +585,8 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
                   method=method, tolerance=tolerance, N=N,
                   n_pairs=None if trial is None else trial.n_pairs, m_grid=m_grid,
                   epsilon_grid=epsilon_grid, error_grid=error_grid, data_grid=data_grid,
-                  screen_error_grid=screen_grids[0], screen_data_grid=screen_grids[1])
+                  screen_error_grid=screen_grids[0], screen_data_grid=screen_grids[1],
+                  screen_edge=(int(m_grid[0]), float(epsilon_grid[0])) if screened else None)
     if law == "edgeworth":
         return _corrected_design(trial, tolerance, m_grid, epsilon_grid, error_grid,
                                  data_grid, common)
@@ -792,6 +871,60 @@ def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, data_bound=No
                if screened[(i, k)][0] - margins[i][0] <= top]
 
 
+def _cells_prune(n_m, n_eps, result, tolerance, margins, workers, data_bound, row_bound):
+    """``_cells_screen``'s search, screening a row of m only when it could hold the design.
+
+    ``row_bound(i)`` is a lower bound on the data fraction of every cell of row i that needs
+    no programme run (``_Evaluator.data_lower_bound`` without tables: the test reads at
+    least its first minibatch, m / N). Rows are screened one at a time, in order of that
+    bound, when it is below both the best feasible data found and the screened data of the
+    next candidate; candidates run in full (``workers`` at a time, in order of screened
+    data) while their screened data is at most the next row's bound. A cell is skipped when
+    its lower bound (``_cells_screen``'s, or its row's) is at least the best feasible data.
+    So every cell left out, screened or not, is infeasible or reads at least the data of
+    the design: the same design as ``_cells_screen`` (where the designs read about one
+    minibatch, as with control variates, only the rows of m below the design's data are
+    screened). Without a feasible cell every row is screened, and the error's cells run as
+    in ``_cells_screen``.
+    """
+    rows = sorted(range(n_m), key=lambda i: (row_bound(i), i))
+    screened, order, ran, done = {}, [], set(), {}
+    best = math.inf
+
+    def bound(c):
+        i, k = c
+        return max(screened[c][1] - margins[i][1], row_bound(i),
+                   data_bound(i, k, done.get(i, [])))
+
+    while True:
+        pending = [c for c in order if c not in ran and bound(c) < best]
+        next_row = row_bound(rows[0]) if rows else math.inf
+        if next_row < best and (not pending or next_row < screened[pending[0]][1]):
+            i = rows.pop(0)
+            yield [(i, k, True) for k in range(n_eps)]
+            for k in range(n_eps):
+                screened[(i, k)] = result((i, k, True))
+                if screened[(i, k)][0] <= tolerance + margins[i][0]:
+                    order.append((i, k))
+            order.sort(key=lambda c: screened[c][1])
+            continue
+        if not pending:
+            break
+        batch = [c for c in pending
+                 if next_row >= best or screened[c][1] <= next_row][:workers] or pending[:1]
+        yield [(i, k, False) for i, k in batch]
+        for c in batch:
+            ran.add(c)
+            err, data = result((*c, False))
+            done.setdefault(c[0], []).append(c[1])
+            if err <= tolerance:
+                best = min(best, data)
+    if best == math.inf:
+        top = min(screened[c][0] + margins[c[0]][0] for c in screened)
+        yield [(i, k, False) for i, k in screened
+               if screened[(i, k)][0] - margins[i][0] <= top]
+
+
 #: Cells the bisection evaluates at most per row: two guesses, then trisection.
 def _bisect_bound(n_eps):
     return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
@@ -857,7 +990,7 @@ def _plan(search, evaluate, m_grid, epsilon_grid, tolerance, workers):
             for batch in _cells_bisect(n_m, n_eps, feasible):
                 yield [(i, k, False) for i, k in batch]
         return evaluate, jobs, min(n_m * n_eps, n_m * _bisect_bound(n_eps)), results
-    if search != "screen":
+    if search not in ("screen", "prune"):
         return (evaluate, lambda result: _cells_full(n_m, n_eps, result), n_m * n_eps,
                 results)
     same = [evaluate.screen_is_exact(int(m)) for m in m_grid]
@@ -881,6 +1014,9 @@ def _plan(search, evaluate, m_grid, epsilon_grid, tolerance, workers):
                                          smaller=[table(kk) for kk in done if kk < k])
 
     def jobs(result):
+        if search == "prune":
+            return _cells_prune(n_m, n_eps, result, tolerance, margins, workers, data_bound,
+                                lambda i: evaluate.data_lower_bound(int(m_grid[i])))
         return _cells_screen(n_m, n_eps, result, tolerance, margins, workers, data_bound)
     return cell, jobs, 2 * n_m * n_eps, results
 

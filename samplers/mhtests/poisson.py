@@ -276,8 +276,12 @@ class _PoissonFactorTest(AcceptanceTest):
         self._prepared[id(model)] = (model, prep)
         return prep
 
-    def expected_batch(self, model, theta, theta_new, *, executor=None) -> float:
+    def expected_batch(self, model, theta, theta_new, *, executor=None, c_sum=None) -> float:
         """``lambda + C phi(theta, theta')``: the Poisson batch's mean for this pair.
+
+        ``c_sum``: an estimate of ``sum_i c_i`` to price with instead of the pass
+        (:func:`~samplers.models.remainder.sampled_remainder_sum`'s ``estimate``; weighted
+        sampling on a :class:`~samplers.ControlVariates` model of this order only).
 
         With ``executor`` (a cluster, as ``ControlVariates(executor=)``), for a
         :class:`~samplers.ControlVariates` model whose bounds are not prepared yet, ``C``
@@ -287,6 +291,16 @@ class _PoissonFactorTest(AcceptanceTest):
         maximum. Equal to the prepared value to rounding.
         """
         theta, theta_new = np.asarray(theta, float), np.asarray(theta_new, float)
+        if c_sum is not None:
+            if not (self.sampling == "weighted" and isinstance(model, ControlVariates)
+                    and model.order == self.order >= 1 and (
+                        self.center is None or np.array_equal(self.center, model.center.theta))):
+                raise ValueError("c_sum prices weighted sampling on a ControlVariates model "
+                                 f"of order {self.order} at its centre; got sampling="
+                                 f"{self.sampling!r} on {type(model).__name__}")
+            C = check_interval("c_sum", c_sum, 0.0, math.inf)
+            phi = remainder_phi(model.center.theta, self.order, theta, theta_new)
+            return self.chi * (C * phi) ** 2 + C * phi
         entry = self._prepared.get(id(model))
         if executor is None or (entry is not None and entry[0] is model) or not (
                 isinstance(model, ControlVariates) and model.order == self.order >= 1

@@ -282,7 +282,7 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     mh_acc = (choice.acceptance if choice.kind != "walk"
               else float(pairs.trial.accept_prob.mean()))
     plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
-                               tolerance, test, mh_acc, executor)
+                               tolerance, test, mh_acc, executor, rng)
     state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines,
              "tables": []}
     try:
@@ -459,9 +459,11 @@ class _Clock:
         return out
 
 
-def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, executor=None):
+def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, executor=None,
+                rng=None):
     """The designed test (its plan, on ``split`` when there are heavy rows) and the exact
-    routes (on all rows), priced; only ``test`` if forced."""
+    routes (on all rows), priced; only ``test`` if forced. ``rng`` draws the exact routes'
+    pricing sample (from 2^18 rows on, where the heavy rows are known)."""
     from samplers.models.remainder import has_remainder_bounds
 
     d, kind = proxy.cv.dim, choice.kind
@@ -480,7 +482,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, ex
                              f"model); {type(proxy.cv.model).__name__} has none: use "
                              "test='exact' or a designed test")
         if has_remainder_bounds(proxy.cv) or test == "exact":
-            exact, tests = _exact(proxy, choice, pairs, mh_acc, test, executor)
+            exact, tests = _exact(proxy, choice, pairs, mh_acc, test, executor, rng)
             cands += [c for c in exact if test is None or c.test == test]
         if test is None and kind != "walk":     # the walk's exact MH, for reference
             cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
@@ -489,7 +491,7 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, ex
     return plan, cands, tests
 
 
-def _exact(proxy, choice, pairs, mh_acc, test, executor=None):
+def _exact(proxy, choice, pairs, mh_acc, test, executor=None, rng=None):
     from samplers.models.remainder import has_remainder_bounds
 
     if test == "exact" or not has_remainder_bounds(proxy.cv):       # exact MH only
@@ -500,7 +502,8 @@ def _exact(proxy, choice, pairs, mh_acc, test, executor=None):
         return [c], {}
     return routes.exact_candidates(proxy.cv, choice.kind, pairs.thetas, pairs.news,
                                    pairs.log_const, mh_acc, trial=pairs.trial,
-                                   mh_ess=choice.ess_per_step, executor=executor)
+                                   mh_ess=choice.ess_per_step, executor=executor,
+                                   exact_rows=proxy.exact_rows, rng=rng)
 
 
 def _heavy_note(k) -> str:

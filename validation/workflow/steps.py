@@ -841,8 +841,9 @@ def design_test(pairs: TrialPairs, tolerance, test="austere", m_grid=None):
     of ``test`` meets the tolerance."""
     import design
 
+    search = dict(search="prune") if test == "austere" else {}   # the same design, cheaper
     try:
-        return design.optimize(pairs.trial, tolerance, test=test, m_grid=m_grid)
+        return design.optimize(pairs.trial, tolerance, test=test, m_grid=m_grid, **search)
     except design.InfeasibleDesignError:
         if test == "confidence":
             raise
@@ -1062,6 +1063,8 @@ def _simulation_redesign(design, trial, plan, clt, tolerance, check, lines,
     target = tolerance
     tried = {(plan.m, plan.epsilon)}
     simulated = clt.acceptance.mean_abs_simulated
+    if hasattr(plan, "complete_screen") and (plan.N, plan.n_pairs) == (trial.N, trial.n_pairs):
+        plan = plan.complete_screen(trial)     # the rows the pruned search did not screen
     errors, datas = plan.error_grid, plan.data_grid
     if getattr(plan, "screen_error_grid", None) is not None:   # cells the screen ruled out
         done = ~np.isnan(errors)

@@ -1,0 +1,119 @@
+"""``search="prune"``: the average design's screen, a row of m screened only when its least
+possible data fraction (m / N) is below the best feasible design found. The same design as
+``search="screen"`` to the bit, fewer programme runs where the designs read about one
+minibatch (control variates), and ``Design.complete_screen`` gives back the screened grids
+``search="screen"`` returns, to the bit."""
+
+import numpy as np
+import pytest
+
+from design import TrialChain, optimize
+
+
+def _cv_like_trial(n_pairs=20, N=200_000, seed=0):
+    """Residual-like pairs: a tiny sd per row, every design about one minibatch."""
+    rng = np.random.default_rng(seed)
+    return TrialChain(mu=rng.normal(0, 1.0, n_pairs) / N,
+                      sigma=rng.uniform(0.5, 2.0, n_pairs) * 1e-6, c0=np.zeros(n_pairs), N=N)
+
+
+def _raw_trial(n_pairs=30, N=200_000, seed=3):
+    """Pairs without control variates: data fractions far above m / N, nothing pruned."""
+    rng = np.random.default_rng(seed)
+    return TrialChain(mu=rng.normal(0, 1.5, n_pairs) / N,
+                      sigma=rng.uniform(0.5, 1.5, n_pairs) / np.sqrt(N), c0=np.zeros(n_pairs),
+                      N=N)
+
+
+def _counting(monkeypatch):
+    from design import _optimize
+
+    calls = []
+    original = _optimize._Evaluator.__call__
+
+    def counting(self, m, eps, screen=False):
+        calls.append((m, eps, screen))
+        return original(self, m, eps, screen=screen)
+
+    monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
+    return calls
+
+
+def _same_design(a, b):
+    assert (a.m, a.epsilon, a.threshold) == (b.m, b.epsilon, b.threshold)
+    assert (a.error, a.data_fraction) == (b.error, b.data_fraction)      # to the bit
+
+
+@pytest.mark.parametrize("seed, tolerance", [(0, 0.01), (1, 0.002), (2, 0.01)])
+def test_prune_gives_the_screen_design_with_fewer_runs(monkeypatch, seed, tolerance):
+    trial = _cv_like_trial(seed=seed)
+    kw = dict(m_grid=[20, 50, 100, 200], epsilon_grid=[0.005, 0.02, 0.1, 0.2], workers=2)
+    calls = _counting(monkeypatch)
+    screened = optimize(trial, tolerance, search="screen", **kw)
+    n_screen = len(calls)
+    calls.clear()
+    pruned = optimize(trial, tolerance, search="prune", **kw)
+    _same_design(pruned, screened)
+    assert len(calls) < n_screen
+    # only the rows below the design's data were screened; the rest are NaN
+    rows = ~np.isnan(pruned.screen_error_grid).all(axis=1)
+    assert np.all(np.asarray(kw["m_grid"])[rows] / trial.N < pruned.data_fraction)
+    assert rows.sum() < rows.size
+    full = pruned.complete_screen(trial)
+    np.testing.assert_array_equal(full.screen_error_grid, screened.screen_error_grid)
+    np.testing.assert_array_equal(full.screen_data_grid, screened.screen_data_grid)
+    assert full.complete_screen(trial) is full
+
+
+def test_prune_screens_every_row_where_no_row_can_be_ruled_out():
+    trial = _raw_trial()
+    kw = dict(m_grid=[20, 50, 200], epsilon_grid=[0.001, 0.005, 0.02, 0.1, 0.2], workers=1)
+    for tolerance in (0.02,):
+        screened = optimize(trial, tolerance, search="screen", **kw)
+        pruned = optimize(trial, tolerance, search="prune", **kw)
+        _same_design(pruned, screened)
+        np.testing.assert_array_equal(pruned.screen_error_grid, screened.screen_error_grid)
+
+
+def test_prune_infeasible_raises_the_screen_error():
+    trial = _raw_trial(n_pairs=10)
+    kw = dict(m_grid=[20, 200], epsilon_grid=[0.05, 0.2], workers=1)
+    errors = []
+    for search in ("screen", "prune"):
+        with pytest.raises(ValueError) as info:
+            optimize(trial, 1e-6, search=search, **kw)
+        errors.append(info.value)
+    assert str(errors[0]) == str(errors[1])
+    assert (errors[0].m, errors[0].epsilon) == (errors[1].m, errors[1].epsilon)
+
+
+def test_default_grid_with_smaller_m_is_the_screen_design(monkeypatch):
+    """The dispatch's default grid, where m = 50 wins and m = 30, 20, 10 are tried at its
+    epsilon: the same design and grids as the screen (after ``complete_screen``)."""
+    n = 100_000
+    rng = np.random.default_rng(5)
+    tc = TrialChain(mu=rng.normal(0, 1, 20) / n, sigma=rng.uniform(0.5, 2.0, 20) * 1e-6,
+                    c0=np.zeros(20), N=n)
+    calls = _counting(monkeypatch)
+    screened = optimize(tc, 0.01)
+    n_screen = len(calls)
+    calls.clear()
+    pruned = optimize(tc, 0.01, search="prune")
+    assert pruned.m < 50
+    _same_design(pruned, screened)
+    assert len(calls) < n_screen / 4
+    np.testing.assert_array_equal(pruned.m_grid, screened.m_grid)
+    full = pruned.complete_screen(tc)
+    np.testing.assert_array_equal(full.screen_error_grid, screened.screen_error_grid)
+    np.testing.assert_array_equal(full.screen_data_grid, screened.screen_data_grid)
+
+
+def test_prune_and_complete_screen_check_their_arguments():
+    trial = _cv_like_trial()
+    with pytest.raises(ValueError, match="search='prune' needs method='average'"):
+        optimize(200_000, 0.01, method="worst-case", search="prune")
+    d = optimize(trial, 0.01, m_grid=[20, 200], epsilon_grid=[0.1], search="prune")
+    with pytest.raises(TypeError, match="trial_chain must be a TrialChain, got int"):
+        d.complete_screen(200_000)
+    with pytest.raises(ValueError, match="trial_chain must be the design's pairs"):
+        d.complete_screen(_cv_like_trial(n_pairs=5))
