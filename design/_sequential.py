@@ -8,7 +8,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import stats
+from scipy import special
 
 from ._lib.checks import check_finite_array, check_int, check_interval
 
@@ -83,10 +83,13 @@ def stage_sizes(m: int, N: int) -> np.ndarray:
 
 
 def stage_thresholds(n: np.ndarray, epsilon: float, threshold: str) -> np.ndarray:
-    """Threshold q_j on |z| at sample sizes ``n``: Phi^-1(1 - eps) or t_{n-1}^-1(1 - eps)."""
+    """Threshold q_j on |z| at sample sizes ``n``: Phi^-1(1 - eps) or t_{n-1}^-1(1 - eps).
+
+    The special functions that ``scipy.stats.norm.isf`` and ``scipy.stats.t.isf`` call
+    (equal bit for bit), without importing ``scipy.stats`` (a third of a second)."""
     if threshold == "normal":
-        return np.full(n.shape, stats.norm.isf(epsilon))
-    return stats.t.isf(epsilon, n - 1)
+        return np.full(n.shape, -special.ndtri(epsilon))
+    return -special.stdtrit(n - 1, epsilon)
 
 
 @functools.cache

@@ -68,9 +68,13 @@ def _numba_mcse_broken(az) -> bool:
         from arviz.stats.stats_utils import _sqrt
     except ImportError:   # a later 0.x without the helper: nothing to work around
         return False
+    # ArviZ 0.x's _sqrt is a numba ufunc (DUFunc): on shape-(1,) arrays it gives a shape-(1,)
+    # array, as every ufunc does. Calling it would compile it (0.08 s of a first fit), so a
+    # ufunc is probed through NumPy's own, which answers the same question
+    probe = (lambda a, b: np.sqrt(a + b)) if hasattr(_sqrt, "ufunc") else _sqrt
     with caught_warnings("error", DeprecationWarning):   # NumPy 1.25-2.3: deprecated
         try:
-            float(_sqrt(np.ones(1), np.zeros(1)))
+            float(probe(np.ones(1), np.zeros(1)))
         except (TypeError, DeprecationWarning):
             return True
     return False

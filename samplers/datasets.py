@@ -11,7 +11,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import optimize, special
+from scipy import special
 
 from design._lib.checks import as_generator, check_int, check_positive
 
@@ -389,6 +389,8 @@ def missing_covariates_regression(N, beta=(1.0, -0.5, 0.25), mu=(0.5, -0.3, 0.0)
     cov = np.full((d, d), float(rho)) + (1.0 - rho) * np.eye(d)
     X_complete = mu + rng.standard_normal((N, d)) @ np.linalg.cholesky(cov).T
     y = X_complete @ beta + rng.normal(0.0, check_positive("noise_sd", noise_sd), N)
+    from scipy import optimize   # here: importing it costs a first `import samplers` 0.2 s
+
     c = optimize.brentq(lambda c: special.expit(c + y).mean() - missing, -50.0, 50.0)
     gone = rng.random((N, d)) < special.expit(c + y)[:, None]
     X = np.where(gone, np.nan, X_complete)

@@ -7,7 +7,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special, stats
+from scipy import special
 
 from design._lib.checks import as_generator, check_finite_array, check_int, check_interval
 from design._lib.distribute import as_cluster
@@ -45,6 +45,8 @@ _KEPT_VALUES = 1 << 25
 def _jarque_bera_pvalue(x):
     """Jarque-Bera test's p-value of the values ``x``, as ``statsmodels``' ``jarque_bera``
     computes it (same operations): n/6 (S^2 + K^2/4) against chi-squared(2)."""
+    from scipy import stats
+
     skew = stats.skew(x)
     kurtosis = 3 + stats.kurtosis(x)
     jb = (x.shape[0] / 6.) * (skew ** 2 + (1 / 4.) * (kurtosis - 3) ** 2)
@@ -65,8 +67,14 @@ def _lilliefors():
 
 @functools.lru_cache(maxsize=64)
 def _ks_noise(n_sim: int, level: float = NOISE_LEVEL) -> float:
-    """Upper ``level`` quantile of the KS distance of ``n_sim`` draws from their own law."""
-    return float(stats.kstwo.isf(level, n_sim))
+    """Upper ``level`` quantile of the KS distance of ``n_sim`` draws from their own law,
+    bounded from above by the one-sided (Smirnov) quantile at ``level / 2``: the two-sided
+    distance exceeds x when one of the one-sided distances does, so P(D > x) <= 2 P(D+ > x),
+    short by the chance that both do. From n = 100 to 10^6 that is within 2.2e-6
+    (relative) of the exact quantile (``scipy.stats.kstwo.isf``) at level 0.05 and within
+    1e-6 at 1e-3, never below it (tested); ``scipy.special.smirnovi`` spares a first check
+    the import of ``scipy.stats`` (a third of a second)."""
+    return float(special.smirnovi(n_sim, level / 2))
 
 
 def ks_distance(t, df) -> float:
@@ -269,17 +277,18 @@ class CLTCheck:
         Batch size at which Novak's bound reaches ``tolerance`` (may exceed N).
     ks_distance, ks_pvalue : numpy.ndarray
         Kolmogorov-Smirnov distance between the simulated t statistics and Student-t with
-        b - 1 degrees of freedom, and its p-value.
+        b - 1 degrees of freedom, and its p-value (``scipy.stats.kstest``).
     jarque_bera_pvalue, omnibus_pvalue, lilliefors_pvalue : numpy.ndarray
-        statsmodels normality tests of the simulated minibatch means.
+        statsmodels normality tests of the simulated minibatch means (Jarque-Bera and
+        the omnibus test computed with scipy as statsmodels computes them).
     noise : float
         95% quantile of the KS distance of ``n_sim`` draws from the right law: the
         simulation's resolution.
     min_batch_size : int or None
         Smallest batch size on the ladder ``b sqrt(2)^k`` (k integer, at least 8, at most
         N / 2) at which the check passes, None if none up to N / 2 does.
-    t_statistics : numpy.ndarray, shape (n_pairs, n_sim)
-        The simulated t statistics.
+    t_statistics, minibatch_means : numpy.ndarray, shape (n_pairs, n_sim)
+        The simulated t statistics and the means of their minibatches.
     histogram, bin_edges : numpy.ndarray, shape (n_pairs, bins) and (n_pairs, bins + 1)
         Histogram of each pair's standardized l_i: of all N when they are at hand (given
         as an array, or kept at small N), else of the l_i at the rows the first block of
@@ -295,6 +304,13 @@ class CLTCheck:
         design's error is affected).
     searched : bool
         Whether the smallest passing batch size was searched for (``search=True``).
+
+    Notes
+    -----
+    The p-values are supporting detail that no verdict reads: each is computed when it is
+    first read, from ``t_statistics`` and ``minibatch_means``, so that a check (and every
+    ``fit``) does not import ``scipy.stats`` and ``statsmodels`` (half a second in a new
+    process) for values nobody looks at.
     """
 
     passed: bool
@@ -310,18 +326,45 @@ class CLTCheck:
     novak: np.ndarray
     novak_batch_size: np.ndarray
     ks_distance: np.ndarray
-    ks_pvalue: np.ndarray
-    jarque_bera_pvalue: np.ndarray
-    omnibus_pvalue: np.ndarray
-    lilliefors_pvalue: np.ndarray
     noise: float
     min_batch_size: int | None
     t_statistics: np.ndarray
+    minibatch_means: np.ndarray
     histogram: np.ndarray
     bin_edges: np.ndarray
     acceptance: object = None
     ks_passed: bool | None = None
     searched: bool = True
+
+    @functools.cached_property
+    def ks_pvalue(self) -> np.ndarray:
+        """p-value of each pair's KS distance (``scipy.stats.kstest``), computed when first
+        read."""
+        from scipy import stats
+
+        law = stats.t(self.batch_size - 1).cdf
+        return _read_only([stats.kstest(t, law).pvalue for t in self.t_statistics])
+
+    @functools.cached_property
+    def jarque_bera_pvalue(self) -> np.ndarray:
+        """Jarque-Bera p-value of each pair's minibatch means, computed when first read."""
+        return _read_only([_jarque_bera_pvalue(m) for m in self.minibatch_means])
+
+    @functools.cached_property
+    def omnibus_pvalue(self) -> np.ndarray:
+        """D'Agostino-Pearson omnibus p-value of each pair's minibatch means
+        (``scipy.stats.normaltest``), computed when first read."""
+        from scipy import stats
+
+        return _read_only([stats.normaltest(m).pvalue for m in self.minibatch_means])
+
+    @functools.cached_property
+    def lilliefors_pvalue(self) -> np.ndarray:
+        """Lilliefors p-value (statsmodels, ``pvalmethod="approx"``) of each pair's
+        minibatch means, computed when first read."""
+        lilliefors = _lilliefors()
+        return _read_only([lilliefors(m, pvalmethod="approx")[1]
+                           for m in self.minibatch_means])
 
     @property
     def worst_pair(self) -> int:
@@ -384,6 +427,7 @@ class CLTCheck:
         the standardized l_i (log counts, with the normal curve), for ``pair`` (default:
         the worst). Returns the matplotlib Figure."""
         import matplotlib.pyplot as plt
+        from scipy import stats
 
         p = self.worst_pair if pair is None else check_int("pair", pair, low=0,
                                                             high=self.n_pairs - 1)
@@ -422,6 +466,12 @@ class CLTCheck:
                          fontsize="medium")
         fig.tight_layout()
         return fig
+
+
+def _read_only(values) -> np.ndarray:
+    a = np.array(values, dtype=float)
+    a.setflags(write=False)
+    return a
 
 
 def _simulate(src, p, mu, b, n, rng, order, keep=None):
@@ -606,11 +656,8 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     rng = as_generator(rng)
     pair_rngs = rng.spawn(src.n_pairs + 1)
 
-    lilliefors = _lilliefors()
-
     fields = {k: np.empty(src.n_pairs) for k in (
-        "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance", "ks_pvalue",
-        "jarque_bera_pvalue", "omnibus_pvalue", "lilliefors_pvalue")}
+        "mean", "sd", "skewness", "excess_kurtosis", "novak", "ks_distance")}
     fields["novak_batch_size"] = np.empty(src.n_pairs, dtype=np.int64)
     P = src.n_pairs
     # with a design the KS distance is supporting detail: simulated in rounds (sequential),
@@ -632,15 +679,14 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
                 src, p, src.population(p).mean, b, n_sim - first, pair_rngs[p], orders[p])
         n_done = n_sim
     if n_done < n_sim:
-        t_all, means_all, n_sim = t_all[:, :n_done].copy(), means_all[:, :n_done], n_done
+        t_all, means_all = t_all[:, :n_done].copy(), means_all[:, :n_done].copy()
+        n_sim = n_done
         noise = _ks_noise(n_sim)
     hist = np.empty((P, HIST_BINS))
     edges = np.empty((P, HIST_BINS + 1))
-    law = stats.t(b - 1).cdf
     bar = progress_bar(P, desc="CLT check", unit="pair", progress=progress)
     for p in range(P):
-        pop, means = src.population(p), means_all[p]
-        ks = stats.kstest(t_all[p], law)
+        pop = src.population(p)
         hist[p], edges[p] = src.histogram(p, samples[p][0])
         samples[p] = None
         novak_constant = pop.novak(1)
@@ -648,10 +694,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
             mean=pop.mean, sd=pop.sd, skewness=pop.skewness,
             excess_kurtosis=pop.excess_kurtosis, novak=pop.novak(b),
             novak_batch_size=math.ceil((novak_constant / tolerance) ** 2),
-            ks_distance=ks.statistic, ks_pvalue=ks.pvalue,
-            jarque_bera_pvalue=_jarque_bera_pvalue(means),
-            omnibus_pvalue=stats.normaltest(means).pvalue,
-            lilliefors_pvalue=lilliefors(means, pvalmethod="approx")[1])
+            ks_distance=ks_distance(t_all[p], b - 1))
         for key, v in values.items():
             fields[key][p] = v
         bar.update()
@@ -661,7 +704,7 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     if search:
         order = list(np.argsort(-fields["ks_distance"]))
         smallest = _search(src, order, b, passed, tolerance, n_requested, pair_rngs[-1])
-    for a in (*fields.values(), t_all, hist, edges):
+    for a in (*fields.values(), t_all, means_all, hist, edges):
         a.setflags(write=False)
     acceptance = None
     if design is not None:
@@ -674,5 +717,6 @@ def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_0
     return CLTCheck(passed=passed if acceptance is None else acceptance.passed, batch_size=b,
                     tolerance=tolerance, n_sim=n_sim, N=N,
                     n_pairs=src.n_pairs, noise=noise, min_batch_size=smallest,
-                    t_statistics=t_all, histogram=hist, bin_edges=edges,
+                    t_statistics=t_all, minibatch_means=means_all, histogram=hist,
+                    bin_edges=edges,
                     acceptance=acceptance, ks_passed=passed, searched=bool(search), **fields)

@@ -11,7 +11,6 @@ from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from scipy import optimize
 
 from design._lib.checks import check_finite_array, check_int
 from design._lib.distribute import as_cluster, map_ranges, recipe_of
@@ -1204,6 +1203,8 @@ class ControlVariates(BaseModel):
             if not math.isfinite(v):
                 return math.inf, np.zeros_like(t)
             return -v, -(g + gp)
+
+        from scipy import optimize   # here: it costs a first `import samplers` 0.2 s
 
         res = optimize.minimize(fun, x0, jac=True, method="L-BFGS-B",
                                 options=dict(maxiter=1000, gtol=1e-9, ftol=1e-15))

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from design import SequentialError, sequential_error
-from design._sequential import DEFAULT_RESOLUTION, run_dp, stage_sizes
+from design._sequential import DEFAULT_RESOLUTION, run_dp, stage_sizes, stage_thresholds
 
 # (m, epsilon, N, threshold): m dividing N or not, normal and Student-t thresholds, the
 # two-stage edge case, and m = 2 (one degree of freedom at the first stage)
@@ -130,3 +130,17 @@ def test_bad_input(kwargs, exc, match):
     args.update(kwargs)
     with pytest.raises(exc, match=match):
         sequential_error(args.pop("mu_std"), **args)
+
+
+@pytest.mark.parametrize("threshold", ["normal", "t"])
+@pytest.mark.parametrize("epsilon", [1e-6, 0.001, 0.05, 0.2, 0.5])
+def test_stage_thresholds_equal_scipy_stats_bit_for_bit(threshold, epsilon):
+    """The thresholds come from scipy.special (scipy.stats costs a third of a second to
+    import on a first design): they are the very values scipy.stats gives."""
+    from scipy import stats
+
+    n = stage_sizes(7, 10_000)        # 2 .. 10,000 rows: df from 6 to 9,999
+    n = np.concatenate([[2, 3], n])   # and 1 and 2 degrees of freedom
+    expected = (np.full(n.shape, stats.norm.isf(epsilon)) if threshold == "normal"
+                else stats.t.isf(epsilon, n - 1))
+    np.testing.assert_array_equal(stage_thresholds(n, epsilon, threshold), expected)

@@ -141,3 +141,29 @@ def test_lp_refuses_a_different_model_and_bad_draws(chains):
         log_posterior(MODEL, np.array([[np.nan]]))
     with pytest.raises(ValueError, match="samples must have d = 1 columns"):
         log_posterior(MODEL, np.zeros((3, 2)))
+
+
+def test_numba_probe_answers_as_arviz_own_sqrt():
+    """import_arviz's probe does not compile ArviZ's numba _sqrt (0.08 s of a first fit);
+    it must give the answer calling that function gives."""
+    import warnings
+
+    from samplers._arviz import _numba_mcse_broken
+
+    az = import_arviz()
+    stats_utils = pytest.importorskip("arviz.stats.stats_utils")
+    if not hasattr(stats_utils, "_sqrt") or arviz_major(az) != 0:
+        pytest.skip("ArviZ without the 0.x _sqrt helper")
+    flag = az.Numba.numba_flag
+    az.Numba.enable_numba()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", DeprecationWarning)
+            try:
+                float(stats_utils._sqrt(np.ones(1), np.zeros(1)))
+                broken = False
+            except (TypeError, DeprecationWarning):
+                broken = True
+        assert _numba_mcse_broken(az) == broken
+    finally:
+        az.Numba.enable_numba() if flag else az.Numba.disable_numba()

@@ -3,7 +3,7 @@
 import numpy as np
 import pytest
 
-from validation.workflow.steps import _ess_rhat, _fast_fft_len, bulk_ess, rank_rhat
+from validation.workflow.steps import _ess_rhat, _fast_fft_len, _z_scale, bulk_ess, rank_rhat
 
 
 def _ar1(rng, chains, draws, phi=0.9, shift=0.1):
@@ -25,6 +25,22 @@ def test_equal_to_arviz(chains, draws):
     for x in (_ar1(rng, chains, draws), np.exp(_ar1(rng, chains, draws, phi=0.5, shift=1.0))):
         assert bulk_ess(x) == pytest.approx(float(az.ess(x, method="bulk")), rel=1e-10)
         assert rank_rhat(x) == pytest.approx(float(az.rhat(x)), rel=1e-10)
+
+
+def test_z_scale_equals_scipy_stats_bit_for_bit():
+    """The rank normalisation, written with NumPy and scipy.special so that fit does not
+    import scipy.stats, gives ArviZ's values (rankdata, then norm.ppf) bit for bit: with
+    ties, NaN and infinities."""
+    from scipy import stats
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(3, 401))
+    x[1, :50] = np.round(x[1, :50], 1)           # ties
+    x[0, 3], x[2, 9], x[2, 10] = np.nan, np.inf, -np.inf
+    for a in (x, x[:, :7], np.ones((2, 5)), np.round(x, 0), x[:1, :1]):
+        r = stats.rankdata(a, method="average", nan_policy="omit")
+        expected = stats.norm.ppf((r - 3 / 8) / (r.size - 2 * (3 / 8) + 1)).reshape(a.shape)
+        np.testing.assert_array_equal(_z_scale(a), expected)
 
 
 def test_undefined_and_constant():

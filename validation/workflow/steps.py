@@ -1433,11 +1433,34 @@ def _fast_fft_len(n: int) -> int:
 
 def _z_scale(a):
     """Rank-normalised values (Vehtari et al. 2021): average ranks over the whole array,
-    Blom's offset 3/8, then the standard normal quantile."""
-    from scipy import stats
+    Blom's offset 3/8, then the standard normal quantile.
 
-    r = stats.rankdata(a, method="average", nan_policy="omit")
-    return stats.norm.ppf((r - 3 / 8) / (r.size - 2 * (3 / 8) + 1)).reshape(a.shape)
+    The same values as ArviZ's ``scipy.stats.rankdata(a, method="average",
+    nan_policy="omit")`` and ``scipy.stats.norm.ppf`` (``scipy.special.ndtri``), bit for bit,
+    without importing ``scipy.stats`` (a third of a second of a first ``fit``)."""
+    from scipy import special
+
+    r = _average_ranks(a)
+    return special.ndtri((r - 3 / 8) / (r.size - 2 * (3 / 8) + 1)).reshape(a.shape)
+
+
+def _average_ranks(a):
+    """Ranks 1..n of the flattened ``a``, ties sharing the average of their ranks, NaN
+    left out of the ranking and given rank NaN (``scipy.stats.rankdata(a,
+    method="average", nan_policy="omit")``)."""
+    x = np.ravel(a)
+    ranks = np.full(x.size, np.nan)
+    finite = ~np.isnan(x)
+    v = x[finite]
+    order = np.argsort(v, kind="stable")
+    s = v[order]
+    start = np.flatnonzero(np.r_[True, s[1:] != s[:-1]])   # first position of each tie
+    stop = np.r_[start[1:], s.size]
+    sorted_ranks = np.repeat((start + 1 + stop) / 2, stop - start)
+    within = np.empty(s.size)
+    within[order] = sorted_ranks
+    ranks[finite] = within
+    return ranks
 
 
 def _split(a):
