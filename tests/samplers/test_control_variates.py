@@ -494,6 +494,9 @@ def test_heavy_tailed_covariates_have_a_mode():
     assert cv.center.method == "newton" and cv.center.offset < 1e-6
     assert np.all(np.linalg.eigvalsh(cv.center.posterior_hess) < 0)   # a maximum
     assert np.max(np.abs(cv.center.theta - beta)) < 0.2
+    # the same covariates, separable under a flat prior: still no mode, still refused
+    with pytest.raises(RuntimeError, match="(?s)ran off.*no mode"):
+        ControlVariates(LogisticRegression(X, (X[:, 1] + 0.5 * X[:, 2] > 0.3).astype(float)))
 
 
 @pytest.mark.parametrize("name", ["logistic", "robust", "linear"])
