@@ -38,7 +38,8 @@ DECREMENT_TOL = 1e-12
 #: line search cannot decide and the Newton iteration runs on the decrement alone.
 VALUE_RESOLUTION = 1e-13
 #: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
-#: allows is a likelihood without a maximum (the iterates ran off to infinity).
+#: allows, and where the log posterior at ``2 theta`` is not lower, is a likelihood without a
+#: maximum (the iterates ran off to infinity); see ``ControlVariates._newton``.
 SATURATION = 1e-9
 
 
