@@ -37,7 +37,8 @@ DECREMENT_TOL = 1e-12
 #: line search cannot decide and the Newton iteration runs on the decrement alone.
 VALUE_RESOLUTION = 1e-13
 #: A found mode whose curvature ``trace(-H_post)`` is below this fraction of the largest a GLM
-#: allows is a likelihood without a maximum (the iterates ran off to infinity).
+#: allows, and where the log posterior at ``2 theta`` is not lower, is a likelihood without a
+#: maximum (the iterates ran off to infinity); see ``ControlVariates._newton``.
 SATURATION = 1e-9
 
 
@@ -1174,12 +1175,21 @@ class ControlVariates(BaseModel):
                 f"{theta}); the posterior may have no mode (e.g. separable data under a flat "
                 "prior): use a proper prior or pass center= explicitly")
         # Under a flat prior a likelihood without a maximum (separable logistic data) lets the
-        # iterates run off until its curvature underflows; a mode's curvature is a fair share
-        # of the largest possible, N M2 max||x_i||^2.
+        # iterates run off until its curvature underflows. A mode's curvature is usually a fair
+        # share of the largest possible, N M2 max||x_i||^2, but not always: with heavy-tailed
+        # covariates (Student-t(1.2)) max||x_i||^2 dwarfs the typical row, and the rows with
+        # huge |x_i| saturate and add no curvature. So a point that fails that cheap test is
+        # refused only if the log posterior at 2 theta is not below its value at theta (one
+        # more pass, taken only then): iterates that ran off along a direction where the
+        # likelihood keeps rising find it at least as high further out, whereas a mode
+        # theta != 0 of a (log-concave GLM) posterior is a strict maximum, the value at 2 theta
+        # lower by about theta' (-H) theta / 2 > 0. (A mode near 0, where that margin could
+        # fall below rounding, passes the curvature test: every row is unsaturated there.)
         glm = self._glm
         most = (math.nan if glm is None        # a user's model: no curvature scale to compare
                 else self.N * glm.m2(self.model) * self._max_row_norm() ** 2)
-        if math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most:
+        if (math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most
+                and not evaluate(2.0 * theta)[0] < value):
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
                 f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "

@@ -20,6 +20,7 @@ from samplers import (
     sample,
 )
 from samplers.datasets import logistic_regression
+from samplers.models.control_variates import SATURATION
 
 
 def _logistic(N=4000, d=3, seed=0, dtype=np.float64, prior=GaussianPrior(0.0, 5.0)):
@@ -476,6 +477,26 @@ def test_no_mode_is_an_error_that_says_what_to_do():
         ControlVariates(LogisticRegression(X, y))
     cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 3.0)), start=[0.1, 0.1])
     assert cv.center.offset < 1e-6
+
+
+def test_heavy_tailed_covariates_have_a_mode():
+    """Student-t(1.2) covariates: max||x_i||^2 dwarfs the typical row and the huge rows
+    saturate, so the mode's curvature is a tiny share of N M2 max||x_i||^2; the mode search
+    must still accept the mode (it once refused it as a run-off to a flat region)."""
+    rng = np.random.default_rng(37)
+    N = 20_000
+    X = np.column_stack([np.ones(N), rng.standard_t(1.2, size=(N, 4))])
+    beta = rng.normal(0.0, 1.0, 5)
+    y = (rng.random(N) < 0.5 * (1.0 + np.tanh(0.5 * (X @ beta)))).astype(float)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    most = N * 0.25 * float(np.max(np.sum(X**2, axis=1)))
+    assert np.trace(-cv.center.posterior_hess) < 0.1 * SATURATION * most  # the case in point
+    assert cv.center.method == "newton" and cv.center.offset < 1e-6
+    assert np.all(np.linalg.eigvalsh(cv.center.posterior_hess) < 0)   # a maximum
+    assert np.max(np.abs(cv.center.theta - beta)) < 0.2
+    # the same covariates, separable under a flat prior: still no mode, still refused
+    with pytest.raises(RuntimeError, match="(?s)ran off.*no mode"):
+        ControlVariates(LogisticRegression(X, (X[:, 1] + 0.5 * X[:, 2] > 0.3).astype(float)))
 
 
 @pytest.mark.parametrize("name", ["logistic", "robust", "linear"])
