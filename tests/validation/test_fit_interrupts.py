@@ -5,7 +5,11 @@ later round of a target ESS."""
 
 import os
 import signal
+import subprocess
+import sys
+import time
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +17,7 @@ import pytest
 from samplers import ChainInterrupted, ExactTest, RandomWalk
 from validation.workflow import steps
 
+ROOT = Path(__file__).resolve().parents[2]
 X = np.random.default_rng(0).normal(1.0, 1.0, 500)
 
 
@@ -103,3 +108,66 @@ def test_ctrl_c_in_a_later_round_keeps_the_earlier_rounds(default_sigint, monkey
         got = _run(Pressing(), 20, ess=10**6)
     assert got.interrupted and got.rounds == 2
     assert got.chains.samples.shape == (2, 20, 1)
+
+
+PARALLEL_CHILD = r'''
+import signal, time, warnings
+import numpy as np
+from samplers import ExactTest, GaussianMean, RandomWalk
+from validation.workflow import steps
+signal.signal(signal.SIGINT, signal.default_int_handler)   # whatever the launcher left
+model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 2000))
+with warnings.catch_warnings(record=True) as seen:
+    warnings.simplefilter("always")
+    got = steps.run_chains(model, ExactTest(), RandomWalk(0.05), [1.0], 10**8, chains=2,
+                           rng=1, parallel=True, progress=False)
+print("DONE", time.perf_counter(), got.chains.samples.shape, got.interrupted, flush=True)
+'''
+
+
+def _children(pid):
+    """Live child processes of ``pid`` (Linux: from /proc)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out.append(int(stat.parent.name))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux's /proc")
+def test_ctrl_c_to_the_main_process_alone_stops_the_parallel_chains():
+    """A Ctrl-C that reaches only the main process (a notebook's interrupt, ``kill -INT``),
+    not the worker processes as a terminal's does: the workers ran on to the end of their
+    chains (10^8 steps here) while fit waited for them."""
+    proc = subprocess.Popen([sys.executable, "-c", PARALLEL_CHILD], cwd=ROOT,
+                            env={**os.environ, "PYTHONPATH": str(ROOT)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while len(_children(proc.pid)) < 2 and time.monotonic() < deadline:
+            time.sleep(0.2)                   # the workers fork after the parent compiled
+        workers = _children(proc.pid)
+        assert len(workers) == 2, proc.communicate(timeout=5)
+        time.sleep(2.0)                       # the chains make steps
+        proc.send_signal(signal.SIGINT)       # the main process alone
+        sent = time.perf_counter()
+        out, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    line = next((x for x in out.splitlines() if x.startswith("DONE")), err[-2000:])
+    assert line.startswith("DONE"), line
+    assert float(line.split()[1]) - sent < 15.0          # not 10^8 steps on
+    assert line.endswith("True")
+    shape = eval(line.split(" ", 2)[2].rsplit(" ", 1)[0])
+    assert shape[0] == 2 and 0 < shape[1] < 10**8
+    deadline = time.monotonic() + 10
+    while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(Path(f"/proc/{w}").exists() for w in workers)   # no worker left running

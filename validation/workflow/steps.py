@@ -1211,18 +1211,17 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
     if parallel is None:
         parallel = k > 1
     if parallel and k > 1:
-        from concurrent.futures import ProcessPoolExecutor
         from samplers import sample_chains
 
         # compile in this process first (a throwaway 2-step chain on its own stream): the
         # forked workers inherit the compiled kernels instead of each compiling them again
         sample(model, test, proposal, theta0[0], 2, rng=np.random.default_rng(0),
                progress=False, row_draws=rows, bias_check=False)
-        parent = _Streams(streams)
-        with ProcessPoolExecutor(max_workers=k) as pool:
-            got = sample_chains(model, test, proposal, theta0, n, n_chains=k, rng=parent,
-                                executor=pool, progress=progress, row_draws=rows,
-                                bias_check=False)
+        # sample_chains' own pool: a Ctrl-C reaches its workers from here, also when it
+        # came to this process alone (a notebook's interrupt, kill -INT)
+        got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
+                            rng=_Streams(streams), progress=progress, row_draws=rows,
+                            bias_check=False)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
     from samplers import ChainInterrupted
