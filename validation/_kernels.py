@@ -120,33 +120,6 @@ def set_epoch(order, epoch):
     order.epoch = epoch
 
 
-def _sequence_path_impl(radius, grow):
-    @jit
-    def path(values, N, settings, lo_win, hi_win):
-        L = values.shape[0]
-        n, mean, m2, stage = 0, 0.0, 0.0, 0
-        r = radius(0, N, 0, mean, m2, settings)
-        if r != r:   # NEED_MORE (NaN); a negative r decides at once
-            raise ValueError("the test's settings do not cover a whole pass over N rows")
-        a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
-        while n < N and a < b and a < hi_win and b > lo_win:
-            take = min(grow(n, N, stage, settings), N - n)
-            if n + take > L:
-                return a, b, False
-            b_mean, b_m2 = batch_moments(values[n:n + take])
-            n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
-            stage += 1
-            if n < N:
-                r = radius(n, N, stage, mean, m2, settings)
-                if r != r:
-                    raise ValueError("the test's settings do not cover a whole pass "
-                                     "over N rows")
-                a, b = _narrow(a, b, mean - r, mean + r)
-        return a, b, True
-
-    return path
-
-
 @cache
 def sequence_path_acceptance(radius, grow):
     """Compiled P(accept | path) of an interval test, u integrated, for paths given as the
@@ -160,14 +133,14 @@ def sequence_path_acceptance(radius, grow):
     the mean of all N l_i) and ``done[j]`` True; if it needs more rows than given,
     ``done[j]`` is False (the caller reads a longer prefix of the same order).
     """
-    path = _sequence_path_impl(radius, grow)
+    path = stopping_loop(radius, grow, _given_rows)
 
     @jit
     def run(values, mu, N, settings, log_const, window, out, done):
         hi_win = -log_const / N
         lo_win = (-log_const - window) / N
         for j in range(values.shape[0]):
-            a, b, finished = path(values[j], N, settings, lo_win, hi_win)
+            a, b, finished = path((values[j],), N, settings, lo_win, hi_win)
             done[j] = finished
             if finished:
                 tau = min(max(mu, a), b)
@@ -267,41 +240,34 @@ def _narrow(a, b, lo, hi):
     return max(a, min(b, lo)), min(b, max(a, hi))
 
 
-@jit
-def _extend(l, order, rng, n, mean, m2, take, u, rows, buf):
-    """Draw the next ``take`` rows of a path (the first n are taken) and merge their
-    moments into ``(n, mean, m2)``, as the samplers' loops do."""
-    draw_rows(rng, order, u[:take], rows[:take])
-    for t in range(take):
-        buf[t] = l[rows[t]]
-    b_mean, b_m2 = batch_moments(buf[:take])
-    return merge_moments(n, mean, m2, take, b_mean, b_m2)
-
-
 @cache
-def interval_path(radius, grow):
-    """One path of an interval test, compiled: ``path(l, order, rng, settings, u, rows, buf,
-    lo_win, hi_win) -> (a, b)``.
+def stopping_loop(radius, grow, fetch):
+    """The stopping loop of an interval test's path, compiled (the one loop both
+    :func:`interval_path` and :func:`sequence_path_acceptance` run): ``loop(src, N,
+    settings, lo_win, hi_win) -> (a, b, finished)``.
 
-    The path reads rows as the engine does (stages of ``grow`` rows, moments merged batch by
-    batch) and narrows its undecided interval [a, b] by the test's own ``radius`` until the
-    interval is empty, all N rows are read, or it leaves the window [lo_win, hi_win]
-    (infinite: never); nothing of the test's rule is re-derived here. ``u``, ``rows`` and
-    ``buf`` are scratch of length N.
+    The path reads stages of ``grow`` rows, their moments merged batch by batch as the
+    engine does, and narrows its undecided interval [a, b] by the test's own ``radius``
+    until the interval is empty, all N rows are read, or it leaves the window [lo_win,
+    hi_win] (infinite: never); nothing of the test's rule is re-derived here.
+    ``fetch(src, n, take) -> (got, mean, m2)`` gives the moments of the path's rows n to
+    n + take (drawn, :func:`_drawn_rows`, or read ahead, :func:`_given_rows`); ``got``
+    False (rows not at hand) stops the loop with ``finished`` False.
     """
 
     @jit
-    def path(l, order, rng, settings, u, rows, buf, lo_win, hi_win):
-        N = l.shape[0]
+    def loop(src, N, settings, lo_win, hi_win):
         n, mean, m2, stage = 0, 0.0, 0.0, 0
-        restart_order(order)
         r = radius(0, N, 0, mean, m2, settings)
         if r != r:   # NEED_MORE (NaN); a negative r decides at once
             raise ValueError("the test's settings do not cover a whole pass over N rows")
         a, b = _narrow(-math.inf, math.inf, mean - r, mean + r)
         while n < N and a < b and a < hi_win and b > lo_win:
             take = min(grow(n, N, stage, settings), N - n)
-            n, mean, m2 = _extend(l, order, rng, n, mean, m2, take, u, rows, buf)
+            got, b_mean, b_m2 = fetch(src, n, take)
+            if not got:
+                return a, b, False
+            n, mean, m2 = merge_moments(n, mean, m2, take, b_mean, b_m2)
             stage += 1
             if n < N:
                 r = radius(n, N, stage, mean, m2, settings)
@@ -309,6 +275,47 @@ def interval_path(radius, grow):
                     raise ValueError("the test's settings do not cover a whole pass "
                                      "over N rows")
                 a, b = _narrow(a, b, mean - r, mean + r)
+        return a, b, True
+
+    return loop
+
+
+@jit
+def _drawn_rows(src, n, take):
+    """:func:`stopping_loop`'s ``fetch`` for a path drawn as it goes: the next ``take`` rows
+    of ``src = (l, order, rng, u, rows, buf)`` (the first n are taken), as the samplers'
+    loops draw them."""
+    l, order, rng, u, rows, buf = src
+    draw_rows(rng, order, u[:take], rows[:take])
+    for t in range(take):
+        buf[t] = l[rows[t]]
+    b_mean, b_m2 = batch_moments(buf[:take])
+    return True, b_mean, b_m2
+
+
+@jit
+def _given_rows(src, n, take):
+    """:func:`stopping_loop`'s ``fetch`` for a path read ahead: ``src = (values,)``, the l_i
+    of its rows in the order read; False past them."""
+    values = src[0]
+    if n + take > values.shape[0]:
+        return False, 0.0, 0.0
+    b_mean, b_m2 = batch_moments(values[n:n + take])
+    return True, b_mean, b_m2
+
+
+@cache
+def interval_path(radius, grow):
+    """One path of an interval test, compiled: ``path(l, order, rng, settings, u, rows, buf,
+    lo_win, hi_win) -> (a, b)``: the order restarted, then :func:`stopping_loop` drawing the
+    path's rows as the engine does. ``u``, ``rows`` and ``buf`` are scratch of length N.
+    """
+    loop = stopping_loop(radius, grow, _drawn_rows)
+
+    @jit
+    def path(l, order, rng, settings, u, rows, buf, lo_win, hi_win):
+        restart_order(order)
+        a, b, _ = loop((l, order, rng, u, rows, buf), l.shape[0], settings, lo_win, hi_win)
         return a, b
 
     return path
