@@ -884,7 +884,11 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
         raise
     finally:
         if own:
+            workers = list((getattr(executor, "_processes", None) or {}).values())
             executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
+            for proc in workers if interrupted else ():
+                if proc.is_alive():     # what the grace left (they ignore a Ctrl-C when idle)
+                    proc.terminate()
     return _common_length(done, interrupted)
 
 
