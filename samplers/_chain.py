@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import os
+import signal
 import sys
 import time
 import warnings
@@ -854,11 +855,13 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
     streams = rng.spawn(n_chains)
     own = executor is None
     if own:
-        executor = ProcessPoolExecutor(max_workers=min(n_chains, os.cpu_count() or 1))
+        executor = _worker_pool(min(n_chains, os.cpu_count() or 1))
     interrupted = False
     try:
         quiet = partial(sample, progress=False, row_draws=row_draws,   # no bars from workers
                         bias_check=bias_check)
+        if own:
+            quiet = partial(_in_worker, quiet)
         futures = [executor.submit(quiet, model, test, proposal, starts[k].copy(), n_samples,
                                    streams[k]) for k in range(n_chains)]
         done = []
@@ -870,13 +873,64 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
                     bar.update()
             except KeyboardInterrupt:
                 interrupted = True
+                _forward_interrupt(executor)
                 done += _gather_after_interrupt(futures[len(done):])
         if interrupted and not done:
             raise KeyboardInterrupt
+    except KeyboardInterrupt:    # before the wait (or none came back): stop the workers too
+        if not interrupted:
+            interrupted = True
+            _forward_interrupt(executor)
+        raise
     finally:
         if own:
+            workers = list((getattr(executor, "_processes", None) or {}).values())
             executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
+            for proc in workers if interrupted else ():
+                if proc.is_alive():     # what the grace left (they ignore a Ctrl-C when idle)
+                    proc.terminate()
     return _common_length(done, interrupted)
+
+
+def _worker_pool(workers):
+    """The process pool :func:`sample_chains` makes: its workers sit in their own process
+    group, so a Ctrl-C reaches them only from this process (:func:`_forward_interrupt`),
+    once, whether it came from a terminal (the whole foreground group) or to this process
+    alone (``kill -INT``, a notebook's interrupt), and only while they run a chain
+    (:func:`_in_worker`): an idle worker ignores it instead of dying and breaking the pool."""
+    if not hasattr(os, "setpgrp"):
+        return ProcessPoolExecutor(max_workers=workers)
+    return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup)
+
+
+def _worker_setup():
+    os.setpgrp()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _in_worker(fn, *args):
+    """Run ``fn(*args)`` in a worker of :func:`_worker_pool` with Python's SIGINT handler, so
+    that the chain takes a Ctrl-C as in the main process and returns the steps so far."""
+    if not hasattr(os, "setpgrp"):
+        return fn(*args)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        return fn(*args)
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+def _forward_interrupt(executor):
+    """Send SIGINT to the live workers of a process pool that are not in this process's
+    group (those of :func:`_worker_pool`; the others had the terminal's Ctrl-C already)."""
+    processes = getattr(executor, "_processes", None) if isinstance(
+        executor, ProcessPoolExecutor) else None
+    for proc in list((processes or {}).values()):
+        try:
+            if proc.is_alive() and os.getpgid(proc.pid) != os.getpgrp():
+                os.kill(proc.pid, signal.SIGINT)
+        except (OSError, ValueError):     # gone meanwhile
+            pass
 
 
 def _gather_after_interrupt(futures, grace: float = 5.0):

@@ -38,7 +38,8 @@ _BLOCK_VALUES = 1 << 20
 #: Up to this many rows (32 MB a pair), a pair whose simulations ask for more than N / 4
 #: l_i gets all N computed once and kept (cheaper than reading most rows many times).
 _FULL_ROWS = 1 << 22
-#: ... and at most this many l_i kept over all pairs (256 MB).
+#: ... and at most this many l_i kept over all pairs (256 MB); the batch-size search keeps
+#: them above ``_FULL_ROWS`` too, within this bound.
 _KEPT_VALUES = 1 << 25
 
 
@@ -112,6 +113,10 @@ class _Source:
     def __init__(self, source, pairs, chunk, executor=None, trial=None, progress=None):
         self.executor, self.chunk, self.progress = executor, chunk, progress
         self._pops, self._full, self._asked = {}, {}, {}
+        #: set by the batch-size search (:func:`_search`): above ``_FULL_ROWS`` rows too, a
+        #: pair asked for more than N / 4 l_i gets all N computed once and kept, the pairs
+        #: used longest ago dropped to stay within ``_KEPT_VALUES``
+        self.searching = False
         if pairs is None:
             if trial is not None:
                 raise TypeError("trial= goes with a model and its pairs, not with l_i given "
@@ -199,10 +204,17 @@ class _Source:
         if self.model is None:
             return self.rows[p][rows]
         if p in self._full:
+            if self.searching:                     # most recently used last (the eviction)
+                self._full[p] = self._full.pop(p)
             return self._full[p][rows]
         asked = self._asked.get(p, 0) + np.size(rows)
         kept = sum(v.size for v in self._full.values())
-        if self.N <= _FULL_ROWS and asked > self.N / 4 and kept + self.N <= _KEPT_VALUES:
+        large = self.N > _FULL_ROWS
+        if large and self.searching and asked > self.N / 4 and self.N <= _KEPT_VALUES:
+            while kept + self.N > _KEPT_VALUES:     # the pair used longest ago makes room
+                kept -= self._full.pop(next(iter(self._full))).size
+        if ((not large or self.searching) and asked > self.N / 4
+                and kept + self.N <= _KEPT_VALUES):
             self._full[p] = loglik_ratios(self.model, self.thetas[p], self.theta_news[p],
                                           chunk=self.chunk)
             return self._full[p][rows]
@@ -523,10 +535,18 @@ def _search(source, order, b0, passed_at_b0, tolerance, n_sim, rng):
     else:
         ladder = sorted({int(round(b0 * SEARCH_RATIO**k)) for k in range(1, 64)
                          if b0 * SEARCH_RATIO**k <= N // 2})
-    for b in ladder:
-        if all(_passes(source, p, b, tolerance, n_sim, rng) for p in order):
-            return b
-    return b0 if passed_at_b0 else None
+    # the search reads ~1,000 minibatches of b rows per pair and rung, up to b = N/2: once
+    # that passes N/4 rows a pair's N l_i are computed in one pass and looked up, at any N
+    # whose l_i fit in memory (not only at N <= _FULL_ROWS: computing the l_i at each rung's
+    # rows cost O(1000 b) model evaluations there, minutes a rung at 2^23 rows)
+    source.searching = True
+    try:
+        for b in ladder:
+            if all(_passes(source, p, b, tolerance, n_sim, rng) for p in order):
+                return b
+        return b0 if passed_at_b0 else None
+    finally:
+        source.searching = False
 
 
 def clt_check(source, pairs=None, *, batch_size=None, tolerance=0.05, n_sim=20_000,

@@ -169,3 +169,40 @@ def test_source_checks():
         clt_check(model, ([[0.0], [1.0]], [[0.5]]), batch_size=2)
     with pytest.raises(ValueError, match="all equal"):
         clt_check(model, ([[0.5]], [[0.5]]), batch_size=2, n_sim=2000, tolerance=0.1)
+
+
+class _Counting:
+    """GaussianMean over ``x`` counting the rows its log-likelihood is evaluated at."""
+
+    def __init__(self, x):
+        self.inner, self.N, self.dim, self.rows = GaussianMean(x), x.size, 1, 0
+
+    def loglik(self, theta, idx):
+        self.rows += np.size(idx)
+        return self.inner.loglik(theta, idx)
+
+    def logprior(self, theta):
+        return self.inner.logprior(theta)
+
+
+def test_the_search_above_the_kept_size_reads_a_pass_not_every_minibatch(monkeypatch):
+    """Above ``_FULL_ROWS`` rows (2^22; 2^10 here) the batch-size search computed the l_i at
+    every rung's rows: ~1,000 minibatches of b rows each, up to b = N/2, minutes a rung at
+    2^23 rows. It now computes a pair's N l_i once its rungs ask for N/4 of them, and looks
+    them up, within ``_KEPT_VALUES`` (one pair's worth here: the pairs take turns); the
+    smallest passing batch size is the one found with every l_i kept."""
+    from validation import _clt
+
+    x = np.random.default_rng(14).lognormal(0.0, 1.5, 4096)
+    pairs = (np.array([[0.0], [0.3]]), np.array([[0.02], [0.33]]))
+    kw = dict(batch_size=8, n_sim=2000, tolerance=0.1, rng=6)
+    small = _Counting(x)
+    kept = clt_check(small, pairs, **kw)                # N <= _FULL_ROWS: l_i kept
+    monkeypatch.setattr(_clt, "_FULL_ROWS", 1 << 10)
+    monkeypatch.setattr(_clt, "_KEPT_VALUES", 4096)
+    large = _Counting(x)
+    got = clt_check(large, pairs, **kw)
+    assert kept.min_batch_size is not None and kept.min_batch_size > 64
+    assert got.min_batch_size == kept.min_batch_size
+    np.testing.assert_array_equal(got.t_statistics, kept.t_statistics)
+    assert large.rows < 30 * x.size, (large.rows, small.rows)   # 52 N before, 20 N now

@@ -1157,9 +1157,16 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
     while True:
         rounds += 1
-        with caught_warnings("always", ChainInterrupted, record=True) as seen:
-            runs, stopped = _round(model, test, proposal, theta0, goal, streams, parallel,
-                                   progress, executor)
+        try:
+            with caught_warnings("always", ChainInterrupted, record=True) as seen:
+                runs, stopped = _round(model, test, proposal, theta0, goal, streams,
+                                       parallel, progress, executor)
+        except KeyboardInterrupt:    # before any step of this round: keep the earlier ones
+            if not parts:
+                raise
+            joined, interrupted = _join(parts), True
+            found, rhat = _ess_rhat(joined)
+            break
         parts.append(runs)
         joined = _join(parts)
         interrupted = stopped or any(issubclass(w.category, ChainInterrupted) for w in seen)
@@ -1207,25 +1214,38 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
     if parallel is None:
         parallel = k > 1
     if parallel and k > 1:
-        from concurrent.futures import ProcessPoolExecutor
         from samplers import sample_chains
 
         # compile in this process first (a throwaway 2-step chain on its own stream): the
         # forked workers inherit the compiled kernels instead of each compiling them again
         sample(model, test, proposal, theta0[0], 2, rng=np.random.default_rng(0),
                progress=False, row_draws=rows, bias_check=False)
-        parent = _Streams(streams)
-        with ProcessPoolExecutor(max_workers=k) as pool:
-            got = sample_chains(model, test, proposal, theta0, n, n_chains=k, rng=parent,
-                                executor=pool, progress=progress, row_draws=rows,
-                                bias_check=False)
+        # sample_chains' own pool: a Ctrl-C reaches its workers from here, also when it
+        # came to this process alone (a notebook's interrupt, kill -INT)
+        got = sample_chains(model, test, proposal, theta0, n, n_chains=k,
+                            rng=_Streams(streams), progress=progress, row_draws=rows,
+                            bias_check=False)
         runs = list(got)
         return runs, any(c.samples.shape[0] < n for c in runs)
+    from samplers import ChainInterrupted
+
     runs = []
     for j, s in enumerate(streams):
-        runs.append(sample(model, test, proposal, theta0[j], n, rng=s, progress=progress,
-                           row_draws=rows, bias_check=False))
-        if runs[-1].samples.shape[0] < n:        # Ctrl-C: stop here, keep what was drawn
+        seen = []
+        # a Ctrl-C in a chain's last step, or while its records are assembled, leaves it
+        # whole with a ChainInterrupted warning: that, not its length, says to stop here
+        try:
+            with caught_warnings("always", ChainInterrupted, record=True) as seen:
+                runs.append(sample(model, test, proposal, theta0[j], n, rng=s,
+                                   progress=progress, row_draws=rows, bias_check=False))
+        except KeyboardInterrupt:                # before this chain's first step
+            if not runs:
+                raise
+            return runs, True
+        finally:
+            for w in seen:                       # the caller's record sees them too
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        if seen or runs[-1].samples.shape[0] < n:   # Ctrl-C: stop here, keep what was drawn
             return _cut(runs), True
     return runs, False
 
