@@ -887,7 +887,7 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
             workers = list((getattr(executor, "_processes", None) or {}).values())
             executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
             for proc in workers if interrupted else ():
-                if proc.is_alive():     # what the grace left (they ignore a Ctrl-C when idle)
+                if proc.is_alive():     # what the grace left (an idle one only notes a Ctrl-C)
                     proc.terminate()
     return _common_length(done, interrupted)
 
@@ -897,15 +897,28 @@ def _worker_pool(workers):
     group, so a Ctrl-C reaches them only from this process (:func:`_forward_interrupt`),
     once, whether it came from a terminal (the whole foreground group) or to this process
     alone (``kill -INT``, a notebook's interrupt), and only while they run a chain
-    (:func:`_in_worker`): an idle worker ignores it instead of dying and breaking the pool."""
+    (:func:`_in_worker`): an idle worker notes it (:func:`_note_interrupt`) instead of dying
+    and breaking the pool."""
     if not hasattr(os, "setpgrp"):
         return ProcessPoolExecutor(max_workers=workers)
     return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup)
 
 
+#: Set in a worker of :func:`_worker_pool` by a Ctrl-C forwarded while it ran no chain.
+_INTERRUPT_PENDING = False
+
+
 def _worker_setup():
     os.setpgrp()
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, _note_interrupt)
+
+
+def _note_interrupt(signum, frame):
+    """An idle worker's SIGINT handler: remember the Ctrl-C, so that a chain the worker
+    takes up after it (the interrupt forwarded just before the chain began) stops at once
+    instead of running to its end."""
+    global _INTERRUPT_PENDING
+    _INTERRUPT_PENDING = True
 
 
 def _in_worker(fn, *args):
@@ -915,9 +928,11 @@ def _in_worker(fn, *args):
         return fn(*args)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     try:
+        if _INTERRUPT_PENDING:      # forwarded before this chain began: it has no steps
+            raise KeyboardInterrupt
         return fn(*args)
     finally:
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
+        signal.signal(signal.SIGINT, _note_interrupt)
 
 
 def _forward_interrupt(executor):
