@@ -873,14 +873,16 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
                     bar.update()
             except KeyboardInterrupt:
                 interrupted = True
-                _forward_interrupt(executor)
+                if own:
+                    _forward_interrupt(executor)
                 done += _gather_after_interrupt(futures[len(done):])
         if interrupted and not done:
             raise KeyboardInterrupt
     except KeyboardInterrupt:    # before the wait (or none came back): stop the workers too
         if not interrupted:
             interrupted = True
-            _forward_interrupt(executor)
+            if own:
+                _forward_interrupt(executor)
         raise
     finally:
         if own:
@@ -893,23 +895,21 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
 
 
 def _worker_pool(workers):
-    """The process pool :func:`sample_chains` makes: its workers sit in their own process
-    group, so a Ctrl-C reaches them only from this process (:func:`_forward_interrupt`),
-    once, whether it came from a terminal (the whole foreground group) or to this process
-    alone (``kill -INT``, a notebook's interrupt), and only while they run a chain
-    (:func:`_in_worker`): an idle worker notes it (:func:`_note_interrupt`) instead of dying
-    and breaking the pool."""
-    if not hasattr(os, "setpgrp"):
-        return ProcessPoolExecutor(max_workers=workers)
+    """The process pool :func:`sample_chains` makes. Its workers stay in this process's
+    group (a terminal's Ctrl-C, or a kill of the group, reaches them as it reaches this
+    process), and this process also forwards a Ctrl-C it gets alone (``kill -INT``, a
+    notebook's interrupt; :func:`_forward_interrupt`). A worker running a chain takes the
+    first Ctrl-C as the chain's interrupt and ignores the rest (:func:`_in_worker`), so that
+    the terminal's and the forwarded one do not cut the chain's wind-down; an idle worker
+    notes it (:func:`_note_interrupt`) instead of dying and breaking the pool."""
     return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup)
 
 
-#: Set in a worker of :func:`_worker_pool` by a Ctrl-C forwarded while it ran no chain.
+#: Set in a worker of :func:`_worker_pool` by a Ctrl-C that came while it ran no chain.
 _INTERRUPT_PENDING = False
 
 
 def _worker_setup():
-    os.setpgrp()
     signal.signal(signal.SIGINT, _note_interrupt)
 
 
@@ -921,14 +921,19 @@ def _note_interrupt(signum, frame):
     _INTERRUPT_PENDING = True
 
 
+def _interrupt_once(signum, frame):
+    """A chain's SIGINT handler in a worker: the first Ctrl-C interrupts the chain (which
+    returns its steps so far); later ones (the forwarded copy of a terminal's) are ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    raise KeyboardInterrupt
+
+
 def _in_worker(fn, *args):
-    """Run ``fn(*args)`` in a worker of :func:`_worker_pool` with Python's SIGINT handler, so
-    that the chain takes a Ctrl-C as in the main process and returns the steps so far."""
-    if not hasattr(os, "setpgrp"):
-        return fn(*args)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    """Run ``fn(*args)`` in a worker of :func:`_worker_pool` so that the chain takes a Ctrl-C
+    as in the main process and returns the steps so far (:func:`_interrupt_once`)."""
+    signal.signal(signal.SIGINT, _interrupt_once)
     try:
-        if _INTERRUPT_PENDING:      # forwarded before this chain began: it has no steps
+        if _INTERRUPT_PENDING:      # came before this chain began: it has no steps
             raise KeyboardInterrupt
         return fn(*args)
     finally:
@@ -936,13 +941,11 @@ def _in_worker(fn, *args):
 
 
 def _forward_interrupt(executor):
-    """Send SIGINT to the live workers of a process pool that are not in this process's
-    group (those of :func:`_worker_pool`; the others had the terminal's Ctrl-C already)."""
-    processes = getattr(executor, "_processes", None) if isinstance(
-        executor, ProcessPoolExecutor) else None
-    for proc in list((processes or {}).values()):
+    """Send SIGINT to the live workers of a pool of :func:`_worker_pool` (a Ctrl-C that
+    reached this process alone; one that also reached them is taken once)."""
+    for proc in list((getattr(executor, "_processes", None) or {}).values()):
         try:
-            if proc.is_alive() and os.getpgid(proc.pid) != os.getpgrp():
+            if proc.is_alive():
                 os.kill(proc.pid, signal.SIGINT)
         except (OSError, ValueError):     # gone meanwhile
             pass

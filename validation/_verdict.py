@@ -412,8 +412,8 @@ def _read_on(src, p, run, order, key, epochs, states, j, L, out):
 
 def _read_alone(src, p, run, order, key, epoch, states, j):
     """P(accept | path) of the one path ``j``, read on from its state by blocks of
-    ``_BLOCK_VALUES`` rows (more only if one stage needs more): its order restarted once and
-    then read on; the rows of a stage that straddles two blocks are kept for the next."""
+    ``_BLOCK_VALUES`` rows (more only if one stage needs more): its order restarted once
+    and then read on; the rows of a stage that straddles two blocks are kept for the next."""
     N = src.N
     at = int(states[j, 0])
     tail = np.empty(0, dtype=np.intp)
@@ -431,8 +431,11 @@ def _read_alone(src, p, run, order, key, epoch, states, j):
         if not np.isnan(got[0]):
             return got[0]
         n = int(states[j, 0])
-        want = _BLOCK_VALUES if n > at else 2 * size      # a stage longer than a block
-        tail, at = rows[n - at:], n
+        tail = rows[n - at:]
+        # a block, room for twice the rows kept (a stage longer than half a block); twice as
+        # many where no stage ended in this one
+        want = max(_BLOCK_VALUES, 2 * tail.size) if n > at else 2 * size
+        at = n
 
 
 def _run_paths(src, p, run, rows, starts, lengths, states, j):

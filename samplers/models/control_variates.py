@@ -1189,7 +1189,7 @@ class ControlVariates(BaseModel):
         most = (math.nan if glm is None        # a user's model: no curvature scale to compare
                 else self.N * glm.m2(self.model) * self._max_row_norm() ** 2)
         if (math.isfinite(most) and not float(np.trace(-hess)) > SATURATION * most
-                and not evaluate(2.0 * theta)[0] < value):
+                and evaluate(2.0 * theta)[0] >= value):     # (NaN there: cannot tell)
             raise RuntimeError(
                 f"the mode search ran off to {theta}, where the log posterior is flat (curvature "
                 f"{float(np.trace(-hess)):.3g} against up to {most:.3g}): the posterior has no "

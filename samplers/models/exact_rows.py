@@ -275,7 +275,8 @@ def heavy_rows(cv, *, threshold=HEAVY_THRESHOLD, max_rows=None, scales=None,
     executor : optional
         Run the pass on a cluster (see :func:`row_scales`): each range returns its own
         ``max_rows + 1`` largest scales (``max(max_rows, sample_rows) + 1``) and the sum of
-        its squared scales, so the client holds O(max_rows) numbers rather than N (the sum
+        the squared scales of its other rows (the merge adds those of the candidates it
+        drops), so the client holds O(max_rows) numbers rather than N (the sum
         of squares is added range by range: it equals the local one to rounding, about
         1e-15 relative).
     sample_rows : int, optional

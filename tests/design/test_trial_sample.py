@@ -212,8 +212,8 @@ def test_a_store_backed_model_gives_the_in_memory_estimates_bit_for_bit(setup, t
 
 def _newton_mode(X, y, prior_sd=10.0):
     """The posterior mode of a logistic regression under a N(0, prior_sd^2) prior (plain
-    Newton; ControlVariates' own search refuses covariates whose largest row dwarfs the
-    curvature, as t(1.2) ones do)."""
+    Newton, independent of ControlVariates' own search, which accepts t(1.2) covariates since
+    its "ran off" check looks at the value at 2 theta)."""
     theta = np.zeros(X.shape[1])
     for _ in range(100):
         p = 0.5 * (1.0 + np.tanh(0.5 * (X @ theta)))

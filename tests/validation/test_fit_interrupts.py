@@ -171,3 +171,24 @@ def test_ctrl_c_to_the_main_process_alone_stops_the_parallel_chains():
     while any(Path(f"/proc/{w}").exists() for w in workers) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(Path(f"/proc/{w}").exists() for w in workers)   # no worker left running
+
+
+class Warning_(Pressing):
+    """A model that warns (a RuntimeWarning, as an overflow would) in each chain: no Ctrl-C."""
+
+    def loglik(self, theta, idx):
+        self.calls += 1
+        if self.calls % 40 == 1:
+            warnings.warn("a model's own warning", RuntimeWarning)
+        return -0.5 * (self.x[idx] - theta[0]) ** 2
+
+
+def test_a_warning_in_a_chain_is_passed_on_and_does_not_stop_the_chains():
+    """Only a ChainInterrupted warning says a chain was interrupted: any other warning a
+    chain shows reaches the caller and the next chains run."""
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        got = _run(Warning_(), 30)
+    assert got.chains.samples.shape == (2, 30, 1) and not got.interrupted
+    assert any(issubclass(w.category, RuntimeWarning) for w in seen)
+    assert not any(issubclass(w.category, ChainInterrupted) for w in seen)

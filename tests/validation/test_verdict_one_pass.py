@@ -221,6 +221,11 @@ def test_long_paths_read_on_by_bounded_blocks_and_give_the_same_values(monkeypat
                            float(np.mean(l)), 3 * m)
     np.testing.assert_array_equal(got, drawn)
     assert max(asked) <= 256 and sum(asked) > 20 * 256    # long paths, read by blocks
+    # a block shorter than a stage (m = 20 rows over 8): the stage's rows carried on, grown
+    monkeypatch.setattr(_verdict, "_BLOCK_VALUES", 8)
+    got = _path_acceptance(src, 0, spec, 0.0, key, new_order(N), np.arange(1, 101),
+                           float(np.mean(l)), 3 * m)
+    np.testing.assert_array_equal(got, drawn)
     # the rows read ahead: at most about twice the rows the paths needed, never re-read
     monkeypatch.setattr(_verdict, "_BLOCK_VALUES", 1 << 20)
     asked.clear()

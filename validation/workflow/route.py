@@ -169,7 +169,7 @@ def exact_candidates(cv, proposal_name, thetas, news, log_const, mh_acceptance, 
     sample of the others (:func:`samplers.models.remainder.sampled_remainder_sum`, 65,536
     rows at 10^6 to 10^7), so no pass over the N rows is made; below that (or without
     ``exact_rows``) the pass runs, as before. The estimate's relative standard error r
-    (about 1e-3 on a logistic regression's rows) is the relative error of SMH's and
+    (a few 1e-3 on a logistic regression's rows) is the relative error of SMH's and
     MH-SS's rows per step; both routes' costs rise with C, so at C within z standard
     errors their costs lie within the costs at ``C (1 -+ z r)``: the choice can change
     only between a route and an exact minibatch route whose cost is in that band (the

@@ -1157,6 +1157,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
     while True:
         rounds += 1
+        seen = []
         try:
             with caught_warnings("always", ChainInterrupted, record=True) as seen:
                 runs, stopped = _round(model, test, proposal, theta0, goal, streams,
@@ -1167,6 +1168,10 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
             joined, interrupted = _join(parts), True
             found, rhat = _ess_rhat(joined)
             break
+        finally:
+            for w in seen:     # the chains' other warnings reach the caller (this one's below)
+                if not issubclass(w.category, ChainInterrupted):
+                    warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         parts.append(runs)
         joined = _join(parts)
         interrupted = stopped or any(issubclass(w.category, ChainInterrupted) for w in seen)
@@ -1245,7 +1250,8 @@ def _round(model, test, proposal, theta0, n, streams, parallel, progress, execut
         finally:
             for w in seen:                       # the caller's record sees them too
                 warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        if seen or runs[-1].samples.shape[0] < n:   # Ctrl-C: stop here, keep what was drawn
+        stopped = any(issubclass(w.category, ChainInterrupted) for w in seen)  # not others
+        if stopped or runs[-1].samples.shape[0] < n:   # Ctrl-C: stop, keep what was drawn
             return _cut(runs), True
     return runs, False
 
