@@ -866,9 +866,15 @@ def _cells_screen(n_m, n_eps, result, tolerance, margins, workers, data_bound=No
             if err <= tolerance:
                 best = min(best, data)
     if best == math.inf:
-        top = min(screened[c][0] + margins[c[0]][0] for c in cells)
-        yield [(i, k, False) for i, k in cells
-               if screened[(i, k)][0] - margins[i][0] <= top]
+        yield _smallest_error_cells(screened, margins)
+
+
+def _smallest_error_cells(screened, margins):
+    """Jobs of the screened cells that may hold the grid's smallest error (within their
+    row's error margin of it): run in full when no cell is feasible, for the error's
+    message."""
+    top = min(e + margins[i][0] for (i, _), (e, _) in screened.items())
+    return [(i, k, False) for (i, k), (e, _) in screened.items() if e - margins[i][0] <= top]
 
 
 def _cells_prune(n_m, n_eps, result, tolerance, margins, workers, data_bound, row_bound):
@@ -920,9 +926,7 @@ def _cells_prune(n_m, n_eps, result, tolerance, margins, workers, data_bound, ro
             if err <= tolerance:
                 best = min(best, data)
     if best == math.inf:
-        top = min(screened[c][0] + margins[c[0]][0] for c in screened)
-        yield [(i, k, False) for i, k in screened
-               if screened[(i, k)][0] - margins[i][0] <= top]
+        yield _smallest_error_cells(screened, margins)
 
 
 #: Cells the bisection evaluates at most per row: two guesses, then trisection.

@@ -50,3 +50,23 @@ def coarse_dp():
 def real_tests():
     """Populations of l_i as a model, and drivers of the samplers' real test loops."""
     return _load("real_tests")
+
+
+@pytest.fixture
+def count_evaluations(monkeypatch):
+    """``start()`` begins counting the design programme's runs: it returns the list that
+    then collects each run's (m, epsilon, screen)."""
+    def start():
+        from design import _optimize
+
+        calls = []
+        original = _optimize._Evaluator.__call__
+
+        def counting(self, m, eps, screen=False):
+            calls.append((m, eps, screen))
+            return original(self, m, eps, screen=screen)
+
+        monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
+        return calls
+
+    return start

@@ -242,19 +242,10 @@ def test_smaller_m_rows_keep_the_screened_grids_aligned():
     assert abs(d.screen_error_grid[i, k] - d.error) < 1e-3
 
 
-def test_screen_reuses_itself_where_it_is_the_full_programme(monkeypatch):
+def test_screen_reuses_itself_where_it_is_the_full_programme(count_evaluations):
     """Where neither plan merges a stage (N / m small), the screen is the design's own
     programme: no cell is run twice, and the design is the full search's."""
-    from design import _optimize
-
-    calls = []
-    original = _optimize._Evaluator.__call__
-
-    def counting(self, m, eps, screen=False):
-        calls.append((m, eps, screen))
-        return original(self, m, eps, screen=screen)
-
-    monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
+    calls = count_evaluations()
     trial = _trial()
     fast = optimize(trial, 0.01, m_grid=M_GRID, epsilon_grid=EPS_GRID, workers=1)
     assert len(calls) == len(M_GRID) * len(EPS_GRID) and all(c[2] for c in calls)

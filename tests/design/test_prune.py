@@ -25,30 +25,16 @@ def _raw_trial(n_pairs=30, N=200_000, seed=3):
                       N=N)
 
 
-def _counting(monkeypatch):
-    from design import _optimize
-
-    calls = []
-    original = _optimize._Evaluator.__call__
-
-    def counting(self, m, eps, screen=False):
-        calls.append((m, eps, screen))
-        return original(self, m, eps, screen=screen)
-
-    monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
-    return calls
-
-
 def _same_design(a, b):
     assert (a.m, a.epsilon, a.threshold) == (b.m, b.epsilon, b.threshold)
     assert (a.error, a.data_fraction) == (b.error, b.data_fraction)      # to the bit
 
 
 @pytest.mark.parametrize("seed, tolerance", [(0, 0.01), (1, 0.002), (2, 0.01)])
-def test_prune_gives_the_screen_design_with_fewer_runs(monkeypatch, seed, tolerance):
+def test_prune_gives_the_screen_design_with_fewer_runs(count_evaluations, seed, tolerance):
     trial = _cv_like_trial(seed=seed)
     kw = dict(m_grid=[20, 50, 100, 200], epsilon_grid=[0.005, 0.02, 0.1, 0.2], workers=2)
-    calls = _counting(monkeypatch)
+    calls = count_evaluations()
     screened = optimize(trial, tolerance, search="screen", **kw)
     n_screen = len(calls)
     calls.clear()
@@ -87,14 +73,14 @@ def test_prune_infeasible_raises_the_screen_error():
     assert (errors[0].m, errors[0].epsilon) == (errors[1].m, errors[1].epsilon)
 
 
-def test_default_grid_with_smaller_m_is_the_screen_design(monkeypatch):
+def test_default_grid_with_smaller_m_is_the_screen_design(count_evaluations):
     """The dispatch's default grid, where m = 50 wins and m = 30, 20, 10 are tried at its
     epsilon: the same design and grids as the screen (after ``complete_screen``)."""
     n = 100_000
     rng = np.random.default_rng(5)
     tc = TrialChain(mu=rng.normal(0, 1, 20) / n, sigma=rng.uniform(0.5, 2.0, 20) * 1e-6,
                     c0=np.zeros(20), N=n)
-    calls = _counting(monkeypatch)
+    calls = count_evaluations()
     screened = optimize(tc, 0.01)
     n_screen = len(calls)
     calls.clear()

@@ -19,21 +19,13 @@ def _cv_like_trial(n_pairs=20, N=200_000, seed=0):
 
 
 @pytest.mark.parametrize("tolerance", [0.01, 0.002])
-def test_pruned_screen_finds_the_full_search_design_with_fewer_cells(monkeypatch, tolerance):
-    from design import _optimize
-
+def test_pruned_screen_finds_the_full_search_design_with_fewer_cells(count_evaluations,
+                                                                     tolerance):
     trial = _cv_like_trial()
     kw = dict(m_grid=[10, 20, 50, 100], epsilon_grid=[0.005, 0.02, 0.05, 0.1, 0.2],
               workers=1)
     full = optimize(trial, tolerance, search="full", **kw)
-    calls = []
-    original = _optimize._Evaluator.__call__
-
-    def counting(self, m, eps, screen=False):
-        calls.append((m, eps, screen))
-        return original(self, m, eps, screen=screen)
-
-    monkeypatch.setattr(_optimize._Evaluator, "__call__", counting)
+    calls = count_evaluations()
     fast = optimize(trial, tolerance, **kw)
     assert (fast.m, fast.epsilon) == (full.m, full.epsilon)
     assert (fast.error, fast.data_fraction) == (full.error, full.data_fraction)
