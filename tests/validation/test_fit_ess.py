@@ -84,3 +84,21 @@ def test_ess_rhat_of_chains_is_min_and_max():
     assert ess == min(bulk_ess(x[:, :, j]) for j in range(2))
     assert rhat == max(rank_rhat(x[:, :, j]) for j in range(2))
     assert ess < 200                                  # the phi = 0.95 coordinate
+
+
+def test_ess_rhat_without_rhat_gives_the_same_ess():
+    """The rounds that only decide whether to go on skip R-hat (NaN), not the ESS; a
+    parameter with a NaN draw makes both NaN, as bulk_ess and rank_rhat do."""
+    from types import SimpleNamespace
+
+    rng = np.random.default_rng(4)
+    x = np.stack([_ar1(rng, 2, 300, phi=p) for p in (0.5, 0.9, 0.1)], axis=-1)
+    runs = [SimpleNamespace(samples=x[c]) for c in range(2)]
+    ess, rhat = _ess_rhat(runs)
+    only, none = _ess_rhat(runs, rhat=False)
+    assert only == ess and np.isnan(none) and not np.isnan(rhat)
+    x[1, 7, 2] = np.nan
+    runs = [SimpleNamespace(samples=x[c]) for c in range(2)]
+    assert np.isnan(bulk_ess(x[:, :, 2])) and np.isnan(rank_rhat(x[:, :, 2]))
+    np.testing.assert_equal(_ess_rhat(runs), (min(bulk_ess(x[:, :, j]) for j in range(3)),
+                                              max(rank_rhat(x[:, :, j]) for j in range(3))))

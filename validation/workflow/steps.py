@@ -1166,7 +1166,6 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
             if not parts:
                 raise
             joined, interrupted = _join(parts), True
-            found, rhat = _ess_rhat(joined)
             break
         finally:
             for w in seen:     # the chains' other warnings reach the caller (this one's below)
@@ -1175,9 +1174,11 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
         parts.append(runs)
         joined = _join(parts)
         interrupted = stopped or any(issubclass(w.category, ChainInterrupted) for w in seen)
-        found, rhat = _ess_rhat(joined)
         spent = time.perf_counter() - t0
-        if interrupted or ess is None or found >= ess or spent >= max_seconds:
+        if interrupted or ess is None or spent >= max_seconds:
+            break
+        found = _ess_rhat(joined, rhat=False)[0]    # R-hat only for the chains returned
+        if found >= ess:
             break
         streams = [s.spawn(1)[0] for s in streams]
         theta0 = np.array([c.samples[-1] for c in runs])
@@ -1189,6 +1190,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
                       f"{joined[0].samples.shape[0]} draws", ChainInterrupted, stacklevel=3)
     else:
         joined, interrupted = _checked(joined, table)
+    found, rhat = _ess_rhat(joined)
     from samplers import Chains
     return ChainsResult(Chains(tuple(joined)), interrupted, found, rhat,
                         time.perf_counter() - t0, rounds)
@@ -1424,20 +1426,32 @@ def _total_reads(pieces):
                                             for f in dataclasses.fields(reads[0])})
 
 
-def _ess_rhat(runs):
-    """(min bulk ESS, max R-hat) of chains; NaN where undefined.
+def _ess_rhat(runs, rhat=True):
+    """(min bulk ESS, max R-hat) of chains; NaN where undefined (R-hat also when not asked
+    for, ``rhat=False``: the rounds that only decide whether to go on).
 
     ArviZ's estimators (:func:`bulk_ess`, :func:`rank_rhat`) computed with NumPy, so the
     chains' rounds do not import ArviZ (about a second and a half of a first call): only the
-    InferenceData that ``fit`` returns needs it."""
+    InferenceData that ``fit`` returns needs it. Each parameter's rank-normalised split
+    draws are computed once, for its bulk ESS and its bulk R-hat."""
     x = np.stack([c.samples for c in runs])
     if x.shape[1] < 4:
         return float("nan"), float("nan")
+    both = rhat and x.shape[0] > 1
+    esses, rhats = [], []
     with np.errstate(invalid="ignore", divide="ignore"):   # a stuck parameter: NaN, quietly
-        ess = min(bulk_ess(x[:, :, j]) for j in range(x.shape[2]))
-        rhat = (max(rank_rhat(x[:, :, j]) for j in range(x.shape[2]))
-                if x.shape[0] > 1 else float("nan"))
-    return ess, rhat
+        for j in range(x.shape[2]):
+            a = x[:, :, j]
+            if np.isnan(a).any():
+                esses.append(float("nan"))
+                rhats.append(float("nan"))
+                continue
+            s = _split(a)
+            z = _z_scale(s)
+            esses.append(_ess_of(z))
+            if both:
+                rhats.append(_rank_rhat_of(s, z))
+    return min(esses), (max(rhats) if both else float("nan"))
 
 
 def _fast_fft_len(n: int) -> int:
@@ -1596,7 +1610,12 @@ def rank_rhat(draws) -> float:
     if a.shape[0] < 2 or a.shape[1] < 4 or np.isnan(a).any():
         return float("nan")
     s = _split(a)
-    bulk = _rhat_of(_z_scale(s))
+    return _rank_rhat_of(s, _z_scale(s))
+
+
+def _rank_rhat_of(s, z):
+    """Rank-normalised R-hat of split draws ``s`` whose rank-normalised values are ``z``."""
+    bulk = _rhat_of(z)
     tail = _rhat_of(_z_scale(abs(s - np.median(s))))
     return max(bulk, tail)
 
