@@ -1324,7 +1324,9 @@ class ControlVariates(BaseModel):
         theta_new)`` (the centre's where not given: only the ratio reads them)."""
         c = self._theta_c
         kernels = self._kernels
-        step = 0.0 if kernels is None else kernels[4](
+        # rows without per-step constants: 0 here, without loading the compiled _no_step
+        # (a cache load per argument layout, for a constant)
+        step = 0.0 if kernels is None or kernels[4] is _no_step else kernels[4](
             c, c if theta is None else np.asarray(theta, dtype=np.float64),
             c if theta_new is None else np.asarray(theta_new, dtype=np.float64))
         return (self.model._kernel_data(), c, self._order2, float(shift), step)

@@ -597,3 +597,23 @@ def test_ctrl_c_between_chunk_groups_stops_the_glm_pass(monkeypatch, no_gc_callb
     with pytest.raises(KeyboardInterrupt):
         glm_module.glm_sums(model, np.zeros(model.dim), progress=progress, chunk=100)
     assert seen == [200]      # one group of two chunks, then the interrupt
+
+
+def test_rows_without_step_constants_skip_the_compiled_no_step():
+    """A GLM's rows have no per-step constants: the decision data carry 0.0 without a
+    dispatch of the compiled ``_no_step`` (a cache load per argument layout), and the
+    ratios read through them are unchanged."""
+    from samplers.models import control_variates as cvm
+
+    cv = ControlVariates(_logistic(N=500))
+    theta = np.asarray(cv.center.theta) + 0.01
+    theta_new = theta - 0.02
+    seen = set(cvm._no_step.overloads)
+    data = cv._decision_data(theta, theta_new)
+    assert data[4] == 0.0 and type(data[4]) is float
+    assert set(cvm._no_step.overloads) == seen
+    assert cvm._no_step.py_func(cv.center.theta, theta, theta_new) == 0.0
+    idx = np.arange(500)
+    ratio = cv.loglik_ratio(theta, theta_new, idx)
+    np.testing.assert_allclose(ratio.sum(), (cv.model.loglik(theta_new, idx)
+                                             - cv.model.loglik(theta, idx)).sum(), rtol=1e-9)
