@@ -1379,6 +1379,16 @@ class ControlVariates(BaseModel):
             return (np.asarray(self.model.loglik(theta, idx), dtype=float)
                     - self._user_proxy(theta, idx) + shift)
         out = np.empty(idx.shape[0])
+        glm = self._glm
+        if (glm is not None and not glm.nuisance and idx.flags.c_contiguous
+                and idx.flags.writeable):
+            # one column of loglik_many's kernel (the same bits as row_loglik's): the kernel
+            # the passes over pairs have loaded, so a chain's check of its first point
+            # loads no other (its argument types are theirs: no new signature)
+            _cv_loglik_many(glm.link, glm.derivs, glm.scatter)(
+                self._data(0.0), idx, np.array(theta, dtype=np.float64).reshape(-1, 1),
+                np.array([shift]), out.reshape(-1, 1))
+            return out
         batch_loglik(self._row_loglik, self._row_prefetch)(self._data(shift), idx, theta, out)
         return out
 

@@ -142,3 +142,25 @@ def test_exact_rows_columns_equal_loglik_bit_for_bit():
     for k in range(5):
         np.testing.assert_array_equal(many[:, k], split.loglik(thetas[k], idx))
     assert ExactRows(cv.model, np.array([1])).loglik_many is not None     # the logistic's
+
+
+@pytest.mark.parametrize("order", [1, 2])
+@pytest.mark.parametrize("name", ["logistic", "linear", "robust", "mean"])
+def test_loglik_through_one_column_equals_the_row_kernel(name, order):
+    """``loglik`` runs one column of the ``loglik_many`` kernel (for a contiguous writable
+    ``idx``): the same bits as the row kernel's batch loop, which a strided or read-only
+    ``idx`` still takes."""
+    from samplers.models._kernels import batch_loglik
+
+    rng = np.random.default_rng(12)
+    cv = ControlVariates(_models(rng)[name], order=order)
+    theta = cv.center.theta + 0.05 * rng.standard_normal(cv.dim)
+    idx = rng.permutation(cv.N)[:600]
+    shift = cv._proxy_sum(theta) / cv.N
+    ref = np.empty(idx.size)
+    batch_loglik(cv._row_loglik, cv._row_prefetch)(cv._data(shift), idx, theta, ref)
+    np.testing.assert_array_equal(cv.loglik(theta, idx), ref)
+    frozen = idx.copy()
+    frozen.setflags(write=False)
+    np.testing.assert_array_equal(cv.loglik(theta, frozen), ref)
+    np.testing.assert_array_equal(cv.loglik(theta, np.repeat(idx, 2)[::2]), ref)
