@@ -3,7 +3,8 @@
 import numpy as np
 import pytest
 
-from validation.workflow.steps import _ess_rhat, _fast_fft_len, _z_scale, bulk_ess, rank_rhat
+from validation.workflow.steps import (_ess_rhat, _fast_fft_len, _split_ranks, _z_scale,
+                                       bulk_ess, rank_rhat)
 
 
 def _ar1(rng, chains, draws, phi=0.9, shift=0.1):
@@ -97,6 +98,7 @@ def test_ess_rhat_without_rhat_gives_the_same_ess():
     ess, rhat = _ess_rhat(runs)
     only, none = _ess_rhat(runs, rhat=False)
     assert only == ess and np.isnan(none) and not np.isnan(rhat)
+    assert _ess_rhat(runs, ranks=_split_ranks(runs)) == (ess, rhat)     # ranks reused
     x[1, 7, 2] = np.nan
     runs = [SimpleNamespace(samples=x[c]) for c in range(2)]
     assert np.isnan(bulk_ess(x[:, :, 2])) and np.isnan(rank_rhat(x[:, :, 2]))

@@ -1155,6 +1155,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
     in_process = executor is None and not (chains > 1 and (parallel is None or parallel))
     table = _monitor_table(model, test) if in_process else None
     parts, t0, rounds, goal = [], time.perf_counter(), 0, draws
+    ranks = None, None          # the last round's rank-normalised draws, and of which chains
     while True:
         rounds += 1
         seen = []
@@ -1177,7 +1178,8 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
         spent = time.perf_counter() - t0
         if interrupted or ess is None or spent >= max_seconds:
             break
-        found = _ess_rhat(joined, rhat=False)[0]    # R-hat only for the chains returned
+        ranks = _split_ranks(joined), joined     # R-hat only for the chains returned
+        found = _ess_rhat(joined, rhat=False, ranks=ranks[0])[0]
         if found >= ess:
             break
         streams = [s.spawn(1)[0] for s in streams]
@@ -1190,7 +1192,9 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
                       f"{joined[0].samples.shape[0]} draws", ChainInterrupted, stacklevel=3)
     else:
         joined, interrupted = _checked(joined, table)
-    found, rhat = _ess_rhat(joined)
+    same = ranks[1] is not None and len(ranks[1]) == len(joined) and all(
+        a is b for a, b in zip(ranks[1], joined))    # the bias check returns the chains
+    found, rhat = _ess_rhat(joined, ranks=ranks[0] if same else None)
     from samplers import Chains
     return ChainsResult(Chains(tuple(joined)), interrupted, found, rhat,
                         time.perf_counter() - t0, rounds)
@@ -1426,32 +1430,50 @@ def _total_reads(pieces):
                                             for f in dataclasses.fields(reads[0])})
 
 
-def _ess_rhat(runs, rhat=True):
+def _ess_rhat(runs, rhat=True, ranks=None):
     """(min bulk ESS, max R-hat) of chains; NaN where undefined (R-hat also when not asked
     for, ``rhat=False``: the rounds that only decide whether to go on).
 
     ArviZ's estimators (:func:`bulk_ess`, :func:`rank_rhat`) computed with NumPy, so the
     chains' rounds do not import ArviZ (about a second and a half of a first call): only the
-    InferenceData that ``fit`` returns needs it. Each parameter's rank-normalised split
-    draws are computed once, for its bulk ESS and its bulk R-hat."""
-    x = np.stack([c.samples for c in runs])
-    if x.shape[1] < 4:
+    InferenceData that ``fit`` returns needs it. ``ranks``, :func:`_split_ranks` of the same
+    chains when already at hand: each parameter's split draws are rank-normalised once, for
+    its bulk ESS and its bulk R-hat."""
+    ranks = _split_ranks(runs) if ranks is None else ranks
+    if ranks is None:
         return float("nan"), float("nan")
-    both = rhat and x.shape[0] > 1
+    per, n_chains = ranks
+    both = rhat and n_chains > 1
     esses, rhats = [], []
     with np.errstate(invalid="ignore", divide="ignore"):   # a stuck parameter: NaN, quietly
-        for j in range(x.shape[2]):
-            a = x[:, :, j]
-            if np.isnan(a).any():
+        for got in per:
+            if got is None:                                 # a NaN draw
                 esses.append(float("nan"))
                 rhats.append(float("nan"))
                 continue
-            s = _split(a)
-            z = _z_scale(s)
+            s, z = got
             esses.append(_ess_of(z))
             if both:
                 rhats.append(_rank_rhat_of(s, z))
     return min(esses), (max(rhats) if both else float("nan"))
+
+
+def _split_ranks(runs):
+    """``([(split draws, their rank-normalised values) or None for a parameter with a NaN
+    draw, ...], chains)`` of chains, None with fewer than 4 draws."""
+    x = np.stack([c.samples for c in runs])
+    if x.shape[1] < 4:
+        return None
+    per = []
+    with np.errstate(invalid="ignore", divide="ignore"):
+        for j in range(x.shape[2]):
+            a = x[:, :, j]
+            if np.isnan(a).any():
+                per.append(None)
+                continue
+            s = _split(a)
+            per.append((s, _z_scale(s)))
+    return per, x.shape[0]
 
 
 def _fast_fft_len(n: int) -> int:
