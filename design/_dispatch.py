@@ -176,7 +176,7 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
 
 
 class _EarlySmallM:
-    """Start the programme of :func:`_smaller_m`'s first cell while the grid's runs.
+    """Start the programme of :func:`_smaller_m`'s first cell while the grid's search runs.
 
     When the grid's smallest m wins, :func:`_smaller_m` runs the screen and the full
     programme at (``SMALL_M[0]``, the chosen epsilon), after the grid's search. The chosen
