@@ -151,10 +151,9 @@ class PairIntegrals:
         return delta, data
 
 
-#: PairIntegrals kept per trial chain (while it lives) and table edge: ``validation.fit``
-#: builds the same ones several times (the smaller-m search, its screen's completion, the
-#: verdict and the after-run check all use the chosen cell's edge), each 0.02-0.05 s at 40
-#: pairs.
+#: PairIntegrals kept per trial chain (while it lives) and table edge: the smaller-m search
+#: of ``design.optimize`` and its screen's completion (``Design.complete_screen``) use the
+#: same pairs and edge, and the pairs are built 0.02-0.05 s at 40 pairs (at N = 10^6).
 _integrals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _integrals_lock = threading.Lock()
 
