@@ -153,7 +153,7 @@ class PairIntegrals:
 
 #: PairIntegrals kept per trial chain (while it lives) and table edge: the smaller-m search
 #: of ``design.optimize`` and its screen's completion (``Design.complete_screen``) use the
-#: same pairs and edge, and the pairs are built 0.02-0.05 s at 40 pairs (at N = 10^6).
+#: same pairs and edge (each build 0.02-0.05 s at 40 pairs, N = 10^6).
 _integrals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _integrals_lock = threading.Lock()
 
