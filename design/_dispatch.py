@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 
 import numpy as np
@@ -155,15 +156,73 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
                                    gamma_grid=gamma_grid,
                                    bound="bernstein-serfling" if bound is None else bound)
     laws = dict(threshold=threshold, prediction_threshold=prediction_threshold)
-    design = _optimize.optimize(trial_chain, tolerance, method=method, m_grid=m_grid,
-                                epsilon_grid=epsilon_grid, workers=workers, progress=progress,
-                                exact=bool(exact), law="gaussian" if law is None else law,
-                                search="auto" if search is None else search, **laws)
-    if m_grid is None and isinstance(trial_chain, TrialChain) and method == "average" \
-            and design.law == "gaussian" and design.m == int(design.m_grid[0]):
+    smaller = (m_grid is None and isinstance(trial_chain, TrialChain) and method == "average"
+               and law in (None, "gaussian"))
+    early = (_EarlySmallM(trial_chain, tolerance, prediction_threshold, workers) if smaller
+             else None)
+    try:
+        design = _optimize.optimize(
+            trial_chain, tolerance, method=method, m_grid=m_grid, epsilon_grid=epsilon_grid,
+            workers=workers, progress=progress, exact=bool(exact),
+            law="gaussian" if law is None else law,
+            search="auto" if search is None else search, on_full=early, **laws)
+    finally:
+        if early is not None:
+            early.join()
+    if smaller and design.m == int(design.m_grid[0]):
         design = _smaller_m(design, trial_chain, tolerance, laws, workers,
                             prune=search == "prune")
     return design
+
+
+class _EarlySmallM:
+    """Start the programme of :func:`_smaller_m`'s first cell while the grid's search runs.
+
+    When the grid's smallest m wins, :func:`_smaller_m` runs the screen and the full
+    programme at (``SMALL_M[0]``, the chosen epsilon), after the grid's search. The chosen
+    epsilon is nearly always that of the search's first full-programme job at the grid's
+    smallest m (the candidate of least screened data), so at that job (``on_full``) this
+    runs those two programmes on a thread of its own, into the programme's cache
+    (``_sequential.run_dp``) and the pair integrals' (``pair_integrals``): the later search
+    finds them there, the same arrays, and only the time moves (with two cores, the grid's
+    two full jobs and this one share them instead of this one running alone after). The
+    full programme runs only where the screen leaves the cell a candidate (as the search
+    itself decides) and is not itself the full programme. A wrong guess (another epsilon,
+    or a larger m wins) costs that thread's CPU, nothing else. Only from N / m = 10^4
+    (below, the programme is short) and with more than one worker.
+    """
+
+    MIN_STAGES = 10_000
+
+    def __init__(self, trial, tolerance, prediction_threshold, workers):
+        self.trial, self.tolerance, self.workers = trial, tolerance, workers
+        self.threshold = "normal" if prediction_threshold is None else prediction_threshold
+        self.thread = None
+
+    def __call__(self, m, eps):
+        m_small = SMALL_M[0]
+        if (self.thread is not None or m != _optimize.DEFAULT_M_GRID[0] or m_small >= m
+                or self.trial.N / m_small < self.MIN_STAGES
+                or (self.workers or os.cpu_count() or 1) < 2):
+            return
+        import threading
+
+        def run():
+            try:
+                evaluate = _optimize._Evaluator("average", self.trial.N, self.threshold,
+                                                self.trial, m_small, eps)
+                error, _ = evaluate(m_small, eps, screen=True)
+                if (error <= self.tolerance + evaluate.screen_margins(m_small)[0]
+                        and not evaluate.screen_is_exact(m_small)):
+                    evaluate(m_small, eps)
+            except Exception:       # noqa: BLE001 -- an early start only: the search
+                pass                # itself runs these again and raises what they raise
+        self.thread = threading.Thread(target=run, name="design-early-small-m", daemon=True)
+        self.thread.start()
+
+    def join(self):
+        if self.thread is not None:
+            self.thread.join()
 
 
 def _smaller_m(design, trial, tolerance, laws, workers, prune=False):

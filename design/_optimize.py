@@ -14,7 +14,7 @@ import numpy as np
 from ._lib.checks import check_int, check_interval
 from ._lib.progress import progress_bar
 
-from ._acceptance_error import LAWS, PairIntegrals, check_law, mu_table_edge
+from ._acceptance_error import LAWS, check_law, mu_table_edge, pair_integrals
 from ._names import METHODS
 from ._sequential import THRESHOLDS, run_dp
 from ._stages import DEFAULT_MERGE, MERGE_ERROR_DATA, MERGE_ERROR_E, merge_step, visited_stages
@@ -304,7 +304,7 @@ class _Evaluator:
         self.dp_options = dict(merge=0.0, stop_tol=0.0) if exact else {}
         self.spread = (1.0, 1.0)
         if method == "average":
-            self.integrals = PairIntegrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
+            self.integrals = pair_integrals(trial, mu_table_edge(N, m_min, eps_min, threshold))
             # mean over the pairs of sum_k |A[p, k]|: bounds how far an error of the knot
             # values moves the mean |Delta| (or data fraction); about 1, the spline weights
             # being mostly positive
@@ -377,7 +377,8 @@ class _Evaluator:
 
 def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
-             progress=None, exact=False, search="auto", law="gaussian") -> Design:
+             progress=None, exact=False, search="auto", law="gaussian",
+             on_full=None) -> Design:
     """Minibatch size and per-stage error that use the least data within a tolerance.
 
     Parameters
@@ -460,6 +461,11 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
         corrected error can be several standard errors off, and a ``UserWarning`` names
         those cells and pairs: check such a design by simulating the real test on the real
         l_i (``validation.acceptance_check``; ``validation.fit`` does it automatically).
+    on_full : callable, optional
+        Called as ``on_full(m, epsilon)`` with the first cell of each batch of
+        full-programme jobs, before the batch runs (in the calling thread). It changes
+        nothing in the search; :func:`design.optimize` uses it to start the programme of a
+        later search early.
 
     Returns
     -------
@@ -569,7 +575,8 @@ def optimize(trial_chain, tolerance=0.01, *, method="average", m_grid=None,
     n_m, n_eps = m_grid.size, epsilon_grid.size
     run, jobs, total, results = _plan(search, evaluate, m_grid, epsilon_grid, tolerance,
                                       workers)
-    _search(run, m_grid, epsilon_grid, jobs, total, workers, progress, results)
+    _search(run, m_grid, epsilon_grid, jobs, total, workers, progress, results,
+            on_full=on_full)
     error_grid, data_grid = _grids(results, n_m, n_eps, screen=False)
     screened = search in ("screen", "prune")
     screen_grids = (_grids(results, n_m, n_eps, screen=True) if screened
@@ -934,7 +941,8 @@ def _bisect_bound(n_eps):
     return 2 + 2 * max(1, math.ceil(math.log(n_eps + 1, 3)))
 
 
-def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results):
+def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, results,
+            on_full=None):
     """Run the batches of jobs (i, k, screen) that ``jobs(result)`` yields; return
     {job: (error, data)}.
 
@@ -946,7 +954,8 @@ def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, resu
     from the progress callback) reaches it at once; the pool is then shut down with the
     jobs not yet started cancelled, so only the running ones (each a fraction of a second)
     are waited for. (``concurrent.futures``' ``with`` block followed by ``map`` would
-    instead wait for every queued job.)
+    instead wait for every queued job.) ``on_full(m, epsilon)``, if given, is told the
+    first full-programme job of each batch before the batch runs.
     """
     callback, close = _progress_callback(progress, total)
 
@@ -963,6 +972,9 @@ def _search(evaluate, m_grid, epsilon_grid, jobs, total, workers, progress, resu
     try:
         for batch in jobs(results.__getitem__):
             batch = [job for job in batch if job not in results]
+            full = [job for job in batch if not job[2]]
+            if on_full is not None and full:
+                on_full(int(m_grid[full[0][0]]), float(epsilon_grid[full[0][1]]))
             if workers == 1 or len(batch) == 1:
                 for job in batch:
                     store(job, run(job))

@@ -103,3 +103,86 @@ def test_prune_and_complete_screen_check_their_arguments():
         d.complete_screen(200_000)
     with pytest.raises(ValueError, match="trial_chain must be the design's pairs"):
         d.complete_screen(_cv_like_trial(n_pairs=5))
+
+
+def _runs(monkeypatch):
+    """Collect each compiled programme run (not a cache hit) as (m, epsilon, merge, thread)."""
+    import threading
+
+    from design import _sequential
+
+    _sequential._dp_cache.clear()
+    runs = []
+    original = _sequential._run_dp
+
+    def counting(mus, m, epsilon, N, threshold, **kw):
+        runs.append((m, epsilon, kw.get("merge"), threading.current_thread().name))
+        return original(mus, m, epsilon, N, threshold, **kw)
+
+    monkeypatch.setattr(_sequential, "_run_dp", counting)
+    return runs
+
+
+def _same_grids(a, b):
+    for name in ("m_grid", "epsilon_grid", "error_grid", "data_grid", "screen_error_grid",
+                 "screen_data_grid"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(b, name))
+
+
+def _cv_like_trial_small_sd(N=1_000_000, n_pairs=10, seed=4, scale=0.1):
+    """``_cv_like_trial`` with sds ``scale`` times smaller: m = 10 meets the tolerance."""
+    t = _cv_like_trial(n_pairs=n_pairs, N=N, seed=seed)
+    return TrialChain(mu=t.mu, sigma=t.sigma * scale, c0=t.c0, N=N)
+
+
+@pytest.mark.parametrize("trial, small", [
+    (_cv_like_trial_small_sd(), 10),                        # m = 10 wins: its programme early
+    (_cv_like_trial(N=1_000_000, n_pairs=10, seed=4), 30),   # m = 10 screened out, 30 wins
+    (_raw_trial(n_pairs=10, N=200_000, seed=3), None)])      # a larger m wins: wasted
+def test_early_start_of_the_smaller_m_search_changes_nothing(monkeypatch, trial, small):
+    """The dispatch starts the smaller-m search's first cell (m = 10 at the first full
+    job's epsilon: its screen, then its full programme if the screen leaves it a candidate)
+    on a thread of its own; the later search finds them in the programme's cache. The design
+    and every grid are those of a search without the early start, to the bit; where the
+    guess was right the same programmes ran, each once."""
+    from design import _dispatch
+    from design._stages import DEFAULT_MERGE
+
+    runs = _runs(monkeypatch)
+    early = optimize(trial, 0.01, search="prune")
+    runs = list(runs)
+    started = [r[:3] for r in runs if r[3] == "design-early-small-m"]
+    monkeypatch.setattr(_dispatch._EarlySmallM, "MIN_STAGES", np.inf)   # no early start
+    runs_plain = _runs(monkeypatch)
+    plain = optimize(trial, 0.01, search="prune")
+    assert not [r for r in runs_plain if r[3] == "design-early-small-m"]
+    _same_design(early, plain)
+    _same_grids(early, plain)
+    assert (early.m if early.m < 50 else None) == small
+    if small is not None:
+        assert started == [(10, early.epsilon, 0.02)] + (
+            [(10, early.epsilon, DEFAULT_MERGE)] if small == 10 else [])
+        assert sorted(r[:3] for r in runs) == sorted(r[:3] for r in runs_plain)
+
+
+def test_early_start_needs_two_workers_and_a_long_programme(monkeypatch):
+    runs = _runs(monkeypatch)
+    d = optimize(_cv_like_trial_small_sd(), 0.01, search="prune", workers=1)
+    assert d.m < 50 and not [r for r in runs if r[3] == "design-early-small-m"]
+    runs.clear()
+    d = optimize(_cv_like_trial_small_sd(N=50_000), 0.01, search="prune")
+    assert d.m < 50 and not [r for r in runs if r[3] == "design-early-small-m"]
+
+
+def test_pair_integrals_are_built_once_per_trial_and_edge():
+    from design._acceptance_error import PairIntegrals, pair_integrals
+
+    trial = _cv_like_trial(n_pairs=5)
+    a = pair_integrals(trial, 400.0)
+    assert pair_integrals(trial, 400.0) is a
+    assert pair_integrals(trial, 300.0) is not a
+    assert pair_integrals(_cv_like_trial(n_pairs=5), 400.0) is not a     # another chain
+    fresh = PairIntegrals(trial, 400.0)
+    for name in ("knots", "tail", "A_err", "A_data"):
+        np.testing.assert_array_equal(getattr(a, name), getattr(fresh, name))
+        assert not getattr(a, name).flags.writeable

@@ -463,31 +463,42 @@ def _candidates(proxy, split, choice, pairs, dpairs, tolerance, test, mh_acc, ex
                 rng=None):
     """The designed test (its plan, on ``split`` when there are heavy rows) and the exact
     routes (on all rows), priced; only ``test`` if forced. ``rng`` draws the exact routes'
-    pricing sample (from 2^18 rows on, where the heavy rows are known)."""
+    pricing sample (from 2^18 rows on, where the heavy rows are known).
+
+    The two pricings are independent (the design draws nothing), so the exact routes' runs
+    on a thread of its own while the design's programme runs: the same numbers, the design's
+    grid waiting less for a core."""
+    from concurrent.futures import ThreadPoolExecutor
+
     from samplers.models.remainder import has_remainder_bounds
 
     d, kind = proxy.cv.dim, choice.kind
     cands, tests, plan = [], {}, None
-    if test is None or test in DESIGNED:
-        plan = steps.design_test(dpairs, tolerance, test or "austere")
-        k = _n_exact(split)
-        cands.append(routes.Candidate(
-            plan.test, kind, float(plan.data_fraction * (split or proxy).cv.N + k), mh_acc,
-            routes.ess_per_step(kind, mh_acc, d, mh_acc, choice.ess_per_step), False,
-            True if plan.test == "confidence" else None,
-            note=f"designed: {_settings(plan)}{_heavy_note(k)}", exact_rows=k))
-    if test is None or test in ("smh", "mh-ss", "exact"):
-        if test in ("smh", "mh-ss") and not has_remainder_bounds(proxy.cv):
-            raise ValueError(f"test={test!r} needs per-row remainder bounds (a built-in "
-                             f"model); {type(proxy.cv.model).__name__} has none: use "
-                             "test='exact' or a designed test")
-        if has_remainder_bounds(proxy.cv) or test == "exact":
-            exact, tests = _exact(proxy, choice, pairs, mh_acc, test, executor, rng)
-            cands += [c for c in exact if test is None or c.test == test]
-        if test is None and kind != "walk":     # the walk's exact MH, for reference
-            cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
-                                          routes.WALK_EFFICIENCY / d, True, True,
-                                          note="all N rows"))
+    designed = test is None or test in DESIGNED
+    exact_ones = test is None or test in ("smh", "mh-ss", "exact")
+    if exact_ones and test in ("smh", "mh-ss") and not has_remainder_bounds(proxy.cv):
+        raise ValueError(f"test={test!r} needs per-row remainder bounds (a built-in "
+                         f"model); {type(proxy.cv.model).__name__} has none: use "
+                         "test='exact' or a designed test")
+    priced = exact_ones and (has_remainder_bounds(proxy.cv) or test == "exact")
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        exact = (pool.submit(_exact, proxy, choice, pairs, mh_acc, test, executor, rng)
+                 if priced else None)
+        if designed:
+            plan = steps.design_test(dpairs, tolerance, test or "austere")
+            k = _n_exact(split)
+            cands.append(routes.Candidate(
+                plan.test, kind, float(plan.data_fraction * (split or proxy).cv.N + k),
+                mh_acc, routes.ess_per_step(kind, mh_acc, d, mh_acc, choice.ess_per_step),
+                False, True if plan.test == "confidence" else None,
+                note=f"designed: {_settings(plan)}{_heavy_note(k)}", exact_rows=k))
+        if exact is not None:
+            found, tests = exact.result()
+            cands += [c for c in found if test is None or c.test == test]
+    if test is None and kind != "walk":     # the walk's exact MH, for reference
+        cands.append(routes.Candidate("exact", "walk", float(proxy.cv.N), 0.25,
+                                      routes.WALK_EFFICIENCY / d, True, True,
+                                      note="all N rows"))
     return plan, cands, tests
 
 
