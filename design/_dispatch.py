@@ -9,6 +9,7 @@ import numpy as np
 
 from ._lib.checks import check_interval
 from ._lib.interrupts import interrupt_as_keyboard
+from ._lib.passes import one_blas_thread
 
 from . import _optimize
 from ._barker_design import optimize_barker
@@ -31,6 +32,7 @@ _OPTIONS = {   # the options each test kind takes besides tolerance and method
 
 
 @interrupt_as_keyboard   # a Ctrl-C while a grid cell's programme returns: KeyboardInterrupt
+@one_blas_thread()      # its workers use every core (design._lib.passes)
 def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
              progress=None, exact=None, search=None, delta_grid=None, gamma_grid=None,

@@ -19,6 +19,7 @@ from dataclasses import replace
 import numpy as np
 
 from design._lib.checks import as_generator, check_int, check_interval
+from design._lib.passes import one_blas_thread
 
 from . import route as routes
 from . import steps
@@ -65,6 +66,7 @@ MIN_DRAWS = 30
 SAMPLE_EXACT_PER_SQRT = 8
 
 
+@one_blas_thread()      # its own threads use every core (design._lib.passes)
 def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
         ess=None, max_seconds=600.0, parallel=None, n_trial=40, center=None, order=2,
         clt_tolerance=0.05, on_clt_failure="redesign", heavy_rows="auto", rng=None,
