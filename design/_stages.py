@@ -145,8 +145,8 @@ def visited_stages(J1: int, K: float, merge: float) -> np.ndarray:
     at most J1, and about (2 log(K) + 4) / merge for large K (the 2 / merge stages at each
     end whose step exceeds ``merge`` plus the merged middle).
     """
-    if merge <= 0.0:
-        return np.arange(1, J1 + 1, dtype=np.int64)
+    if merge <= 0.0 or J1 <= 0:       # J1 = 0 (m >= N: one stage, none monitored): none
+        return np.arange(1, max(J1, 0) + 1, dtype=np.int64)
     # two consecutive greedy steps span more than ``merge``, and log tau spans < 2 log K
     out = np.empty(min(J1, int(4.0 * math.log(K) / merge) + 16), dtype=np.int64)
     count = _greedy_stages(J1, K, merge, out)

@@ -412,6 +412,11 @@ def cv_batch_grad(row_grad, row_prefetch):
 
 # --- the center ----------------------------------------------------------------------------
 
+#: Smallest eigenvalue of the posterior Hessian scaled to a unit diagonal that is not a flat
+#: direction: exactly collinear columns leave about 1e-16, correlated covariates of
+#: condition number 1e6 about 1e-6.
+SINGULAR_RCOND = 1e-12
+
 
 @dataclass(frozen=True)
 class TaylorCenter:
@@ -1257,7 +1262,9 @@ class ControlVariates(BaseModel):
         """``(-H_post)^-1``, the Laplace approximation's covariance at the center (prior included).
 
         Raises ValueError when ``-H_post`` is not positive definite (a center that is not near
-        a mode, or an order-1 wrapper of a user's model without Hessians at hand).
+        a mode, or an order-1 wrapper of a user's model without Hessians at hand), or is
+        singular to rounding (scaled to a unit diagonal, its least eigenvalue below
+        :data:`SINGULAR_RCOND`: collinear columns under a flat prior).
         """
         Hp = self.center.posterior_hess
         try:
@@ -1266,6 +1273,13 @@ class ControlVariates(BaseModel):
             raise ValueError("the posterior Hessian at the center is not negative definite, so "
                              "there is no Laplace covariance there; center at the mode "
                              "(center=None)") from None
+        # a flat direction passes Cholesky or not by rounding: refuse it on the Hessian scaled
+        # to a unit diagonal (scale-free, so columns of scale 1e-3 beside 1e3 stay fine)
+        scale = np.sqrt(np.diag(-Hp))
+        if np.linalg.eigvalsh(-Hp / np.outer(scale, scale))[0] < SINGULAR_RCOND:
+            raise ValueError("the posterior Hessian at the center is singular to rounding, so "
+                             "there is no Laplace covariance there; center at the mode "
+                             "(center=None)")
         inv = np.linalg.inv(factor)
         return inv.T @ inv
 

@@ -113,6 +113,13 @@ def test_visited_stages_are_a_valid_plan(K):
     assert j.size <= 16_000                                   # bounded at any N
 
 
+def test_no_monitored_stage_gives_an_empty_plan():
+    # m >= N leaves J - 1 = 0 monitored stages; this looped for ever (fit at N = 50)
+    for merge in (DEFAULT_MERGE, 0.0):
+        assert visited_stages(0, 1.0, merge).size == 0
+    assert visited_stages(1, 2.0, DEFAULT_MERGE).tolist() == [1]
+
+
 def test_plan_weights_add_up_to_the_exact_ones():
     """Interpolating the survival between visited stages keeps the total weights: the data
     fraction of a walk that never stops is 1, and its stage count is J."""

@@ -214,3 +214,15 @@ def test_austere_redesign_with_the_corrected_programme_inside_the_expansion():
     _, _, (new, check, how, lines) = _redesign(model, pairs, trial, 0.03)
     assert how == "edgeworth" and new.law == "edgeworth" and check.passed, lines
     assert "design.optimize(law='edgeworth')" in lines[0]
+
+
+def test_chains_that_have_not_mixed_warn():
+    # a random walk of 30 steps in d = 10 (R-hat about 2.7) came back without a word
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(2000), rng.normal(size=(2000, 9))])
+    y = (rng.random(2000) < 0.4).astype(float)
+    model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
+    with pytest.warns(UserWarning, match="R-hat .* have not mixed") as got:
+        idata = fit(model, draws=30, route="exact/walk", parallel=False, n_trial=10, rng=1)
+    assert idata.posterior.attrs["rhat"] > fit_module.RHAT_WARN
+    assert got[0].filename == __file__

@@ -222,3 +222,22 @@ def test_predicted_ess_per_step_is_within_a_factor_of_the_realised(workload, kin
     old = np.mean([routes.ess_per_step(kind, g.acceptance, 3, g.acceptance) for g in got])
     if (workload, kind) == ("small", "independence"):
         assert abs(np.log(old / realised)) > 2 * abs(np.log(predicted / realised))
+
+
+def test_a_flat_direction_at_the_mode_names_the_data_not_center():
+    # a column of ones beside the intercept, flat prior: the message blamed center=, which
+    # the user had not given
+    # (seeds 0 and 1: Cholesky fails; 2 and 3: it passed by rounding, and fit sampled a
+    # posterior sd of 10^6 in the flat direction, R-hat 2, without a word)
+    for seed in range(4):
+        rng = np.random.default_rng(seed)
+        X = np.column_stack([np.ones(500), rng.normal(size=500), np.ones(500)])
+        y = (rng.random(500) < 0.4).astype(float)
+        with pytest.raises(ValueError, match="^model: .*collinear columns"):
+            steps.mode_and_proxy(LogisticRegression(X, y))
+    # a proper prior, or covariates on scales 1e-3 and 1e3, leave a mode
+    X[:, 2] = 1e-3 * rng.normal(size=500)
+    X[:, 1] *= 1e3
+    for prior in (None, GaussianPrior(0.0, 10.0)):
+        px = steps.mode_and_proxy(LogisticRegression(X, y, prior=prior))
+        assert np.all(np.isfinite(px.covariance))

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import numbers
 import time
+import warnings
 from dataclasses import replace
 
 import numpy as np
@@ -64,6 +65,9 @@ MIN_DRAWS = 30
 #: the rows below it, so the sample's standard error is honest. Where the rule does not
 #: stop (covariates from t(1.2): it needs about N / 100 rows) every pass is exact.
 SAMPLE_EXACT_PER_SQRT = 8
+#: Max R-hat above which fit warns that the chains have not mixed (looser than Vehtari et
+#: al.'s 1.01, which short runs of a sound route cross by chance).
+RHAT_WARN = 1.05
 
 
 @one_blas_thread()      # its own threads use every core (design._lib.passes)
@@ -226,6 +230,11 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     ValueError, TypeError
         A bad argument (named in the message), a model without what ``ControlVariates``
         needs, or a center where no mode can be found.
+
+    Warns
+    -----
+    UserWarning
+        The chains have not mixed: max R-hat above ``RHAT_WARN`` (1.05).
 
     Notes
     -----
@@ -673,6 +682,11 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
         "heavy_rows": _n_exact(state["split"]),
     }
     _update_attrs(idata, attrs)
+    if ran.rhat > RHAT_WARN:        # NaN with one chain: no warning
+        warnings.warn(f"fit: max R-hat {ran.rhat:.3g} > {RHAT_WARN} (min bulk ESS "
+                      f"{ran.ess_bulk:.0f}): the chains have not mixed, so the draws do not "
+                      "describe the posterior yet; run longer (draws= or ess=)", UserWarning,
+                      stacklevel=3)
     return idata
 
 

@@ -246,7 +246,15 @@ def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
     try:
         cov = finder.laplace_covariance()
     except ValueError as exc:
-        raise ValueError(f"center: {exc}") from None
+        if c.method == "given":
+            raise ValueError(f"center: {exc}") from None
+        # at the mode searched for: the data, not a center, leave a flat direction
+        raise ValueError(
+            "model: the posterior Hessian at the mode is not negative definite (or singular "
+            "to rounding), so the "
+            "posterior has no single mode there (collinear columns of X, such as a constant "
+            "column beside an intercept or a duplicated column, under a flat prior); drop "
+            "or combine those columns, or give a proper prior") from None
     lines = [f"1. mode and proxy: order-{cv.order} Taylor proxy at the "
              f"{'posterior mode' if c.method != 'given' else 'given center'} "
              f"({c.method}, distance to the mode {c.offset:.2g} posterior sds); every "
