@@ -13,10 +13,17 @@ to 2.3 warn that it is deprecated). The first
 only if it fails, switches ArviZ's optional numba acceleration off with ArviZ's public
 ``az.Numba.disable_numba()``; the NumPy path computes the same quantities. ArviZ 1.x is not
 affected. Call ``az.Numba.enable_numba()`` to undo it.
+
+:func:`to_inference_data` on ArviZ 1.x imports only ``arviz_base`` (``from_dict``, the same
+function ``arviz.from_dict`` is): ``import arviz`` also imports ``arviz_stats`` and
+``arviz_plots`` (matplotlib), about 1.5 s more of a first ``fit``'s ``result`` step than
+``arviz_base``. :func:`import_arviz` still gives the whole module.
 """
 
 from __future__ import annotations
 
+import sys
+from importlib import metadata
 
 import numpy as np
 
@@ -80,6 +87,27 @@ def _numba_mcse_broken(az) -> bool:
     return False
 
 
+def _from_dict():
+    """``(from_dict, major)``: ArviZ 1.x's converter from ``arviz_base`` alone, unless
+    ``arviz`` is imported already; ArviZ 0.x's (or an unknown installation's) through
+    :func:`import_arviz`."""
+    az = sys.modules.get("arviz")
+    if az is None and _installed_major() == 1:
+        import arviz_base
+        return arviz_base.from_dict, 1
+    az = import_arviz()
+    return az.from_dict, arviz_major(az)
+
+
+def _installed_major():
+    """The installed ArviZ's major version, read from its metadata (without importing it),
+    or None if the metadata cannot say."""
+    try:
+        return int(metadata.version("arviz").split(".")[0])
+    except (metadata.PackageNotFoundError, ValueError):
+        return None
+
+
 def check_names(var_name, names):
     """Refuse a ``var_name`` that is not a non-empty string and ``names`` that are not a
     sequence (a string would be split into its characters), before any work."""
@@ -103,7 +131,7 @@ def to_inference_data(samples, stats: dict, *, var_name: str = "theta", names=No
     root and to each group.
     """
     check_names(var_name, names)
-    az = import_arviz()
+    from_dict, major = _from_dict()
     samples = np.asarray(samples)
     d = samples.shape[-1]
     dim = f"{var_name}_dim"
@@ -119,10 +147,10 @@ def to_inference_data(samples, stats: dict, *, var_name: str = "theta", names=No
     stats = {k: np.asarray(v) for k, v in stats.items()}
     attrs = dict(attrs or {})
     dims, coords = {var_name: [dim]}, {dim: labels}
-    if arviz_major(az) == 0:
-        return az.from_dict(posterior={var_name: samples}, sample_stats=stats, dims=dims,
+    if major == 0:
+        return from_dict(posterior={var_name: samples}, sample_stats=stats, dims=dims,
                             coords=coords, attrs=attrs)
-    tree = az.from_dict({"posterior": {var_name: samples}, "sample_stats": stats},
+    tree = from_dict({"posterior": {var_name: samples}, "sample_stats": stats},
                         dims=dims, coords=coords)
     tree.attrs.update(attrs)
     for group in ("posterior", "sample_stats"):

@@ -9,6 +9,7 @@ random streams through any ``concurrent.futures``-style executor.
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
 import signal
 import sys
@@ -855,7 +856,7 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
     streams = rng.spawn(n_chains)
     own = executor is None
     if own:
-        executor = _worker_pool(min(n_chains, os.cpu_count() or 1))
+        executor = _WorkerPool(min(n_chains, os.cpu_count() or 1))
     interrupted = False
     try:
         quiet = partial(sample, progress=False, row_draws=row_draws,   # no bars from workers
@@ -874,7 +875,7 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
             except KeyboardInterrupt:
                 interrupted = True
                 if own:
-                    _forward_interrupt(executor)
+                    executor.interrupt()
                 done += _gather_after_interrupt(futures[len(done):])
         if interrupted and not done:
             raise KeyboardInterrupt
@@ -882,11 +883,11 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
         if not interrupted:
             interrupted = True
             if own:
-                _forward_interrupt(executor)
+                executor.interrupt()
         raise
     finally:
         if own:
-            workers = list((getattr(executor, "_processes", None) or {}).values())
+            workers = executor.workers()
             executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
             for proc in workers if interrupted else ():
                 if proc.is_alive():     # what the grace left (an idle one only notes a Ctrl-C)
@@ -894,61 +895,95 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
     return _common_length(done, interrupted)
 
 
-def _worker_pool(workers):
+class _WorkerPool(ProcessPoolExecutor):
     """The process pool :func:`sample_chains` makes. Its workers stay in this process's
     group (a terminal's Ctrl-C, or a kill of the group, reaches them as it reaches this
     process), and this process also forwards a Ctrl-C it gets alone (``kill -INT``, a
-    notebook's interrupt; :func:`_forward_interrupt`). A worker running a chain takes the
-    first Ctrl-C as the chain's interrupt and ignores the rest (:func:`_in_worker`), so that
-    the terminal's and the forwarded one do not cut the chain's wind-down; an idle worker
-    notes it (:func:`_note_interrupt`) instead of dying and breaking the pool."""
-    return ProcessPoolExecutor(max_workers=workers, initializer=_worker_setup)
+    notebook's interrupt; :meth:`interrupt`). A worker takes its first Ctrl-C as the
+    interrupt of the chain it runs, or of the next one it takes up, and ignores the rest
+    (:func:`_on_interrupt`), so that the terminal's and the forwarded copy do not cut the
+    chain's wind-down and an idle worker does not die and break the pool.
+
+    Each worker writes its pid into a shared array once its Ctrl-C handler is in place
+    (:func:`_worker_setup`): :meth:`workers` are this pool's processes among this process's
+    children, and a Ctrl-C is forwarded only to a worker that takes it safely."""
+
+    def __init__(self, workers):
+        context = multiprocessing.get_context()
+        self._worker_pids = context.Array("q", workers)     # 0: a slot no worker took yet
+        super().__init__(max_workers=workers, mp_context=context,
+                         initializer=_worker_setup, initargs=(self._worker_pids,))
+
+    def workers(self):
+        """This pool's live worker processes (``multiprocessing.Process``)."""
+        with self._worker_pids.get_lock():
+            pids = set(self._worker_pids[:]) - {0}
+        return [proc for proc in multiprocessing.active_children() if proc.pid in pids]
+
+    def interrupt(self):
+        """Send SIGINT to the live workers (a Ctrl-C that reached this process alone; one
+        that also reached them is taken once)."""
+        for proc in self.workers():
+            try:
+                if proc.is_alive():
+                    os.kill(proc.pid, signal.SIGINT)
+            except (OSError, ValueError):     # gone meanwhile
+                pass
 
 
-#: Set in a worker of :func:`_worker_pool` by a Ctrl-C that came while it ran no chain.
-_INTERRUPT_PENDING = False
+#: Set in a worker of :class:`_WorkerPool` by its first Ctrl-C. A pool serves one
+#: :func:`sample_chains` call, so a chain the worker takes up after it stops at once.
+_INTERRUPTED = False
 
 
-def _worker_setup():
-    signal.signal(signal.SIGINT, _note_interrupt)
+def _worker_setup(pids):
+    """A worker's initializer: install its Ctrl-C handler, then say its pid (a slot of
+    ``pids``), so that no Ctrl-C is forwarded to it before it can take one."""
+    global _INTERRUPTED
+    _INTERRUPTED = False
+    signal.signal(signal.SIGINT, _on_interrupt)
+    with pids.get_lock():
+        taken = pids[:]
+        if 0 in taken:
+            pids[taken.index(0)] = os.getpid()
 
 
-def _note_interrupt(signum, frame):
-    """An idle worker's SIGINT handler: remember the Ctrl-C, so that a chain the worker
-    takes up after it (the interrupt forwarded just before the chain began) stops at once
-    instead of running to its end."""
-    global _INTERRUPT_PENDING
-    _INTERRUPT_PENDING = True
+def _on_interrupt(signum, frame):
+    """A worker's SIGINT handler, for its whole life. The first Ctrl-C raises
+    ``KeyboardInterrupt`` if it lands inside a chain (the chain returns its steps so far);
+    if it lands outside one (idle, or a chain just returned) it is only noted, and the next
+    chain :func:`_in_worker` is given stops before its first step. Later ones (the
+    forwarded copy of a terminal's) are ignored.
+
+    Inside or outside is read from where the signal landed (the frames under
+    :func:`_in_worker`'s call of the chain), not from a flag that ``_in_worker`` sets and
+    clears: a Ctrl-C between the chain's return and the clearing would raise in
+    ``_in_worker``, losing the finished chain (and the interrupt, for the worker's next
+    chain)."""
+    global _INTERRUPTED
+    first, _INTERRUPTED = not _INTERRUPTED, True
+    if first and _in_chain(frame):
+        raise KeyboardInterrupt
 
 
-def _interrupt_once(signum, frame):
-    """A chain's SIGINT handler in a worker: the first Ctrl-C interrupts the chain (which
-    returns its steps so far); later ones (the forwarded copy of a terminal's) are ignored."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    raise KeyboardInterrupt
+def _in_chain(frame):
+    """Whether ``frame`` runs under :func:`_in_worker`'s call of its chain (a caller of
+    ``frame`` is ``_in_worker``; ``frame`` itself being ``_in_worker`` is outside)."""
+    frame = None if frame is None else frame.f_back
+    while frame is not None:
+        if frame.f_code is _in_worker.__code__:
+            return True
+        frame = frame.f_back
+    return False
 
 
 def _in_worker(fn, *args):
-    """Run ``fn(*args)`` in a worker of :func:`_worker_pool` so that the chain takes a Ctrl-C
-    as in the main process and returns the steps so far (:func:`_interrupt_once`)."""
-    signal.signal(signal.SIGINT, _interrupt_once)
-    try:
-        if _INTERRUPT_PENDING:      # came before this chain began: it has no steps
-            raise KeyboardInterrupt
-        return fn(*args)
-    finally:
-        signal.signal(signal.SIGINT, _note_interrupt)
-
-
-def _forward_interrupt(executor):
-    """Send SIGINT to the live workers of a pool of :func:`_worker_pool` (a Ctrl-C that
-    reached this process alone; one that also reached them is taken once)."""
-    for proc in list((getattr(executor, "_processes", None) or {}).values()):
-        try:
-            if proc.is_alive():
-                os.kill(proc.pid, signal.SIGINT)
-        except (OSError, ValueError):     # gone meanwhile
-            pass
+    """Run the chain ``fn(*args)`` in a worker of :class:`_WorkerPool`: it takes a Ctrl-C
+    as in the main process and returns the steps so far (:func:`_on_interrupt`); after a
+    Ctrl-C this worker already had, it raises ``KeyboardInterrupt`` without a step."""
+    if _INTERRUPTED:
+        raise KeyboardInterrupt
+    return fn(*args)
 
 
 def _gather_after_interrupt(futures, grace: float = 5.0):

@@ -1,10 +1,15 @@
 """Reliability case 1 of issue 16: a failure or Ctrl-C mid-chain keeps the samples so far."""
 
-from concurrent.futures import ThreadPoolExecutor
+import os
+import signal
+import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 import pytest
 
+from samplers import _chain
 from samplers import (AustereTest, ChainInterrupted, ExactTest, GaussianMean, RandomWalk, sample,
                       sample_chains)
 
@@ -93,3 +98,38 @@ def test_ctrl_c_while_waiting_for_workers_returns_finished_chains():
         chains = sample_chains(model, AustereTest(m=200), RandomWalk(0.05), [1.0], 30,
                                n_chains=2, rng=1, executor=Executor())
     assert len(chains) == 1 and chains.samples.shape == (1, 30, 1)
+
+
+def test_a_worker_ctrl_c_as_its_chain_returns_keeps_the_chain_and_stops_the_next(monkeypatch):
+    """A worker of sample_chains' own pool, played in this process: a Ctrl-C whose handler
+    runs just after the chain returned, in the pool's wrapper (here the chain is a C call
+    that sends the signal as it ends), does not raise there, which lost the finished chain
+    and let the worker's next chain run to its end; the next chain stops before its first
+    step instead."""
+    monkeypatch.setattr(_chain, "_INTERRUPTED", False)
+    previous = signal.signal(signal.SIGINT, _chain._on_interrupt)
+    try:
+        kept = _chain._in_worker(partial(os.kill, os.getpid(), signal.SIGINT))
+        assert kept is None                          # returned, no KeyboardInterrupt
+        assert signal.getsignal(signal.SIGINT) is _chain._on_interrupt
+        ran = []
+        with pytest.raises(KeyboardInterrupt):
+            _chain._in_worker(ran.append, 1)
+        assert ran == []
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def _slow_pid(_):
+    time.sleep(0.3)
+    return os.getpid()
+
+
+def test_sample_chains_pool_knows_its_own_workers_only():
+    """The pool finds its workers without the executor's private state: the processes that
+    ran its tasks, and not those of another pool of this process."""
+    with ProcessPoolExecutor(2) as other, _chain._WorkerPool(2) as pool:
+        theirs = set(other.map(_slow_pid, range(4)))
+        ours = set(pool.map(_slow_pid, range(4)))
+        workers = {proc.pid for proc in pool.workers()}
+        assert ours <= workers and len(workers) == 2 and not workers & theirs

@@ -6,6 +6,11 @@ with ArviZ's numba acceleration as the user has it (``tests/conftest.py`` no lon
 it off): the fix lives in ``samplers._arviz``.
 """
 
+import os
+import subprocess
+import sys
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -167,3 +172,34 @@ def test_numba_probe_answers_as_arviz_own_sqrt():
         assert _numba_mcse_broken(az) == broken
     finally:
         az.Numba.enable_numba() if flag else az.Numba.disable_numba()
+
+
+LIGHT_CHILD = r'''
+import sys
+import numpy as np
+from samplers._arviz import to_inference_data
+x = np.random.default_rng(0).normal(size=(2, 20, 2))
+stats = {"accepted": np.arange(40).reshape(2, 20) % 3 == 0}
+light = to_inference_data(x, stats, names=["a", "b"], attrs={"route": "r"})
+print("HEAVY", [m for m in ("arviz", "arviz_stats", "arviz_plots") if m in sys.modules])
+import arviz
+full = to_inference_data(x, stats, names=["a", "b"], attrs={"route": "r"})
+for tree in (light, full):
+    for node in tree.subtree:
+        node.attrs.pop("created_at", None)
+print("SAME", type(light) is type(full), light.identical(full))
+'''
+
+
+def test_arviz_1_conversion_imports_arviz_base_alone():
+    """On ArviZ 1.x the conversion (fit's ``result`` step) imports arviz_base, not arviz with
+    arviz_stats and arviz_plots (about 1.5 s more of a first fit), and gives the same
+    DataTree as ``arviz.from_dict`` once arviz is imported."""
+    if arviz_major(import_arviz()) != 1:
+        pytest.skip("ArviZ 0.x converts through arviz itself")
+    root = Path(__file__).resolve().parents[2]
+    out = subprocess.run([sys.executable, "-c", LIGHT_CHILD], cwd=root, capture_output=True,
+                         text=True, env={**os.environ, "PYTHONPATH": str(root)}, timeout=300)
+    lines = dict(line.split(" ", 1) for line in out.stdout.splitlines() if " " in line)
+    assert lines.get("HEAVY") == "[]", out.stdout + out.stderr[-2000:]
+    assert lines.get("SAME") == "True True", out.stdout + out.stderr[-2000:]

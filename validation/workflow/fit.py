@@ -639,7 +639,7 @@ def _result(proxy, draws_, choice, pairs, chosen, state, ran, after, tolerance, 
     N, c, v = proxy.cv.N, chosen.chosen, state["verdict"]
     say, rows, acc, realised = _explain(proxy, choice, pairs, chosen, state, ran, after)
     names = getattr(proxy.cv.model, "names", None)   # a JaxModel's or a NumPyro model's sites
-    # timed: a first call imports ArviZ here (about a second and a half), and nowhere before
+    # timed: a first call imports ArviZ here (ArviZ 1.x: arviz_base alone), and nowhere before
     idata = clock("result", ran.chains.to_arviz, names=None if names is None else list(names))
     timings = clock.timings()
     explanation = "\n".join(say)
