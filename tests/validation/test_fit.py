@@ -214,3 +214,26 @@ def test_austere_redesign_with_the_corrected_programme_inside_the_expansion():
     _, _, (new, check, how, lines) = _redesign(model, pairs, trial, 0.03)
     assert how == "edgeworth" and new.law == "edgeworth" and check.passed, lines
     assert "design.optimize(law='edgeworth')" in lines[0]
+
+
+def test_the_heavy_tails_gate_reads_the_sampled_kurtosis_bound():
+    """Trial pairs summarised from a row sample carry an upper bound of each pair's
+    kurtosis (a sample of heavy-tailed residuals under-estimates it in most samples): the
+    gate refuses on the bound where the estimate alone would let a designed test through;
+    on exact pairs (no bound) it reads the trial's kurtosis, as before."""
+    from types import SimpleNamespace
+
+    from validation.workflow.steps import TrialPairs
+
+    k = fit_module.HEAVY_KURTOSIS
+    trial = design.TrialChain(mu=np.zeros(3), sigma=np.ones(3), c0=np.zeros(3), N=10 ** 6,
+                              skewness=np.zeros(3), kurtosis=np.full(3, 0.5 * k),
+                              abs_z1=np.full(3, 0.8), abs_z3=np.full(3, 1.6))
+    plan = SimpleNamespace(test="austere")
+    exact = TrialPairs(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros(3), trial, ())
+    assert fit_module._heavy_tails(exact, plan) is None
+    sampled = TrialPairs(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros(3), trial, (),
+                         kurtosis_upper=np.full(3, 2.0 * k))
+    why = fit_module._heavy_tails(sampled, plan)
+    assert why is not None and "upper bound from a row sample" in why
+    assert fit_module._heavy_tails(sampled, SimpleNamespace(test="confidence")) is None
