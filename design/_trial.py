@@ -549,15 +549,22 @@ class TrialChain:
             total = total + blocks[0][1].sum(axis=0)
         mu = total / N
         acc = (np.zeros(P), np.zeros((P, 4)), np.full(P, math.inf), np.full(P, -math.inf))
+        powers = np.zeros((4, P))       # the sample's sums of d^3, d^4, d^6, d^8
         for weight, block in blocks:
             L = block if block.ndim == 2 else _differences(model, plan, block, "sampled")
             acc = _accumulate(L, weight, mu, acc)
+            if weight != 1.0:                   # a block of the sample (n < rest)
+                d3 = (L - mu) ** 3
+                d4 = d3 * (L - mu)
+                powers += np.stack([d3.sum(axis=0), d4.sum(axis=0), (d3 * d3).sum(axis=0),
+                                    (d4 * d4).sum(axis=0)])
         m2, sums, low, high = acc
         shape = np.column_stack([low, high, sums])
         trial = cls(N=N, **_fields(model, thetas, theta_news, lqr, N, mu, np.sqrt(m2 / N),
                                    shape))
+        skew_hi, kurt_hi = _shape_upper(trial, sums, powers, n, rest)
         return SampledTrial(trial, se[:P], se[P:] if cumulative else np.zeros(P),
-                            exact.size + n, True)
+                            exact.size + n, True, skew_hi, kurt_hi)
 
     @classmethod
     def from_chain(cls, chain):
@@ -715,6 +722,23 @@ def _standard_error(moments, n, rest):
     return rest * np.sqrt(m2 / (n - 1) * (1.0 + SAMPLE_VARIANCE_Z * rse) * fpc / n)
 
 
+def _shape_upper(trial, sums, powers, n, rest):
+    """Upper confidence bounds (``SAMPLE_VARIANCE_Z`` standard errors, ~98% one-sided) of
+    each pair's |skewness| and excess kurtosis: the Horvitz-Thompson sums of d^3 and d^4
+    (``sums``' first two columns) raised by their standard errors from the sample's
+    ``powers`` (sums of d^3, d^4, d^6, d^8 over its n rows of ``rest``), over the trial's
+    variance. A sample of heavy-tailed l_i misses most of the rows that carry the fourth
+    moment, so its kurtosis is below the population's in most samples."""
+    fpc = 1.0 - n / rest
+    s3, s4, s6, s8 = powers
+    se3 = rest * np.sqrt(np.maximum(s6 - s3 * s3 / n, 0.0) / (n - 1) * fpc / n)
+    se4 = rest * np.sqrt(np.maximum(s8 - s4 * s4 / n, 0.0) / (n - 1) * fpc / n)
+    N, var = trial.N, trial.sigma ** 2
+    skew = (np.abs(sums[:, 0]) + SAMPLE_VARIANCE_Z * se3) / N / trial.sigma ** 3
+    kurt = np.maximum((sums[:, 1] + SAMPLE_VARIANCE_Z * se4) / N / var ** 2 - 3.0, -2.0)
+    return skew, kurt
+
+
 def _accumulate(L, weight, mu, acc):
     """``acc`` = (sum d^2, (sum d^3, d^4, |d|, |d|^3), min l, max l) per pair with the rows
     of ``L`` added at ``weight``, d = l - mu."""
@@ -746,6 +770,11 @@ class SampledTrial:
         Rows whose l_i were computed (the exact rows and the sample; N for the exact pass).
     sampled : bool
         False when the exact pass ran (the sample would have been too large).
+    abs_skewness_upper, kurtosis_upper : ndarray of shape (n_pairs,)
+        Upper confidence bounds (~98% one-sided) of each pair's |skewness| and excess
+        kurtosis, for decisions that a too-small shape would make less safe (fit's
+        heavy-tails gate); ``|trial.skewness|`` and ``trial.kurtosis`` themselves after the
+        exact pass (the default), or where the trial records no shape.
     """
 
     trial: TrialChain
@@ -753,3 +782,11 @@ class SampledTrial:
     cumulative_se: np.ndarray
     rows_read: int
     sampled: bool
+    abs_skewness_upper: np.ndarray | None = None
+    kurtosis_upper: np.ndarray | None = None
+
+    def __post_init__(self):
+        if self.abs_skewness_upper is None and self.trial.skewness is not None:
+            object.__setattr__(self, "abs_skewness_upper", np.abs(self.trial.skewness))
+        if self.kurtosis_upper is None:
+            object.__setattr__(self, "kurtosis_upper", self.trial.kurtosis)

@@ -226,3 +226,26 @@ def test_chains_that_have_not_mixed_warn():
         idata = fit(model, draws=30, route="exact/walk", parallel=False, n_trial=10, rng=1)
     assert idata.posterior.attrs["rhat"] > fit_module.RHAT_WARN
     assert got[0].filename == __file__
+
+
+def test_the_heavy_tails_gate_reads_the_sampled_kurtosis_bound():
+    """Trial pairs summarised from a row sample carry an upper bound of each pair's
+    kurtosis (a sample of heavy-tailed residuals under-estimates it in most samples): the
+    gate refuses on the bound where the estimate alone would let a designed test through;
+    on exact pairs (no bound) it reads the trial's kurtosis, as before."""
+    from types import SimpleNamespace
+
+    from validation.workflow.steps import TrialPairs
+
+    k = fit_module.HEAVY_KURTOSIS
+    trial = design.TrialChain(mu=np.zeros(3), sigma=np.ones(3), c0=np.zeros(3), N=10 ** 6,
+                              skewness=np.zeros(3), kurtosis=np.full(3, 0.5 * k),
+                              abs_z1=np.full(3, 0.8), abs_z3=np.full(3, 1.6))
+    plan = SimpleNamespace(test="austere")
+    exact = TrialPairs(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros(3), trial, ())
+    assert fit_module._heavy_tails(exact, plan) is None
+    sampled = TrialPairs(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros(3), trial, (),
+                         kurtosis_upper=np.full(3, 2.0 * k))
+    why = fit_module._heavy_tails(sampled, plan)
+    assert why is not None and "upper bound from a row sample" in why
+    assert fit_module._heavy_tails(sampled, SimpleNamespace(test="confidence")) is None

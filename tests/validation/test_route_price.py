@@ -99,3 +99,28 @@ def test_bad_arguments_are_refused(big):
     with pytest.raises(ValueError, match="c_sum prices weighted sampling"):
         SMHTest(order=2, sampling="uniform").expected_batch(cv, cv.center.theta,
                                                            cv.center.theta, c_sum=1.0)
+
+
+def test_the_sampled_price_is_honest_on_heavy_tailed_covariates():
+    """The sampled sum's z-scores on t(2) covariates at 2^19 rows, with the rows fit reads
+    exactly (samplers.heavy_rows' cut for a sample): rms within 3.5 Monte Carlo standard
+    errors of 1 over 100 seeds (measured 1.01 +- 0.05 over 200 seeds at 2^19 and 2^20 rows
+    on t(2), t(3), t(5) and normal covariates, 0.96 on t(1.2) at 2^19), so the sample sd
+    needs no kurtosis guard: the cut leaves no row whose c_i dominates the rest's."""
+    from samplers import GaussianPrior, heavy_rows
+
+    N = 2 ** 19
+    rng = np.random.default_rng(0)
+    X = np.column_stack([np.ones(N), rng.standard_t(2, size=(N, 2))])
+    y = (rng.random(N) < 1 / (1 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50)))).astype(float)
+    cv = ControlVariates(LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0)))
+    _, exact_rows = heavy_rows(cv, sample_rows=8 * int(np.ceil(np.sqrt(N))))
+    c = TaylorRemainder(cv, cv.order).c.sum()
+    q = []
+    for seed in range(100):
+        got = sampled_remainder_sum(cv, seed, exact_rows)
+        assert got.sampled
+        q.append(((got.estimate - c) / got.se) ** 2)
+    rms = np.sqrt(np.mean(q))
+    se = np.std(q, ddof=1) / np.sqrt(len(q)) / (2 * rms)
+    assert abs(rms - 1.0) < 3.5 * se, (rms, se)

@@ -304,6 +304,9 @@ class LaplaceDraws:
         Passes over pairs the weighing made (:func:`more_draws` adds one).
     trial_sampled : bool
         Whether ``trial``'s statistics were estimated from a row sample (the first pass's).
+    trial_kurtosis_upper : ndarray or None
+        An upper confidence bound of each pair's excess kurtosis
+        (:attr:`design.SampledTrial.kurtosis_upper`) where ``trial`` was sampled; else None.
     """
 
     thetas: np.ndarray
@@ -318,6 +321,7 @@ class LaplaceDraws:
     rows_read: int = 0
     passes: int = 1
     trial_sampled: bool = False
+    trial_kurtosis_upper: object = None
 
 
 def laplace_draws(proxy: Proxy, n=40, rng=None, *, executor=None) -> LaplaceDraws:
@@ -375,7 +379,7 @@ def more_draws(proxy: Proxy, got: LaplaceDraws, n, rng=None, *, executor=None) -
                         got.seconds + ext.seconds, imh_ess_per_step(thetas, logw), got.kind,
                         math.hypot(got.log_weight_se, ext.log_weight_se),
                         got.rows_read + ext.rows_read, got.passes + ext.passes,
-                        got.trial_sampled)
+                        got.trial_sampled, got.trial_kurtosis_upper)
 
 
 def independence_proposal(proxy: Proxy, kind: str):
@@ -402,7 +406,8 @@ def _weighed(proxy, q, thetas, kind, executor=None, rng=None) -> LaplaceDraws:
     return LaplaceDraws(thetas, logw, trial, pareto_k(logw), _imh_acceptance(logw), seconds,
                         imh_ess_per_step(thetas, logw), kind,
                         float(max(got.cumulative_se.max(), got.log_ratio_se.max())),
-                        got.rows_read, 1, got.sampled)
+                        got.rows_read, 1, got.sampled,
+                        got.kurtosis_upper if got.sampled else None)
 
 
 def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=None,
@@ -798,6 +803,11 @@ class TrialPairs:
         Log prior ratio plus log proposal ratio of each pair.
     trial : design.TrialChain
     lines : tuple of str
+    kurtosis_upper : ndarray or None
+        An upper confidence bound of each pair's excess kurtosis where ``trial`` was
+        estimated from a row sample (:attr:`design.SampledTrial.kurtosis_upper`); None: use
+        ``trial.kurtosis``. Fit's heavy-tails gate reads it (a sample of heavy-tailed l_i
+        under-estimates their kurtosis in most samples).
     """
 
     thetas: np.ndarray
@@ -805,6 +815,7 @@ class TrialPairs:
     log_const: np.ndarray
     trial: object
     lines: tuple
+    kurtosis_upper: object = None
 
 
 def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=None, *,
@@ -821,7 +832,7 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         got = choice.draws if choice.draws is not None else draws
         n = got.trial.n_pairs              # more draws may follow (the ladder's): not pairs
         thetas, news, trial = got.thetas[:n], got.thetas[1:n + 1], got.trial
-        sampled = got.trial_sampled
+        sampled, upper = got.trial_sampled, got.trial_kurtosis_upper
         where = ("the Laplace draws chained (theta, theta' both ~ N(mode, Sigma))"
                  if got.kind == "independence" else
                  f"the {got.kind} proposal's draws chained")
@@ -832,6 +843,7 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
         news = np.array([m[0] for m in moves])
         got = pairs_pass(proxy, thetas, news, [m[1] for m in moves], rng, executor=executor)
         trial, sampled = got.trial, got.sampled
+        upper = got.kurtosis_upper if sampled else None
         where = (f"theta ~ N(mode, Sigma), theta' from the {choice.kind} proposal"
                  + _sample_note(float(got.log_ratio_se.max()), got.rows_read, cv.N,
                                 _n_heavy(proxy)))
@@ -839,7 +851,7 @@ def trial_pairs(proxy: Proxy, choice: ProposalChoice, draws: LaplaceDraws, rng=N
     line = (f"3. trial pairs: {n} pairs, {where}; exact MH's acceptance ({how}) "
             f"{trial.accept_prob.mean():.2f}; residual sd per row: median "
             f"{np.median(trial.sigma):.3g}")
-    return TrialPairs(thetas, news, -trial.N * trial.c0, trial, (line,))
+    return TrialPairs(thetas, news, -trial.N * trial.c0, trial, (line,), upper)
 
 
 # -- 4. design and 5. verdict ----------------------------------------------------------------
