@@ -32,7 +32,6 @@ _OPTIONS = {   # the options each test kind takes besides tolerance and method
 
 
 @interrupt_as_keyboard   # a Ctrl-C while a grid cell's programme returns: KeyboardInterrupt
-@one_blas_thread()      # its workers use every core (design._lib.passes)
 def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m_grid=None,
              epsilon_grid=None, threshold="t", prediction_threshold="normal", workers=None,
              progress=None, exact=None, search=None, delta_grid=None, gamma_grid=None,
@@ -162,18 +161,19 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
                and law in (None, "gaussian"))
     early = (_EarlySmallM(trial_chain, tolerance, prediction_threshold, workers) if smaller
              else None)
-    try:
-        design = _optimize.optimize(
-            trial_chain, tolerance, method=method, m_grid=m_grid, epsilon_grid=epsilon_grid,
-            workers=workers, progress=progress, exact=bool(exact),
-            law="gaussian" if law is None else law,
-            search="auto" if search is None else search, on_full=early, **laws)
-    finally:
-        if early is not None:
-            early.join()
-    if smaller and design.m == int(design.m_grid[0]):
-        design = _smaller_m(design, trial_chain, tolerance, laws, workers,
-                            prune=search == "prune")
+    with one_blas_thread():         # the workers use every core (design._lib.passes)
+        try:
+            design = _optimize.optimize(
+                trial_chain, tolerance, method=method, m_grid=m_grid,
+                epsilon_grid=epsilon_grid, workers=workers, progress=progress,
+                exact=bool(exact), law="gaussian" if law is None else law,
+                search="auto" if search is None else search, on_full=early, **laws)
+        finally:
+            if early is not None:
+                early.join()
+        if smaller and design.m == int(design.m_grid[0]):
+            design = _smaller_m(design, trial_chain, tolerance, laws, workers,
+                                prune=search == "prune")
     return design
 
 

@@ -70,7 +70,6 @@ SAMPLE_EXACT_PER_SQRT = 8
 RHAT_WARN = 1.05
 
 
-@one_blas_thread()      # its own threads use every core (design._lib.passes)
 def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=None, chains=2,
         ess=None, max_seconds=600.0, parallel=None, n_trial=40, center=None, order=2,
         clt_tolerance=0.05, on_clt_failure="redesign", heavy_rows="auto", rng=None,
@@ -272,52 +271,57 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
     heavy = _check_heavy_rows(heavy_rows, model)
     rng = as_generator(rng)
     executor = _check_executor(executor)
-    clock = _Clock()
-    reached = clock("model_route", steps.model_route, model)
-    proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
-                  executor=executor)
-    proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
-    split, split_lines, exact_rows = (clock("heavy_rows", _split, proxy, heavy, executor)
-                                      if test is None or test in DESIGNED else (None, (), None))
-    if exact_rows is not None:      # the passes over pairs may sample the rest's rows
-        proxy = replace(proxy, exact_rows=exact_rows)
-        split = split and replace(split, exact_rows=_on_rest(exact_rows, split.cv.rows))
-    draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS), rng,
-                   executor=executor)
-    choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
-                   executor=executor)
-    pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng,
-                  executor=executor)
-    dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split, pairs,
-                                                      executor, rng)
-    mh_acc = (choice.acceptance if choice.kind != "walk"
-              else float(pairs.trial.accept_prob.mean()))
-    plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs, dpairs,
-                               tolerance, test, mh_acc, executor, rng)
-    state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines,
-             "tables": []}
-    try:
-        verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance, on_clt_failure,
-                           rng, state, clock, forced=test in DESIGNED, executor=executor)
-        chosen = clock("route", routes.choose_route, cands, verify)
-        ready, on = _ready(proxy, chosen.chosen, state, tests, executor)
-        if parallel is None:    # a process pool costs about a second: worth it for long runs
-            c = chosen.chosen
-            steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
-            parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
-                PARALLEL_SECONDS
-        if parallel and chains > 1:
-            steps.join_monitor_tables()     # the chains fork: no thread of ours running then
-        ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode, draws,
-                    chains=chains, rng=rng, ess=ess, max_seconds=max_seconds,
-                    parallel=parallel, progress=progress, executor=executor)
-    finally:
-        # a table the chains did not take (a failed or redesigned verdict, another route)
-        for started in state["tables"]:
-            steps.drop_monitor_table(*started)
-    after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng, executor)
-    return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance, clock,
-                   verbose, reached.route)
+    # its own threads use every core (design._lib.passes): BLAS on one thread meanwhile
+    with one_blas_thread():
+        clock = _Clock()
+        reached = clock("model_route", steps.model_route, model)
+        proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
+                      executor=executor)
+        proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
+        split, split_lines, exact_rows = (
+            clock("heavy_rows", _split, proxy, heavy, executor)
+            if test is None or test in DESIGNED else (None, (), None))
+        if exact_rows is not None:      # the passes over pairs may sample the rest's rows
+            proxy = replace(proxy, exact_rows=exact_rows)
+            split = split and replace(split, exact_rows=_on_rest(exact_rows, split.cv.rows))
+        draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS),
+                       rng, executor=executor)
+        choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
+                       executor=executor)
+        pairs = clock("trial_pairs", steps.trial_pairs, proxy, choice, draws_, rng,
+                      executor=executor)
+        dpairs = pairs if split is None else clock("trial_pairs", _split_pairs, split,
+                                                   pairs, executor, rng)
+        mh_acc = (choice.acceptance if choice.kind != "walk"
+                  else float(pairs.trial.accept_prob.mean()))
+        plan, cands, tests = clock("design", _candidates, proxy, split, choice, pairs,
+                                   dpairs, tolerance, test, mh_acc, executor, rng)
+        state = {"verdict": None, "plan": plan, "split": split, "split_lines": split_lines,
+                 "tables": []}
+        try:
+            verify = _verifier(split or proxy, dpairs, tolerance, clt_tolerance,
+                               on_clt_failure, rng, state, clock, forced=test in DESIGNED,
+                               executor=executor)
+            chosen = clock("route", routes.choose_route, cands, verify)
+            ready, on = _ready(proxy, chosen.chosen, state, tests, executor)
+            if parallel is None:    # a process pool costs about a second: for long runs
+                c = chosen.chosen
+                steps_needed = max(draws, 0 if ess is None else ess / chains / c.ess_per_step)
+                parallel = chains > 1 and steps_needed * c.step_rows * routes.ROW_SECONDS > \
+                    PARALLEL_SECONDS
+            if parallel and chains > 1:
+                steps.join_monitor_tables()     # the chains fork: no thread of ours then
+            ran = clock("chains", steps.run_chains, on, ready, choice.proposal, proxy.mode,
+                        draws, chains=chains, rng=rng, ess=ess, max_seconds=max_seconds,
+                        parallel=parallel, progress=progress, executor=executor)
+        finally:
+            # a table the chains did not take (a failed or redesigned verdict, another route)
+            for started in state["tables"]:
+                steps.drop_monitor_table(*started)
+        after = clock("after_run", _after, proxy, chosen.chosen, state, ran, choice, rng,
+                      executor)
+        return _result(proxy, draws_, choice, dpairs, chosen, state, ran, after, tolerance,
+                       clock, verbose, reached.route)
 
 
 def _check_executor(executor):
