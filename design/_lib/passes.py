@@ -12,6 +12,7 @@ timing (bit-identical to a one-thread pass).
 from __future__ import annotations
 
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 
@@ -22,6 +23,11 @@ __all__ = ["n_chunks", "one_blas_thread", "run_chunks"]
 #: Blocks of chunks handed to the pool per thread (small blocks balance the load when
 #: another process holds a core).
 _BLOCKS_PER_THREAD = 4
+
+#: :func:`one_blas_thread`'s blocks open in any thread, and the limit they hold.
+_blas_lock = threading.Lock()
+_blas_depth = 0
+_blas_limits = None
 
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
@@ -41,12 +47,26 @@ def one_blas_thread():
     one, and ``fit``'s design step at N = 10^6 about 0.1-0.15 s less (quiet machine).
     SciPy's BLAS is loaded first (numba's ``np.dot`` calls it) so that it is limited too.
     The results are those of a BLAS thread count of one (for these products, the same bits).
+    The limit is process-wide (BLAS has no per-thread count): other threads of the program
+    also call BLAS on one thread while any block is open; blocks open in several threads
+    at once restore the counts when the last one closes.
     """
+    global _blas_depth, _blas_limits
     import scipy.linalg  # noqa: F401 -- loads SciPy's BLAS, so the limit reaches it
     from threadpoolctl import threadpool_limits
 
-    with threadpool_limits(limits=1, user_api="blas"):
+    with _blas_lock:                # the limit is process-wide: the outermost block of any
+        if _blas_depth == 0:        # thread sets it, the last to leave restores it
+            _blas_limits = threadpool_limits(limits=1, user_api="blas")
+        _blas_depth += 1
+    try:
         yield
+    finally:
+        with _blas_lock:
+            _blas_depth -= 1
+            if _blas_depth == 0:
+                _blas_limits.restore_original_limits()
+                _blas_limits = None
 
 
 def n_chunks(N: int, chunk: int) -> int:

@@ -246,7 +246,7 @@ def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
     try:
         cov = finder.laplace_covariance()
     except ValueError as exc:
-        if c.method == "given":
+        if finder is cv and c.method == "given":    # the Hessian at the center itself
             raise ValueError(f"center: {exc}") from None
         # at the mode searched for: the data, not a center, leave a flat direction
         raise ValueError(
@@ -1205,6 +1205,7 @@ def run_chains(model, test, proposal, start, draws, *, chains=2, rng=None, ess=N
         streams = [s.spawn(1)[0] for s in streams]
         theta0 = np.array([c.samples[-1] for c in runs])
         n = joined[0].samples.shape[0]
+        found = 0.0 if math.isnan(found) else found      # fewer than 4 draws, a NaN
         goal = int(min(max(n * (ess / max(found, 1.0) - 1.0) * 1.2, 100),
                        n * max(1.0, (max_seconds - spent) / spent)))
     if interrupted:
@@ -1475,7 +1476,8 @@ def _ess_rhat(runs, rhat=True, ranks=None):
             esses.append(_ess_of(z))
             if both:
                 rhats.append(_rank_rhat_of(s, z))
-    return min(esses), (max(rhats) if both else float("nan"))
+    # np.min / np.max: a NaN anywhere gives NaN (Python's min and max only when it is first)
+    return float(np.min(esses)), (float(np.max(rhats)) if both else float("nan"))
 
 
 def _split_ranks(runs):
