@@ -226,27 +226,17 @@ def _newton_mode(X, y, prior_sd=10.0):
     raise AssertionError("no mode")
 
 
-def _z_rms(covariates, seed, reps=60, n_rows=100_000, start=8192):
+def _z_rms(covariates, seed, reps=60):
     """The rms over ``reps`` samples and 10 chained pairs of Laplace draws of the z-scores
     (sampled - exact log ratio) / standard error, with the exact rows fit reads
     (samplers.heavy_rows with ``sample_rows``), and its Monte Carlo standard error (from
     each sample's mean z^2: the pairs of one sample share its rows)."""
-    rng = np.random.default_rng(seed)
-    X = np.column_stack([np.ones(n_rows), covariates(rng, (n_rows, 2))])
-    y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50))))
-    model = LogisticRegression(X, y.astype(float), prior=GaussianPrior(0.0, 10.0))
-    cv = ControlVariates(model, center=_newton_mode(X, y.astype(float)))
-    _, rows = heavy_rows(cv, sample_rows=8 * int(np.ceil(np.sqrt(n_rows))))
-    chol = np.linalg.cholesky(cv.laplace_covariance())
-    thetas = cv.center.theta + rng.standard_normal((11, 3)) @ chol.T
-    exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
+    exact, got, rows = _shape_samples(covariates, seed, reps=reps)
     q = []
-    for r in range(reps):
-        got = TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=r, exact_rows=rows,
-                                         start=start, se_tolerance=1e9)
-        assert got.sampled
-        q.append(np.mean(((got.trial.log_accept_ratio - exact.log_accept_ratio)
-                          / got.log_ratio_se) ** 2))
+    for g in got:
+        assert g.sampled
+        q.append(np.mean(((g.trial.log_accept_ratio - exact.log_accept_ratio)
+                          / g.log_ratio_se) ** 2))
     rms = float(np.sqrt(np.mean(q)))
     return rms, float(np.std(q, ddof=1) / np.sqrt(reps) / (2 * rms)), rows.size
 
@@ -269,8 +259,8 @@ def test_the_standard_error_is_honest_on_heavy_tailed_covariates(name, covariate
 
 
 def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192):
-    """(exact trial, [SampledTrial] over ``reps`` samples) of 10 chained Laplace pairs on
-    fit's split of the rows (as ``_z_rms``)."""
+    """(exact trial, [SampledTrial] over ``reps`` samples, the rows read exactly) of 10
+    chained Laplace pairs on fit's split of the rows."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([np.ones(n_rows), covariates(rng, (n_rows, 2))])
     y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50))))
@@ -282,7 +272,7 @@ def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192):
     exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
     return exact, [TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=r,
                                               exact_rows=rows, start=start, se_tolerance=1e9)
-                   for r in range(reps)]
+                   for r in range(reps)], rows
 
 
 def test_the_shape_bounds_cover_the_full_data_where_the_estimates_fall_short():
@@ -296,7 +286,7 @@ def test_the_shape_bounds_cover_the_full_data_where_the_estimates_fall_short():
     for name, covariates, least in (
             ("normal", lambda rng, shape: rng.standard_normal(shape), 0.8),
             ("t(1.2)", lambda rng, shape: rng.standard_t(1.2, size=shape), None)):
-        exact, got = _shape_samples(covariates, 2)
+        exact, got, _ = _shape_samples(covariates, 2)
         assert all(g.sampled for g in got)
         for g in got:
             assert np.all(g.kurtosis_upper >= g.trial.kurtosis)
