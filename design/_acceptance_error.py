@@ -154,6 +154,9 @@ class PairIntegrals:
 #: PairIntegrals kept per trial chain (while it lives) and table edge: the smaller-m search
 #: of ``design.optimize`` and its screen's completion (``Design.complete_screen``) use the
 #: same pairs and edge (each build 0.02-0.05 s at 40 pairs, N = 10^6).
+#: At most this many edges are kept per trial chain, the oldest dropped first (each
+#: holds arrays of the trial's size).
+INTEGRALS_PER_TRIAL = 4
 _integrals: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _integrals_lock = threading.Lock()
 
@@ -168,7 +171,11 @@ def pair_integrals(trial: TrialChain, mu_max: float) -> PairIntegrals:
         return found
     built = PairIntegrals(trial, key)
     with _integrals_lock:
-        return _integrals.setdefault(trial, {}).setdefault(key, built)
+        kept = _integrals.setdefault(trial, {})
+        found = kept.setdefault(key, built)
+        while len(kept) > INTEGRALS_PER_TRIAL:
+            del kept[next(iter(kept))]
+        return found
 
 
 @dataclass(frozen=True, eq=False)

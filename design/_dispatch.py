@@ -159,8 +159,10 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
     laws = dict(threshold=threshold, prediction_threshold=prediction_threshold)
     smaller = (m_grid is None and isinstance(trial_chain, TrialChain) and method == "average"
                and law in (None, "gaussian"))
-    early = (_EarlySmallM(trial_chain, tolerance, prediction_threshold, workers) if smaller
-             else None)
+    # not for the full search (its first full job is at the grid's least epsilon) nor the
+    # exact programme (the early start runs the merged one)
+    early = (_EarlySmallM(trial_chain, tolerance, prediction_threshold, workers)
+             if smaller and search != "full" and not exact else None)
     with one_blas_thread():         # the workers use every core (design._lib.passes)
         try:
             design = _optimize.optimize(
@@ -168,12 +170,15 @@ def optimize(trial_chain, tolerance=0.01, *, test="austere", method="average", m
                 epsilon_grid=epsilon_grid, workers=workers, progress=progress,
                 exact=bool(exact), law="gaussian" if law is None else law,
                 search="auto" if search is None else search, on_full=early, **laws)
+        except KeyboardInterrupt:
+            early = None        # a daemon that only fills the caches: Ctrl-C does not wait
+            raise
         finally:
             if early is not None:
                 early.join()
         if smaller and design.m == int(design.m_grid[0]):
             design = _smaller_m(design, trial_chain, tolerance, laws, workers,
-                                prune=search == "prune")
+                                prune=search == "prune", exact=bool(exact))
     return design
 
 
@@ -191,7 +196,9 @@ class _EarlySmallM:
     full programme runs only where the screen leaves the cell a candidate (as the search
     itself decides) and is not itself the full programme. A wrong guess (another epsilon,
     or a larger m wins) costs that thread's CPU, nothing else. Only from N / m = 10^4
-    (below, the programme is short) and with more than one worker.
+    (below, the programme is short), with more than one worker, and not for
+    ``search="full"`` (its first full job is at the grid's least epsilon, not the chosen
+    one) or ``exact=True`` (it runs the merged programme). Ctrl-C does not wait for it.
     """
 
     MIN_STAGES = 10_000
@@ -227,7 +234,7 @@ class _EarlySmallM:
             self.thread.join()
 
 
-def _smaller_m(design, trial, tolerance, laws, workers, prune=False):
+def _smaller_m(design, trial, tolerance, laws, workers, prune=False, exact=False):
     """Try the minibatch sizes of ``SMALL_M`` below the grid at the chosen epsilon.
 
     The returned design's grid has the extra rows, with NaN at the epsilons not evaluated.
@@ -241,7 +248,7 @@ def _smaller_m(design, trial, tolerance, laws, workers, prune=False):
         screened = design.screen_error_grid is not None
         extra = _optimize.optimize(trial, tolerance, method="average", m_grid=small,
                                    epsilon_grid=[design.epsilon], workers=workers,
-                                   search="prune" if prune else "screen" if screened
+                                   exact=exact, search="prune" if prune else "screen" if screened
                                    else "full", **laws)
     except _optimize.InfeasibleDesignError:
         return design

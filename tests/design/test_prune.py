@@ -172,6 +172,38 @@ def test_early_start_needs_two_workers_and_a_long_programme(monkeypatch):
     runs.clear()
     d = optimize(_cv_like_trial_small_sd(N=50_000), 0.01, search="prune")
     assert d.m < 50 and not [r for r in runs if r[3] == "design-early-small-m"]
+    runs.clear()        # the full search's first job is at the least epsilon: no guess
+    optimize(_cv_like_trial_small_sd(), 0.01, search="full")
+    assert not [r for r in runs if r[3] == "design-early-small-m"]
+
+
+def test_exact_programme_reaches_the_minibatch_sizes_below_the_grid(monkeypatch):
+    """``exact=True`` runs the unmerged programme everywhere, also at the small m the
+    dispatch tries below the grid, and starts no early (merged) programme."""
+    from design._optimize import SCREEN_MERGE
+
+    runs = _runs(monkeypatch)
+    d = optimize(_cv_like_trial_small_sd(N=200_000), 0.01, exact=True)
+    assert d.m < 50
+    assert {r[2] for r in runs} <= {0.0, SCREEN_MERGE}       # the screens stay merged
+    assert (d.m, d.epsilon, 0.0) in [r[:3] for r in runs]
+    assert not [r for r in runs if r[3] == "design-early-small-m"]
+
+
+def test_ctrl_c_in_the_search_does_not_wait_for_the_early_start(monkeypatch):
+    from design import _dispatch, _optimize
+
+    joined = []
+    monkeypatch.setattr(_dispatch._EarlySmallM, "join", lambda self: joined.append(self))
+
+    def interrupted(*args, on_full=None, **kw):
+        on_full(_optimize.DEFAULT_M_GRID[0], 1e-3)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(_optimize, "optimize", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        optimize(_cv_like_trial_small_sd(), 0.01, search="prune")
+    assert not joined
 
 
 def test_pair_integrals_are_built_once_per_trial_and_edge():
@@ -186,3 +218,16 @@ def test_pair_integrals_are_built_once_per_trial_and_edge():
     for name in ("knots", "tail", "A_err", "A_data"):
         np.testing.assert_array_equal(getattr(a, name), getattr(fresh, name))
         assert not getattr(a, name).flags.writeable
+
+
+def test_pair_integrals_keep_a_few_edges_per_trial():
+    """The cache sits under the public acceptance_error: a loop over edges must not keep
+    every edge's arrays alive."""
+    from design._acceptance_error import INTEGRALS_PER_TRIAL, _integrals, pair_integrals
+
+    trial = _cv_like_trial(n_pairs=5)
+    first = pair_integrals(trial, 100.0)
+    for edge in range(2, 3 * INTEGRALS_PER_TRIAL):
+        pair_integrals(trial, 100.0 * edge)
+    assert len(_integrals[trial]) == INTEGRALS_PER_TRIAL
+    assert pair_integrals(trial, 100.0) is not first          # the oldest was dropped
