@@ -28,8 +28,10 @@ def setup():
 
 
 def sampled(cv, thetas, **kw):
+    """A small sample (no growth for the fourth moment, which 2,048 rows carry thinly)."""
     return TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], **{
-        "rng": 5, "start": START, "se_tolerance": 10.0, "cumulative": True, **kw})
+        "rng": 5, "start": START, "se_tolerance": 10.0, "cumulative": True, "shape_rows": 0,
+        **kw})
 
 
 def test_estimates_agree_with_the_exact_pass_within_their_standard_errors(setup):
@@ -88,7 +90,8 @@ def test_the_heavy_rows_are_always_read(setup):
     for seed in range(3):
         seen.clear()
         got = TrialChain.from_row_sample(Recorder(), thetas[:3], thetas[1:4], rng=seed,
-                                         exact_rows=heavy, start=START, se_tolerance=10.0)
+                                         exact_rows=heavy, start=START, se_tolerance=10.0,
+                                         shape_rows=0)
         assert got.sampled
         rows = np.unique(np.concatenate(seen))
         assert np.all(np.isin(heavy, rows))
@@ -164,6 +167,7 @@ def test_equal_seeds_give_identical_estimates(setup):
     ({"se_tolerance": 0.0}, ValueError, "se_tolerance"),
     ({"start": 1}, ValueError, "start"),
     ({"max_fraction": 1.5}, ValueError, "max_fraction"),
+    ({"shape_rows": -1}, ValueError, "shape_rows"),
 ])
 def test_bad_input_is_named(setup, kwargs, exc, match):
     cv, _, thetas, _ = setup
@@ -258,9 +262,10 @@ def test_the_standard_error_is_honest_on_heavy_tailed_covariates(name, covariate
     assert rms > low, (name, rms, se, exact_rows)
 
 
-def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192):
+def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, **kw):
     """(exact trial, [SampledTrial] over ``reps`` samples, the rows read exactly) of 10
-    chained Laplace pairs on fit's split of the rows."""
+    chained Laplace pairs on fit's split of the rows (``kw`` to from_row_sample; without
+    growth for the fourth moment unless asked: the z-scores' tests read small samples)."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([np.ones(n_rows), covariates(rng, (n_rows, 2))])
     y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50))))
@@ -270,36 +275,56 @@ def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192):
     chol = np.linalg.cholesky(cv.laplace_covariance())
     thetas = cv.center.theta + rng.standard_normal((11, 3)) @ chol.T
     exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
+    kw = {"se_tolerance": 1e9, "shape_rows": 0, **kw}
     return exact, [TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=r,
-                                              exact_rows=rows, start=start, se_tolerance=1e9)
+                                              exact_rows=rows, start=start, **kw)
                    for r in range(reps)], rows
 
 
-def test_the_shape_bounds_cover_the_full_data_where_the_estimates_fall_short():
-    """The upper bounds of |skewness| and kurtosis (fit's heavy-tails gate reads the
-    kurtosis bound): on normal covariates they cover the full data's values in most pairs
-    and samples (nominal ~98%; 0.86 here, 8,192 of 10^5 rows: the kurtosis estimate is low
-    at small samples; 0.97 at 2^16 of 2^19 rows); on t(1.2) covariates, where the
-    sampled median kurtosis falls below the full data's in most samples, the bound's median
-    is at or above it more often than the estimate's. After the exact pass they are the
-    trial's own values."""
-    for name, covariates, least in (
-            ("normal", lambda rng, shape: rng.standard_normal(shape), 0.8),
-            ("t(1.2)", lambda rng, shape: rng.standard_t(1.2, size=shape), None)):
-        exact, got, _ = _shape_samples(covariates, 2)
-        assert all(g.sampled for g in got)
-        for g in got:
-            assert np.all(g.kurtosis_upper >= g.trial.kurtosis)
-            assert np.all(g.abs_skewness_upper >= np.abs(g.trial.skewness))
-        covered = np.mean([g.kurtosis_upper >= exact.kurtosis for g in got])
-        estimate = np.mean([g.trial.kurtosis >= exact.kurtosis for g in got])
-        full = np.median(exact.kurtosis)
-        med_hi = np.mean([np.median(g.kurtosis_upper) >= full for g in got])
-        med = np.mean([np.median(g.trial.kurtosis) >= full for g in got])
-        if least is not None:
-            assert covered > least, (name, covered, estimate)
-            assert np.mean([np.abs(g.trial.skewness) <= g.abs_skewness_upper for g in got]) > least
-        assert covered > estimate and med_hi >= med, (name, covered, estimate, med_hi, med)
+def test_the_kurtosis_bound_covers_the_full_data_more_often_than_the_estimate():
+    """The sampled |skewness| and kurtosis raised by 2 standard errors (fit's heavy-tails
+    gate reads the kurtosis's) on normal covariates, 2^16 of 2^18 rows: the raised kurtosis
+    is at or above the full data's in 0.95 of 300 pair-samples here (30 samples of 10
+    correlated pairs: 0.85 is about 2.5 standard errors below), the estimate alone in 0.58
+    (not the ~98% of a normal bound: the d^4 sums are right-skewed), so without the 2
+    standard errors this fails. After the exact pass they are the trial's own values."""
+    exact, got, _ = _shape_samples(lambda rng, shape: rng.standard_normal(shape), 2,
+                                   n_rows=2 ** 18, start=2 ** 16, shape_rows=16)
+    assert all(g.sampled and np.median(g.fourth_moment_rows) >= 16 for g in got)
+    for g in got:
+        assert np.all(g.kurtosis_upper >= g.trial.kurtosis)
+        assert np.all(g.abs_skewness_upper >= np.abs(g.trial.skewness))
+    covered = np.mean([g.kurtosis_upper >= exact.kurtosis for g in got])
+    estimate = np.mean([g.trial.kurtosis >= exact.kurtosis for g in got])
+    assert covered > 0.85, (covered, estimate)
+    assert np.mean([np.abs(exact.skewness) <= g.abs_skewness_upper for g in got]) > 0.85
     one = SampledTrial(exact, np.zeros(10), np.zeros(10), exact.N, False)
     np.testing.assert_array_equal(one.kurtosis_upper, exact.kurtosis)
     np.testing.assert_array_equal(one.abs_skewness_upper, np.abs(exact.skewness))
+
+
+def test_a_fourth_moment_on_few_sampled_rows_reads_more_rows():
+    """Where few of the sample's rows carry the median pair's fourth moment, the sample
+    grows 16 times (normal covariates, 2^18 rows: 4,096 sampled rows carry it on 9-16 rows,
+    4 of 5 samples grow to 65,536 rows, 23-45, and stay samples) or, where that is too large, the exact pass runs. On
+    t(1.2) covariates (seed 4, 8,192 of 10^5 rows) 9 of 10 samples do so, and their
+    kurtosis is the full data's (median 24,215); without the growth the median pair's
+    sampled bound was below it in all 10 (1,639 in the median sample, under 1,000 in 4, so
+    fit's gate would have passed the data there). A sample that draws none of the rows that
+    carry it looks like normal data (the 10th: median kurtosis 45) and is not caught."""
+    exact, got, _ = _shape_samples(lambda rng, shape: rng.standard_normal(shape), 2, reps=5,
+                                   n_rows=2 ** 18, start=4096, shape_rows=16)
+    for g in got:
+        assert g.sampled and np.median(g.fourth_moment_rows) >= 16
+        assert g.rows_read in (4096, 16 * 4096)
+    assert sum(g.rows_read == 16 * 4096 for g in got) >= 3
+    heavy = lambda rng, shape: rng.standard_t(1.2, size=shape)            # noqa: E731
+    exact, got, _ = _shape_samples(heavy, 4, reps=10, shape_rows=16)
+    full = np.median(exact.kurtosis)
+    read_all = [g for g in got if not g.sampled]
+    assert len(read_all) >= 8
+    for g in read_all:
+        np.testing.assert_array_equal(g.kurtosis_upper, exact.kurtosis)
+    _, small, _ = _shape_samples(heavy, 4, reps=10)                       # no growth
+    assert all(g.sampled for g in small)
+    assert np.mean([np.median(g.kurtosis_upper) < full for g in small]) > 0.5
