@@ -229,9 +229,9 @@ def test_chains_that_have_not_mixed_warn():
 
 
 def test_the_heavy_tails_gate_reads_the_sampled_kurtosis_bound():
-    """Trial pairs summarised from a row sample carry an upper bound of each pair's
-    kurtosis (a sample of heavy-tailed residuals under-estimates it in most samples): the
-    gate refuses on the bound where the estimate alone would let a designed test through;
+    """Trial pairs summarised from a row sample carry each pair's kurtosis raised by 2
+    standard errors (a sample of heavy-tailed residuals under-estimates it in most
+    samples): the gate refuses on the raised value where the estimate alone would let a designed test through;
     on exact pairs (no bound) it reads the trial's kurtosis, as before."""
     from types import SimpleNamespace
 
@@ -247,5 +247,5 @@ def test_the_heavy_tails_gate_reads_the_sampled_kurtosis_bound():
     sampled = TrialPairs(np.zeros((3, 1)), np.zeros((3, 1)), np.zeros(3), trial, (),
                          kurtosis_upper=np.full(3, 2.0 * k))
     why = fit_module._heavy_tails(sampled, plan)
-    assert why is not None and "upper bound from a row sample" in why
+    assert why is not None and "a row sample's estimate plus 2 standard errors" in why
     assert fit_module._heavy_tails(sampled, SimpleNamespace(test="confidence")) is None

@@ -305,7 +305,7 @@ class LaplaceDraws:
     trial_sampled : bool
         Whether ``trial``'s statistics were estimated from a row sample (the first pass's).
     trial_kurtosis_upper : ndarray or None
-        An upper confidence bound of each pair's excess kurtosis
+        Each pair's sampled excess kurtosis raised by 2 standard errors
         (:attr:`design.SampledTrial.kurtosis_upper`) where ``trial`` was sampled; else None.
     """
 
@@ -804,7 +804,7 @@ class TrialPairs:
     trial : design.TrialChain
     lines : tuple of str
     kurtosis_upper : ndarray or None
-        An upper confidence bound of each pair's excess kurtosis where ``trial`` was
+        Each pair's excess kurtosis raised by 2 standard errors where ``trial`` was
         estimated from a row sample (:attr:`design.SampledTrial.kurtosis_upper`); None: use
         ``trial.kurtosis``. Fit's heavy-tails gate reads it (a sample of heavy-tailed l_i
         under-estimates their kurtosis in most samples).
