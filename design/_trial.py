@@ -842,9 +842,10 @@ class SampledTrial:
         with its d^4. Measured share of pairs whose full-data kurtosis it covers
         (``benchmarks/kurtosis_gate.py``, 30 samples of 2^16 of 2^19-2^20 rows, 40 pairs):
         0.94-0.95 on normal and t(3) covariates, 0.85-0.88 on the rare-covariate data,
-        0.58-0.87 on t(2) (the estimate alone: 0.37-0.54); from 8,192 of 10^5 rows, 0.86-0.92
-        on normal covariates and 0.20-0.69 on t(1.2) where the sample is not grown for its
-        fourth moment (``shape_rows=0``).
+        0.84-0.99 on t(2) (0.58-0.87 where the sample is not grown for its fourth moment,
+        ``shape_rows=0``; the estimate alone 0.37-0.54); from 8,192 of 10^5 rows, 0.92-0.94
+        on normal covariates and 0.90-1.0 on t(1.2) (0.86-0.92 and 0.20-0.69 not grown).
+        ``benchmarks/results/kurtosis_gate.md`` has the table.
     fourth_moment_rows : ndarray of shape (n_pairs,) or None
         How many of the sample's rows carry each pair's fourth moment, (sum d^4)^2 /
         sum d^8 (``SHAPE_MIN_ROWS``); None after the exact pass.
