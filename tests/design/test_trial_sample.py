@@ -305,13 +305,14 @@ def test_the_kurtosis_bound_covers_the_full_data_more_often_than_the_estimate():
 
 def test_a_fourth_moment_on_few_sampled_rows_reads_more_rows():
     """Where few of the sample's rows carry the median pair's fourth moment, the sample
-    grows 16 times (normal covariates, 2^18 rows: 4,096 sampled rows carry it on 9-16 rows,
-    4 of 5 samples grow to 65,536 rows, 23-45, and stay samples) or, where that is too large, the exact pass runs. On
-    t(1.2) covariates (seed 4, 8,192 of 10^5 rows) 9 of 10 samples do so, and their
-    kurtosis is the full data's (median 24,215); without the growth the median pair's
-    sampled bound was below it in all 10 (1,639 in the median sample, under 1,000 in 4, so
-    fit's gate would have passed the data there). A sample that draws none of the rows that
-    carry it looks like normal data (the 10th: median kurtosis 45) and is not caught."""
+    grows 16 times (normal covariates, 2^18 rows: 4,096 sampled rows carry it on 9-16 rows;
+    4 of 5 samples grow to 65,536 rows, 23-45, and stay samples) or, where that is too
+    large, the exact pass runs. On t(1.2) covariates (seed 4, 8,192 of 10^5 rows) 9 of 10
+    samples do so, and their kurtosis is the full data's (median 24,215); without the
+    growth the median pair's raised kurtosis was below it in all 10 (1,639 in the median
+    sample, under 1,000 in 4, where fit's gate would have passed the data). A sample that
+    draws none of the rows that carry it looks like normal data (the 10th: median kurtosis
+    45) and is not caught."""
     exact, got, _ = _shape_samples(lambda rng, shape: rng.standard_normal(shape), 2, reps=5,
                                    n_rows=2 ** 18, start=4096, shape_rows=16)
     for g in got:

@@ -420,10 +420,10 @@ def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=N
     sample grows until every log ratio's standard error is at most its ``se_tolerance``
     default, 0.001 nats, and the exact pass runs once it would exceed a quarter of the rows,
     so below 2^18 rows nothing is sampled and ``rng`` is not drawn from; it grows too, up
-    to all rows, where few of its rows carry the fourth moment, ``design.SHAPE_MIN_ROWS``). Once the heavy rows
-    are read exactly, a control-variate model's residuals are evenly spread and their mean
-    over the sample is normal; the proxy's sum, the prior and the proposal stay exact. Where it is
-    not known (None), one exact pass over all rows (:meth:`design.TrialChain.from_model`),
+    to all rows, where few of its rows carry the fourth moment: its ``shape_rows``). Once
+    the heavy rows are read exactly, a control-variate model's residuals are evenly spread
+    and their mean over the sample is normal; the proxy's sum, the prior and the proposal
+    stay exact. Where it is not known (None), one exact pass over all rows (:meth:`design.TrialChain.from_model`),
     with standard errors 0: a sample could miss the few rows that carry the sum.
     ``executor`` runs the exact pass on a cluster (:func:`on_blocks`); a sample is read here.
     """
