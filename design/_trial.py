@@ -63,7 +63,7 @@ SAMPLE_VARIANCE_Z = 2.0
 #: A sample's fourth moment is trusted where, in the median pair, at least ``SHAPE_MIN_ROWS``
 #: of its rows carry it ((sum d^4)^2 / sum d^8: the rows that would hold it in equal shares,
 #: 1 when one row holds it all). Below, the rows it has not read may well hold more (its
-#: kurtosis, and the bound above it, are then low in most samples), so the sample grows
+#: kurtosis, raised or not, is then low in most samples), so the sample grows
 #: ``SHAPE_GROWTH`` times once (new rows added), and the exact pass runs where that would
 #: pass ``max_fraction`` or still falls short. Median pair at 2^16 sampled rows of 2^19-2^20
 #: (``benchmarks/kurtosis_gate.py``): 76-79 rows on normal covariates, 63-73 on t(3), 29-45
@@ -480,7 +480,7 @@ class TrialChain:
         The fourth moment can sit on far fewer rows than the sum: where, in the median pair,
         fewer than ``shape_rows`` of the sample's rows carry it (:math:`(\sum_S d^4)^2 /
         \sum_S d^8`), the rows not read may well hold more, and the sample's kurtosis (and
-        the bound above it, ``kurtosis_upper``) is low in most samples. The sample then grows
+        ``kurtosis_upper``, raised by 2 standard errors) is low in most samples. The sample then grows
         ``SHAPE_GROWTH`` = 16 times (new rows added) and, where that would pass
         ``max_fraction`` of the rest or still falls short, the exact pass runs: one more
         chunked pass, once, for the heavy-tailed data whose kurtosis decides something
@@ -569,7 +569,8 @@ class TrialChain:
 
         def totals():
             """The trial from the Horvitz-Thompson totals (the mean, then the moments about
-            it), the shape's upper bounds and the rows carrying each pair's fourth moment."""
+            it), the shape raised by its standard errors and the rows carrying each pair's
+            fourth moment."""
             blocks = ([(1.0, _differences(model, plan, exact, "exactly read"))] if exact.size
                       else [])
             if kept is not None:
