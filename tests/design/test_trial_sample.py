@@ -303,3 +303,54 @@ def test_the_shape_bounds_cover_the_full_data_where_the_estimates_fall_short():
     one = SampledTrial(exact, np.zeros(10), np.zeros(10), exact.N, False)
     np.testing.assert_array_equal(one.kurtosis_upper, exact.kurtosis)
     np.testing.assert_array_equal(one.abs_skewness_upper, np.abs(exact.skewness))
+
+
+def _chan_numpy(L, cumulative):
+    """The NumPy reference of ``_chan`` (the expressions the kernel replaced)."""
+    X = np.hstack([L, np.cumsum(L, axis=1)]) if cumulative else L
+    mean = X.mean(axis=0)
+    d = X - mean
+    d2 = d * d
+    return X.shape[0], mean, d2.sum(axis=0), (d2 * d).sum(axis=0), (d2 * d2).sum(axis=0)
+
+
+def _accumulate_numpy(L, weight, mu, acc):
+    """The NumPy reference of ``_accumulate`` with the sample's powers."""
+    m2, sums, low, high = acc
+    d = L - mu
+    d2 = d * d
+    a = np.abs(d)
+    m2 = m2 + weight * d2.sum(axis=0)
+    sums = sums + weight * np.column_stack([(d2 * d).sum(axis=0), (d2 * d2).sum(axis=0),
+                                            a.sum(axis=0), (a * d2).sum(axis=0)])
+    d3 = (L - mu) ** 3
+    d4 = d3 * (L - mu)
+    powers = np.stack([d3.sum(axis=0), d4.sum(axis=0), (d3 * d3).sum(axis=0),
+                       (d4 * d4).sum(axis=0)])
+    return (m2, sums, np.minimum(low, L.min(axis=0)), np.maximum(high, L.max(axis=0))), powers
+
+
+@pytest.mark.parametrize("shape", [(5000, 41), (1, 3), (700, 1)])
+def test_the_compiled_moments_are_numpys_bit_for_bit(shape):
+    """_chan and _accumulate (compiled, columns split over threads) give the bits of the
+    NumPy expressions they replaced (fit's draws depend on them through the weights)."""
+    from design._trial import _accumulate, _chan
+
+    rng = np.random.default_rng(11)
+    L = rng.standard_t(3, size=shape) * 1e-3
+    L_before = L.copy()
+    for cumulative in (False, True):
+        got, ref = _chan(L, cumulative), _chan_numpy(L, cumulative)
+        assert got[0] == ref[0]
+        for a, b in zip(got[1:], ref[1:]):
+            assert np.array_equal(a, b)
+    P = shape[1]
+    mu = L.mean(axis=0) + 1e-4
+    acc = (rng.random(P), rng.random((P, 4)), np.full(P, np.inf), np.full(P, -np.inf))
+    for weight, powers in ((3.7, True), (1.0, False)):
+        got_acc, got_powers = _accumulate(L, weight, mu, acc, powers)
+        ref_acc, ref_powers = _accumulate_numpy(L, weight, mu, acc)
+        for a, b in zip(got_acc, ref_acc):
+            assert np.array_equal(a, b)
+        assert np.array_equal(got_powers, ref_powers) if powers else got_powers is None
+    assert np.array_equal(L, L_before)
