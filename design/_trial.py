@@ -12,6 +12,8 @@ import numpy as np
 from ._lib.checks import (as_generator, check_finite_array, check_int, check_interval,
                           check_positive)
 from ._lib.distribute import as_cluster, recipe_of
+from ._lib.jit import PASS_THREADS, jit
+from ._lib.passes import run_chunks
 from ._lib.moments import merge_moments4
 from ._lib.npz import read_npz
 from ._lib.summary import short_array
@@ -586,12 +588,10 @@ class TrialChain:
             powers = np.zeros((4, P))   # the sample's sums of d^3, d^4, d^6, d^8
             for weight, block in blocks:
                 L = block if block.ndim == 2 else _differences(model, plan, block, "sampled")
-                acc = _accumulate(L, weight, mu, acc)
-                if weight != 1.0:               # a block of the sample (n < rest)
-                    d3 = (L - mu) ** 3
-                    d4 = d3 * (L - mu)
-                    powers += np.stack([d3.sum(axis=0), d4.sum(axis=0), (d3 * d3).sum(axis=0),
-                                        (d4 * d4).sum(axis=0)])
+                sampled = weight != 1.0         # a block of the sample (n < rest)
+                acc, got = _accumulate(L, weight, mu, acc, sampled)
+                if sampled:
+                    powers += got
             m2, sums, low, high = acc
             shape = np.column_stack([low, high, sums])
             trial = cls(N=N, **_fields(model, thetas, theta_news, lqr, N, mu, np.sqrt(m2 / N),
@@ -753,12 +753,63 @@ def _differences(model, plan, idx, which):
 def _chan(L, cumulative):
     """(count, mean, sums of the 2nd, 3rd and 4th powers about the mean) of each column of
     ``L`` (then of its cumulative sums across columns), the batches that
-    :func:`~design._lib.moments.merge_moments4` merges (Pébay 2008)."""
-    X = np.hstack([L, np.cumsum(L, axis=1)]) if cumulative else L
-    mean = X.mean(axis=0)
-    d = X - mean
-    d2 = d * d
-    return X.shape[0], mean, d2.sum(axis=0), (d2 * d).sum(axis=0), (d2 * d2).sum(axis=0)
+    :func:`~design._lib.moments.merge_moments4` merges (Pébay 2008). One compiled kernel
+    (:func:`_chan_sums`), the bits of NumPy's ``X.mean(axis=0)``, ``(d * d).sum(axis=0)``,
+    ..., which add the rows of a C-ordered ``X`` of several columns in order (of one
+    column, pairwise: NumPy's sums then)."""
+    L = np.ascontiguousarray(L, dtype=np.float64)
+    if L.shape[1] == 1 and not cumulative:
+        mean = L.mean(axis=0)
+        d = L - mean
+        d2 = d * d
+        return L.shape[0], mean, d2.sum(axis=0), (d2 * d).sum(axis=0), (d2 * d2).sum(axis=0)
+    out = np.empty((4, 2 * L.shape[1] if cumulative else L.shape[1]))
+    _chan_sums(L, bool(cumulative), out)
+    return L.shape[0], out[0], out[1], out[2], out[3]
+
+
+@jit
+def _chan_sums(L, cumulative, out):
+    """``out[0]``: the mean of each column of ``X``; ``out[1:4]``: the sums of d^2, d^2 d
+    and d^2 d^2 about it, d = X - mean; ``X`` is ``L`` (then, with ``cumulative``, its
+    cumulative sums along each row). Each column's rows are added in order, as NumPy's
+    reductions over axis 0 of a C-ordered array do (the same bits)."""
+    n, P = L.shape
+    cols = out.shape[1]
+    x = np.empty(cols)
+    mean = out[0]
+    s2, s3, s4 = out[1], out[2], out[3]
+    mean[:] = 0.0
+    s2[:] = 0.0
+    s3[:] = 0.0
+    s4[:] = 0.0
+    for i in range(n):
+        _row(L, i, cumulative, x)
+        for j in range(cols):
+            mean[j] += x[j]
+    for j in range(cols):
+        mean[j] = mean[j] / n
+    for i in range(n):
+        _row(L, i, cumulative, x)
+        for j in range(cols):
+            d = x[j] - mean[j]
+            d2 = d * d
+            s2[j] += d2
+            s3[j] += d2 * d
+            s4[j] += d2 * d2
+
+
+@jit
+def _row(L, i, cumulative, x):
+    """``x``: row ``i`` of ``L``, then (``cumulative``) its running sums (np.cumsum's order)."""
+    P = L.shape[1]
+    c = 0.0
+    for j in range(P):
+        v = L[i, j]
+        x[j] = v
+        if cumulative:
+            c += v
+            x[P + j] = c
 
 
 def _total_se(ss, n, rest, inflate=1.0):
@@ -803,17 +854,61 @@ def _fourth_rows(powers, n):
     return np.where(s8 > 0, s4 * s4 / np.maximum(s8, np.finfo(float).tiny), float(n))
 
 
-def _accumulate(L, weight, mu, acc):
-    """``acc`` = (sum d^2, (sum d^3, d^4, |d|, |d|^3), min l, max l) per pair with the rows
-    of ``L`` added at ``weight``, d = l - mu."""
+def _accumulate(L, weight, mu, acc, powers=False):
+    """(``acc``, ``got``): ``acc`` = (sum d^2, (sum d^3, d^4, |d|, |d|^3), min l, max l) per
+    pair with the rows of ``L`` added at ``weight``, d = l - mu; ``got`` the unweighted sums
+    of d^3, d^4, d^6 and d^8 (:func:`_shape_upper`'s ``powers``; d^3 as ``d ** 3``) with
+    ``powers``, else None. One compiled pass (:func:`_about_sums`), the bits of the NumPy
+    expressions it replaced (rows added in order, as NumPy's sums over axis 0 of several
+    columns do; of one column, NumPy's pairwise sums)."""
     m2, sums, low, high = acc
-    d = L - mu
-    d2 = d * d
-    a = np.abs(d)
-    m2 = m2 + weight * d2.sum(axis=0)
-    sums = sums + weight * np.column_stack([(d2 * d).sum(axis=0), (d2 * d2).sum(axis=0),
-                                            a.sum(axis=0), (a * d2).sum(axis=0)])
-    return m2, sums, np.minimum(low, L.min(axis=0)), np.maximum(high, L.max(axis=0))
+    L = np.ascontiguousarray(L, dtype=np.float64)
+    if L.shape[1] == 1:
+        d = L - mu
+        d2, d3 = d * d, d ** 3
+        d4 = d3 * d
+        a = np.abs(d)
+        out = np.stack([x.sum(axis=0) for x in (d2, d2 * d, d2 * d2, a, a * d2,
+                                                d3, d4, d3 * d3, d4 * d4)])
+    else:
+        out = np.empty((9 if powers else 5, L.shape[1]))
+        # a block of columns per core (each column's rows still added in order: the same
+        # bits); libm's pow, d ** 3, is most of the time
+        P = L.shape[1]
+        blocks = max(1, min(P, PASS_THREADS))
+        run_chunks(_about_sums, blocks, L, np.ascontiguousarray(mu, dtype=np.float64),
+                   bool(powers), out, -(-P // blocks))
+    m2 = m2 + weight * out[0]
+    sums = sums + weight * out[1:5].T
+    acc = m2, sums, np.minimum(low, L.min(axis=0)), np.maximum(high, L.max(axis=0))
+    return acc, (out[5:] if powers else None)
+
+
+@jit
+def _about_sums(L, mu, powers, out, width, b0, b1):
+    """Sums over the rows of ``L`` (in order) of d^2, d^2 d, d^2 d^2, |d| and |d| d^2,
+    d = L - mu, in ``out[0:5]``; with ``powers`` also of d3 = d ** 3, d4 = d3 d, d3 d3 and
+    d4 d4 in ``out[5:9]``: the columns of blocks ``b0 <= b < b1`` of ``width`` columns."""
+    n = L.shape[0]
+    c0, c1 = b0 * width, min(b1 * width, L.shape[1])
+    out[:, c0:c1] = 0.0
+    for i in range(n):
+        for j in range(c0, c1):
+            d = L[i, j] - mu[j]
+            d2 = d * d
+            a = abs(d)
+            out[0, j] += d2
+            out[1, j] += d2 * d
+            out[2, j] += d2 * d2
+            out[3, j] += a
+            out[4, j] += a * d2
+            if powers:
+                d3 = math.pow(d, 3.0)         # NumPy's d ** 3 (libm's pow), not d * d * d
+                d4 = d3 * d
+                out[5, j] += d3
+                out[6, j] += d4
+                out[7, j] += d3 * d3
+                out[8, j] += d4 * d4
 
 
 @dataclass(frozen=True, eq=False)

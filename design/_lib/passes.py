@@ -83,10 +83,23 @@ def _get_pool() -> ThreadPoolExecutor:
     return _pool
 
 
+#: Set in the pool's threads while they run a block (:func:`run_chunks`).
+_on_pool = threading.local()
+
+
+def _on_pool_run(kernel, *args):
+    _on_pool.active = True
+    try:
+        kernel(*args)
+    finally:
+        _on_pool.active = False
+
+
 def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
     """Run ``kernel(*args, c0, c1)`` over chunks ``0..count-1`` on ``threads`` threads.
 
-    ``threads`` defaults to :data:`PASS_THREADS`; with one thread (or one chunk) the kernel
+    ``threads`` defaults to :data:`PASS_THREADS`; with one thread (or one chunk), or when
+    called from a block already running on the pool (a kernel that runs a pass), the kernel
     runs in the calling thread. The first exception raised by a block is re-raised.
 
     Examples
@@ -100,12 +113,12 @@ def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
     True
     """
     threads = PASS_THREADS if threads is None else int(threads)
-    if threads <= 1 or count <= 1:
-        kernel(*args, 0, count)
+    if threads <= 1 or count <= 1 or getattr(_on_pool, "active", False):
+        kernel(*args, 0, count)     # on the pool, waiting for its own blocks could deadlock
         return
     step = max(1, -(-count // (threads * _BLOCKS_PER_THREAD)))
     pool = _get_pool()
-    futures = [pool.submit(kernel, *args, c0, min(c0 + step, count))
+    futures = [pool.submit(_on_pool_run, kernel, *args, c0, min(c0 + step, count))
                for c0 in range(0, count, step)]
     try:
         for future in futures:

@@ -15,6 +15,7 @@ import numpy as np
 from design._lib.checks import check_finite_array, check_int
 from design._lib.distribute import as_cluster, map_ranges, recipe_of
 from design._lib.jit import jit, row_jit
+from design._lib.passes import n_chunks, run_chunks
 from ..priors import FlatPrior, GaussianPrior, LaplacePrior
 from ._base import SCAN_CHUNK, BaseModel, check_data_files, loglik_ratio
 from ._glm import glm_kernels, glm_sums
@@ -99,6 +100,11 @@ def _cv_kernels(dots3, link, derivs, scatter, inner_prefetch, ratio=None):
         inner_prefetch(data[0], i)
 
     return row_ratio, row_loglik, row_grad, row_prefetch, _no_step
+
+
+#: Rows per block of :meth:`ControlVariates.loglik_many`'s kernel, the blocks run on every
+#: core (:func:`design._lib.passes.run_chunks`).
+_MANY_ROWS = 4096
 
 
 @cache
@@ -1466,7 +1472,13 @@ class ControlVariates(BaseModel):
                 return self._rows_model(idx).loglik_many(thetas, np.arange(idx.shape[0]))
             shifts = np.array([self._proxy_sum(t) / self._rows_total for t in thetas])
             out = np.empty((idx.shape[0], thetas.shape[0]))
-            kernel(self._data(0.0), idx, np.ascontiguousarray(thetas.T), shifts, out)
+            data, thetas_t = self._data(0.0), np.ascontiguousarray(thetas.T)
+
+            def rows(c0, c1):       # each row's entries its own: the same bits on any thread
+                lo, hi = c0 * _MANY_ROWS, min(c1 * _MANY_ROWS, idx.shape[0])
+                kernel(data, idx[lo:hi], thetas_t, shifts, out[lo:hi])
+
+            run_chunks(rows, n_chunks(idx.shape[0], _MANY_ROWS))
             return out
 
         return loglik_many

@@ -329,3 +329,58 @@ def test_a_fourth_moment_on_few_sampled_rows_reads_more_rows():
     _, small, _ = _shape_samples(heavy, 4, reps=10)                       # no growth
     assert all(g.sampled for g in small)
     assert np.mean([np.median(g.kurtosis_upper) < full for g in small]) > 0.5
+
+
+def _chan_numpy(L, cumulative):
+    """The NumPy reference of ``_chan`` (the expressions the kernel replaced)."""
+    X = np.hstack([L, np.cumsum(L, axis=1)]) if cumulative else L
+    mean = X.mean(axis=0)
+    d = X - mean
+    d2 = d * d
+    return X.shape[0], mean, d2.sum(axis=0), (d2 * d).sum(axis=0), (d2 * d2).sum(axis=0)
+
+
+def _accumulate_numpy(L, weight, mu, acc):
+    """The NumPy reference of ``_accumulate`` with the sample's powers."""
+    m2, sums, low, high = acc
+    d = L - mu
+    d2 = d * d
+    a = np.abs(d)
+    m2 = m2 + weight * d2.sum(axis=0)
+    sums = sums + weight * np.column_stack([(d2 * d).sum(axis=0), (d2 * d2).sum(axis=0),
+                                            a.sum(axis=0), (a * d2).sum(axis=0)])
+    d3 = (L - mu) ** 3
+    d4 = d3 * (L - mu)
+    powers = np.stack([d3.sum(axis=0), d4.sum(axis=0), (d3 * d3).sum(axis=0),
+                       (d4 * d4).sum(axis=0)])
+    return (m2, sums, np.minimum(low, L.min(axis=0)), np.maximum(high, L.max(axis=0))), powers
+
+
+@pytest.mark.parametrize("shape", [(5000, 41), (1, 3), (700, 1)])
+def test_the_compiled_moments_are_numpys_bit_for_bit(shape):
+    """_chan and _accumulate (compiled, columns split over threads) give the bits of the
+    NumPy expressions they replaced (fit's draws depend on them through the weights); the
+    sums of powers of d ** 3 to within a few ulps (NumPy's pow differs by CPU)."""
+    from design._trial import _accumulate, _chan
+
+    rng = np.random.default_rng(11)
+    L = rng.standard_t(3, size=shape) * 1e-3
+    L_before = L.copy()
+    for cumulative in (False, True):
+        got, ref = _chan(L, cumulative), _chan_numpy(L, cumulative)
+        assert got[0] == ref[0]
+        for a, b in zip(got[1:], ref[1:]):
+            assert np.array_equal(a, b)
+    P = shape[1]
+    mu = L.mean(axis=0) + 1e-4
+    acc = (rng.random(P), rng.random((P, 4)), np.full(P, np.inf), np.full(P, -np.inf))
+    for weight, powers in ((3.7, True), (1.0, False)):
+        got_acc, got_powers = _accumulate(L, weight, mu, acc, powers)
+        ref_acc, ref_powers = _accumulate_numpy(L, weight, mu, acc)
+        for a, b in zip(got_acc, ref_acc):
+            assert np.array_equal(a, b)
+        if powers:      # d ** 3: libm's pow here; NumPy may take its own SIMD pow (AVX-512)
+            np.testing.assert_allclose(got_powers, ref_powers, rtol=1e-12)
+        else:
+            assert got_powers is None
+    assert np.array_equal(L, L_before)

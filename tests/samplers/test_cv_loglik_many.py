@@ -37,6 +37,22 @@ def test_columns_equal_loglik_bit_for_bit(name, order):
         np.testing.assert_array_equal(many[:, k], cv.loglik(thetas[k], idx))
 
 
+def test_row_blocks_on_every_core_give_the_same_bits(monkeypatch):
+    """Blocks of rows run on the pass threads: each row's entries are its own."""
+    import samplers.models.control_variates as cvm
+
+    rng = np.random.default_rng(12)
+    cv = ControlVariates(_models(rng)["logistic"])
+    thetas = cv.center.theta + 0.05 * rng.standard_normal((5, cv.dim))
+    idx = rng.permutation(cv.N)[:1000]
+    whole = cv.loglik_many(thetas, idx)
+    monkeypatch.setattr(cvm, "_MANY_ROWS", 37)          # 28 blocks
+    blocks = cv.loglik_many(thetas, idx)
+    np.testing.assert_array_equal(blocks, whole)
+    for k in range(5):
+        np.testing.assert_array_equal(blocks[:, k], cv.loglik(thetas[k], idx))
+
+
 def test_logistic_columns_match_a_numpy_reference():
     """The residual of the second-order proxy written out in NumPy."""
     rng = np.random.default_rng(5)

@@ -127,6 +127,26 @@ def test_run_chunks_covers_every_chunk_once_and_reraises():
         run_chunks(fail, 10, threads=2)
 
 
+def test_run_chunks_inside_a_block_runs_in_that_thread():
+    """A block that runs a pass of its own (the pool's threads all waiting for blocks
+    queued behind them would deadlock): the inner pass runs in the block's thread."""
+    import threading
+
+    inner_threads = []
+
+    def inner(c0, c1):
+        inner_threads.append(threading.current_thread())
+
+    def outer(seen, c0, c1):
+        run_chunks(inner, 8)
+        seen[c0:c1] += 1
+
+    seen = np.zeros(16, dtype=int)
+    run_chunks(outer, 16, seen, threads=2)
+    assert (seen == 1).all()
+    assert all(t.name.startswith("austerity-pass") for t in inner_threads)
+
+
 # --- the linear-predictor passes (logistic regression): blocks of rows, four rows at a time
 
 
