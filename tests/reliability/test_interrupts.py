@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -309,3 +310,55 @@ def test_a_worker_ctrl_c_anywhere_in_in_worker_stops_the_chain_or_keeps_it_whole
         kept, _ = run(at)
         assert kept == (50 if after_start else 0), (at, after_start, kept)
         assert _chain._INTERRUPTED            # noted: the worker's next chain stops at once
+
+
+def test_a_worker_takes_ctrl_c_between_steps_and_ignores_the_forwarded_copy(as_a_worker):
+    """In a pool worker the Python loop holds the first Ctrl-C until the step it came in
+    ends, as in the main process; the copy the main process forwards is ignored. Before the
+    fix the worker's handler raised inside the step (the 4th step was cut short)."""
+    from collections import namedtuple
+
+    _chain = as_a_worker
+    State = namedtuple("State", "theta")
+    finished = []
+
+    def step(state):
+        if len(finished) == 3:
+            for _ in range(2):                    # the terminal's Ctrl-C and the forwarded one
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)                  # the handler runs within the step
+        finished.append(len(finished))
+        return State(state.theta + 1.0), {}
+
+    loop = partial(_chain.run_chain, progress=False)
+    with pytest.warns(ChainInterrupted, match="interrupted after 4 of 100 steps"):
+        try:
+            samples, _, _ = _chain._in_worker(loop, step, State(np.zeros(1)), 100)
+        except KeyboardInterrupt:                 # not out of the test: it would end the run
+            pytest.fail(f"the chain was lost after the steps {finished}")
+    assert finished == [0, 1, 2, 3] and samples[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert _chain._INTERRUPTED and signal.getsignal(signal.SIGINT) is _chain._on_interrupt
+    with pytest.raises(KeyboardInterrupt):        # the worker's next chain: no step
+        _chain._in_worker(loop, step, State(np.zeros(1)), 100)
+
+
+def test_a_worker_ctrl_c_while_the_chain_is_assembled_keeps_the_chain(as_a_worker):
+    """Before the fix the worker's handler raised inside ``keep_chain``'s assembly: the
+    chain was lost."""
+    from samplers._chain import Chain, keep_chain
+
+    _chain = as_a_worker
+
+    def finish(samples, done, wall):
+        os.kill(os.getpid(), signal.SIGINT)       # arrives while the records are copied
+        stats = {"accepted": np.ones(done, bool), "n_used": np.full(done, 10)}
+        return Chain(samples, stats, 100, wall, None, None, np.zeros(1))
+
+    with pytest.warns(ChainInterrupted, match="while its records were assembled"):
+        try:
+            chain, interrupted = _chain._in_worker(keep_chain, finish, np.zeros((5, 1)), 5,
+                                                   0.1)
+        except KeyboardInterrupt:                 # not out of the test: it would end the run
+            pytest.fail("the chain was lost")
+    assert interrupted and chain.samples.shape == (5, 1)
+    assert _chain._INTERRUPTED and signal.getsignal(signal.SIGINT) is _chain._on_interrupt
