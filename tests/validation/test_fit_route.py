@@ -194,7 +194,7 @@ def test_each_step_can_be_called_alone(model):
 
 
 CHILD = textwrap.dedent("""
-    import sys, time, warnings
+    import os, sys, time, warnings
     import numpy as np
     import samplers._chain as chain_module
     from samplers import GaussianPrior, LogisticRegression
@@ -222,8 +222,8 @@ CHILD = textwrap.dedent("""
             return getattr(self.work, name)
         def announce(self):
             self.calls += 1
-            if self.calls == 2:
-                print("STEPPED", flush=True)
+            if self.calls == 2:       # one write: two workers' lines do not interleave
+                os.write(1, b"STEPPED\\n")
 
     rng = np.random.default_rng(12)
     X = np.column_stack([rng.normal(size=3000), np.ones(3000)])
@@ -256,13 +256,15 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
                                                 parallel=parallel)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)
-        watchdog = threading.Timer(600, proc.kill)   # a hung child fails, not hangs, the run
+        # a hung child fails, not hangs, the run; its group: workers left by a dead child
+        # would hold stdout open
+        watchdog = threading.Timer(600, os.killpg, (proc.pid, signal.SIGKILL))
         watchdog.start()
         try:
             stepped, sent, out = 0, None, []
             for line in proc.stdout:
                 out.append(line)
-                stepped += line.strip() == "STEPPED"
+                stepped += line.count("STEPPED")
                 if stepped == running and sent is None:
                     os.killpg(proc.pid, signal.SIGINT)
                     sent = time.perf_counter()
@@ -270,7 +272,7 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
         finally:
             watchdog.cancel()
             if proc.poll() is None:
-                proc.kill()
+                os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         err.seek(0)
         assert sent is not None, f"no chain stepped: {err.read()[-2000:]}"
