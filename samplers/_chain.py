@@ -445,6 +445,8 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
             # Ctrl-C interrupts as soon as Python code runs again, for a step that runs long
             # (that press takes the old risk: the user asked twice).
             with HeldInterrupt(second_raises=True) as held:
+                if _INTERRUPTED:     # a pool worker's Ctrl-C before the loop (_on_interrupt)
+                    raise KeyboardInterrupt
                 for i in range(n_samples):
                     state, info = step(state)
                     samples[i] = state.theta
@@ -490,6 +492,8 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
     done, size = 0, FIRST_BLOCK
     with progress_bar(n_samples, desc=desc, progress=progress) as bar:
         try:
+            if _INTERRUPTED:         # a pool worker's Ctrl-C before the loop (_on_interrupt)
+                raise KeyboardInterrupt
             while done < n_samples:
                 stop = min(n_samples, done + size)
                 tb = time.perf_counter()
@@ -953,17 +957,30 @@ def _on_interrupt(signum, frame):
     ``KeyboardInterrupt`` if it lands inside a chain (the chain returns its steps so far);
     if it lands outside one (idle, or a chain just returned) it is only noted, and the next
     chain :func:`_in_worker` is given stops before its first step. Later ones (the
-    forwarded copy of a terminal's) are ignored.
+    forwarded copy of a terminal's) are ignored. Where the chain holds a Ctrl-C
+    (:class:`HeldInterrupt`: its Python loop, the assembly of its records) the holder takes
+    this handler's place and asks :func:`_take_interrupt`, so the chain stops between steps
+    and keeps what it made.
 
     Inside or outside is read from where the signal landed (the frames under
     :func:`_in_worker`'s call of the chain), not from a flag that ``_in_worker`` sets and
     clears: a Ctrl-C between the chain's return and the clearing would raise in
     ``_in_worker``, losing the finished chain (and the interrupt, for the worker's next
-    chain)."""
+    chain). One landing in ``_in_worker`` before its call of the chain is only noted; the
+    chain's loop reads the note before its first step (:func:`run_chain`,
+    :func:`run_blocks`) and stops there."""
+    if _take_interrupt() and _in_chain(frame):
+        raise KeyboardInterrupt
+
+
+def _take_interrupt():
+    """Note a Ctrl-C in this worker; True for its first, the one acted on."""
     global _INTERRUPTED
     first, _INTERRUPTED = not _INTERRUPTED, True
-    if first and _in_chain(frame):
-        raise KeyboardInterrupt
+    return first
+
+
+_on_interrupt.take = _take_interrupt      # how HeldInterrupt asks while it holds Ctrl-C
 
 
 def _in_chain(frame):

@@ -78,11 +78,14 @@ class HeldInterrupt:
     says afterwards whether one came.
 
     Only in the main thread and while SIGINT has Python's default handler (the one that raises
-    ``KeyboardInterrupt``); otherwise (a worker thread, which never receives signals, or a
-    handler the user installed) the block runs unchanged. Keep the block short: the user's
-    Ctrl-C waits for it. With ``second_raises=True`` a second Ctrl-C raises
-    ``KeyboardInterrupt`` at once (the block then checks ``held.pending`` at safe points
-    and stops there on the first).
+    ``KeyboardInterrupt``) or a handler that takes part: one with a ``take`` attribute, a
+    function ``take()`` that notes a Ctrl-C with that handler's owner and says whether to act
+    on it (a process pool worker's, which acts on its first Ctrl-C and ignores the copies
+    after it). Otherwise (a worker thread, which never receives signals, or a handler the
+    user installed) the block runs unchanged. Keep the block short: the user's Ctrl-C waits
+    for it. With ``second_raises=True`` a second Ctrl-C (one ``take`` acts on) raises
+    ``KeyboardInterrupt`` at once (the block then checks ``held.pending`` at safe points and
+    stops there on the first).
 
     >>> with HeldInterrupt() as held:
     ...     pass
@@ -96,14 +99,18 @@ class HeldInterrupt:
         self._previous = None
 
     def _handler(self, signum, frame):
+        take = getattr(self._previous, "take", None)
+        if take is not None and not take():
+            return                      # a copy of a Ctrl-C already acted on
         if self.pending and self.second_raises:
             raise KeyboardInterrupt     # pressed again: the user does not want to wait
         self.pending = True
 
     def __enter__(self):
-        if (threading.current_thread() is threading.main_thread()
-                and signal.getsignal(signal.SIGINT) is signal.default_int_handler):
-            self._previous = signal.signal(signal.SIGINT, self._handler)
+        if threading.current_thread() is threading.main_thread():
+            handler = signal.getsignal(signal.SIGINT)
+            if handler is signal.default_int_handler or callable(getattr(handler, "take", None)):
+                self._previous = signal.signal(signal.SIGINT, self._handler)
         return self
 
     def __exit__(self, *exc_info):

@@ -18,6 +18,7 @@ import sys
 import threading
 import time
 import warnings
+from functools import partial
 from pathlib import Path
 
 import numpy as np
@@ -234,3 +235,130 @@ def test_python_loop_takes_ctrl_c_between_steps_and_a_second_press_at_once(no_gc
                                   progress=False)
     assert finished == [0, 1, 2] and samples.shape == (3, 1)   # the 4th step was cut short
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+@pytest.fixture
+def as_a_worker(no_gc_callbacks):
+    """This process as a worker of sample_chains' pool: its SIGINT handler, no Ctrl-C yet."""
+    from samplers import _chain
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("this process's SIGINT handler is not Python's default")
+    saved = _chain._INTERRUPTED
+    _chain._INTERRUPTED = False
+    signal.signal(signal.SIGINT, _chain._on_interrupt)
+    try:
+        yield _chain
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        _chain._INTERRUPTED = saved
+
+
+def test_a_worker_ctrl_c_anywhere_in_in_worker_stops_the_chain_or_keeps_it_whole(as_a_worker):
+    """A worker's Ctrl-C handled at each instruction of ``_in_worker`` in turn (its handler
+    called from an opcode trace: deterministic, and a superset of the places where CPython
+    runs a signal handler). Before the chain starts, the chain stops without a step
+    (KeyboardInterrupt); once it has returned, the whole chain is kept. Before the fix, a
+    Ctrl-C between ``_in_worker``'s check and its call of the chain was noted, not raised,
+    and the chain ran to its end; the reviewer's ``result = fn(*args)`` with a check of
+    ``f_locals`` lost a finished chain (the call returned, ``result`` not yet stored)."""
+    from collections import namedtuple
+
+    _chain = as_a_worker
+    State = namedtuple("State", "theta")
+    started = []
+
+    def chain():
+        started.append(True)
+        return _chain.run_chain(lambda s: (State(s.theta + 1.0), {}), State(np.zeros(1)), 50,
+                                progress=False)
+
+    def run(at):
+        """``_in_worker(chain)`` with the handler run before the instruction at offset ``at``
+        (None: never); the offsets seen, each with whether the chain had started then."""
+        seen = []
+
+        def local(frame, event, arg):
+            if event == "opcode":
+                seen.append((frame.f_lasti, bool(started)))
+                if frame.f_lasti == at:
+                    _chain._on_interrupt(signal.SIGINT, frame)
+            return local
+
+        def trace(frame, event, arg):
+            if event == "call" and frame.f_code is _chain._in_worker.__code__:
+                frame.f_trace_opcodes = True
+                frame.f_trace_lines = False
+                return local
+            return None
+
+        started.clear()
+        _chain._INTERRUPTED = False
+        sys.settrace(trace)
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")           # no ChainInterrupted: whole or none
+                return _chain._in_worker(chain)[0].shape[0], seen
+        except KeyboardInterrupt:
+            return 0, seen
+        finally:
+            sys.settrace(None)
+
+    kept, places = run(None)
+    assert kept == 50 and any(s for _, s in places) and not all(s for _, s in places)
+    for at, after_start in places:
+        kept, _ = run(at)
+        assert kept == (50 if after_start else 0), (at, after_start, kept)
+        assert _chain._INTERRUPTED            # noted: the worker's next chain stops at once
+
+
+def test_a_worker_takes_ctrl_c_between_steps_and_ignores_the_forwarded_copy(as_a_worker):
+    """In a pool worker the Python loop holds the first Ctrl-C until the step it came in
+    ends, as in the main process; the copy the main process forwards is ignored. Before the
+    fix the worker's handler raised inside the step (the 4th step was cut short)."""
+    from collections import namedtuple
+
+    _chain = as_a_worker
+    State = namedtuple("State", "theta")
+    finished = []
+
+    def step(state):
+        if len(finished) == 3:
+            for _ in range(2):                    # the terminal's Ctrl-C and the forwarded one
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.01)                  # the handler runs within the step
+        finished.append(len(finished))
+        return State(state.theta + 1.0), {}
+
+    loop = partial(_chain.run_chain, progress=False)
+    with pytest.warns(ChainInterrupted, match="interrupted after 4 of 100 steps"):
+        try:
+            samples, _, _ = _chain._in_worker(loop, step, State(np.zeros(1)), 100)
+        except KeyboardInterrupt:                 # not out of the test: it would end the run
+            pytest.fail(f"the chain was lost after the steps {finished}")
+    assert finished == [0, 1, 2, 3] and samples[:, 0].tolist() == [1.0, 2.0, 3.0, 4.0]
+    assert _chain._INTERRUPTED and signal.getsignal(signal.SIGINT) is _chain._on_interrupt
+    with pytest.raises(KeyboardInterrupt):        # the worker's next chain: no step
+        _chain._in_worker(loop, step, State(np.zeros(1)), 100)
+
+
+def test_a_worker_ctrl_c_while_the_chain_is_assembled_keeps_the_chain(as_a_worker):
+    """Before the fix the worker's handler raised inside ``keep_chain``'s assembly: the
+    chain was lost."""
+    from samplers._chain import Chain, keep_chain
+
+    _chain = as_a_worker
+
+    def finish(samples, done, wall):
+        os.kill(os.getpid(), signal.SIGINT)       # arrives while the records are copied
+        stats = {"accepted": np.ones(done, bool), "n_used": np.full(done, 10)}
+        return Chain(samples, stats, 100, wall, None, None, np.zeros(1))
+
+    with pytest.warns(ChainInterrupted, match="while its records were assembled"):
+        try:
+            chain, interrupted = _chain._in_worker(keep_chain, finish, np.zeros((5, 1)), 5,
+                                                   0.1)
+        except KeyboardInterrupt:                 # not out of the test: it would end the run
+            pytest.fail("the chain was lost")
+    assert interrupted and chain.samples.shape == (5, 1)
+    assert _chain._INTERRUPTED and signal.getsignal(signal.SIGINT) is _chain._on_interrupt

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -193,10 +194,37 @@ def test_each_step_can_be_called_alone(model):
 
 
 CHILD = textwrap.dedent("""
-    import sys, time, warnings
+    import os, sys, time, warnings
     import numpy as np
+    import samplers._chain as chain_module
     from samplers import GaussianPrior, LogisticRegression
     from validation import fit
+
+    # the chain loops, printing STEPPED once per chain of the run when its second step
+    # (block) starts: one step is then kept, whatever the load. Patched before fit, so the
+    # forked pool workers run them too; n <= 2 is fit's 2-step compile of the kernels.
+    run_chain, run_blocks = chain_module.run_chain, chain_module.run_blocks
+    chain_module.run_chain = lambda step, state, n, *args, **kwargs: run_chain(
+        Announcing(step) if n > 2 else step, state, n, *args, **kwargs)
+    chain_module.run_blocks = lambda block, n, *args, **kwargs: run_blocks(
+        Announcing(block) if n > 2 else block, n, *args, **kwargs)
+
+    class Announcing:
+        def __init__(self, work):
+            self.work, self.calls = work, 0
+        def __call__(self, state):               # a step of the Python loop
+            self.announce()
+            return self.work(state)
+        def run(self, start, stop, samples):     # a block of the compiled loop
+            self.announce()
+            return self.work.run(start, stop, samples)
+        def __getattr__(self, name):
+            return getattr(self.work, name)
+        def announce(self):
+            self.calls += 1
+            if self.calls == 2:       # one write: two workers' lines do not interleave
+                os.write(1, b"STEPPED\\n")
+
     rng = np.random.default_rng(12)
     X = np.column_stack([rng.normal(size=3000), np.ones(3000)])
     y = (rng.random(3000) < 1 / (1 + np.exp(-X @ [1.0, -0.5]))).astype(float)
@@ -213,29 +241,43 @@ CHILD = textwrap.dedent("""
 
 @pytest.mark.slow
 @pytest.mark.parametrize("parallel", [False, True])
-def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel):
-    """issue 27: a Ctrl-C in the first chain was swallowed, the second chain ran in full."""
+def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
+    """issue 27: a Ctrl-C in the first chain was swallowed, the second chain ran in full.
+
+    The Ctrl-C is sent once every chain running has announced a kept step (STEPPED on
+    stdout, from the chain loop the child wraps; the pool's workers print it too): a Ctrl-C
+    before any step has nothing to keep, and fit then raises KeyboardInterrupt, as
+    documented. No sleep decides where it lands."""
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", CHILD.format(route="mh-ss/independence", parallel=parallel)],
-        cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True)
-    try:
-        seen = ""
-        deadline = time.monotonic() + 240
-        while "sampling" not in seen and "chains" not in seen and time.monotonic() < deadline:
-            seen += proc.stderr.read(1)          # the progress bar: the chains have started
-        # the chains must have made steps (a worker process first imports numpy and numba,
-        # seconds on a loaded machine; a block compiles): a Ctrl-C before any step has nothing to
-        # keep, and fit then raises KeyboardInterrupt, as documented
-        time.sleep(8.0 if parallel else 4.0)
-        os.killpg(proc.pid, signal.SIGINT)
-        sent = time.perf_counter()
-        out, _ = proc.communicate(timeout=60)
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-    line = next(x for x in out.splitlines() if x.startswith("DONE"))
+    running = 2 if parallel else 1               # one after the other: the first chain
+    with open(tmp_path / "stderr", "w+") as err:  # the bars (a pipe left unread could fill)
+        proc = subprocess.Popen(
+            [sys.executable, "-c", CHILD.format(route="mh-ss/independence",
+                                                parallel=parallel)],
+            cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
+            start_new_session=True)
+        # a hung child fails, not hangs, the run; its group: workers left by a dead child
+        # would hold stdout open
+        watchdog = threading.Timer(600, os.killpg, (proc.pid, signal.SIGKILL))
+        watchdog.start()
+        try:
+            stepped, sent, out = 0, None, []
+            for line in proc.stdout:
+                out.append(line)
+                stepped += line.count("STEPPED")
+                if stepped == running and sent is None:
+                    os.killpg(proc.pid, signal.SIGINT)
+                    sent = time.perf_counter()
+            proc.wait(timeout=60)
+        finally:
+            watchdog.cancel()
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        err.seek(0)
+        assert sent is not None, f"no chain stepped: {err.read()[-2000:]}"
+        line = next((x for x in out if x.startswith("DONE")), None)
+        assert line is not None, f"no result: {err.read()[-2000:]}"
     assert float(line.split()[1]) - sent < 15.0          # stopped promptly, not 10^7 steps on
     assert "True True" in line                            # attrs and ChainInterrupted warning
     shape = eval(line.split(" ", 2)[2].rsplit(" ", 2)[0])
