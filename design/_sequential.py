@@ -155,7 +155,9 @@ def _run_dp(mus, m, epsilon, N, threshold, *, interior=True,
     ``FAST_RESOLUTION`` from N / m >= ``FAST_FROM`` (and every merged plan), unless
     ``resolution`` is given.
     """
-    mus = np.ascontiguousarray(mus, dtype=np.float64)
+    # writeable as well as contiguous: a read-only array (the knots of cached pair integrals) would
+    # type as another signature and compile the programme a second time (about 10 s, cold)
+    mus = np.require(mus, np.float64, ("C", "W"))
     if -(-N // m) == 1:  # m == N: one exact test on all the data
         one, zero = np.ones_like(mus), np.zeros_like(mus)
         return dict(error=zero, p_early_correct=zero.copy(), p_full=one,

@@ -5,7 +5,8 @@ import numpy as np
 import pytest
 
 from design import SequentialError, sequential_error
-from design._sequential import DEFAULT_RESOLUTION, run_dp, stage_sizes, stage_thresholds
+from design._sequential import (DEFAULT_RESOLUTION, _run_dp, run_dp, stage_sizes,
+                                stage_thresholds)
 
 # (m, epsilon, N, threshold): m dividing N or not, normal and Student-t thresholds, the
 # two-stage edge case, and m = 2 (one degree of freedom at the first stage)
@@ -46,6 +47,20 @@ def test_converged_under_refinement_at_large_N(threshold):
     for key in ("error", "data_fraction", "p_full", "p_early_correct"):
         np.testing.assert_allclose(base[key], fine[key], rtol=0, atol=1e-8, err_msg=key)
     np.testing.assert_allclose(base["expected_stages"], fine["expected_stages"], rtol=1e-9)
+
+
+def test_read_only_drifts_reuse_the_compiled_programme():
+    """The knots of cached pair integrals are read-only: the programme copies them to a
+    writeable array rather than compile a second signature of its kernel (~10 s cold)."""
+    from design import _dp
+
+    mus = np.array([0.0, 0.5, 2.0])
+    mus.setflags(write=False)
+    res = _run_dp(mus, 40, 0.01, 3000, "normal")
+    mus_types = {sig[3] for sig in _dp.dp_kernel.signatures}
+    assert mus_types and all(t.mutable for t in mus_types), mus_types
+    np.testing.assert_array_equal(
+        res["error"], _run_dp(np.array([0.0, 0.5, 2.0]), 40, 0.01, 3000, "normal")["error"])
 
 
 def test_fast_driftless_path_matches_full_path():
