@@ -393,8 +393,9 @@ class RowModel(BaseModel):
     :class:`~samplers.ConfidenceTest` needs ``range="full-data"`` on it.
 
     The kernels are compiled for the types of this model's data (a new tuple of other
-    dtypes compiles them again) and are not cached on disk: the first chain of a process
-    pays their compilation (seconds).
+    dtypes compiles them again) and cached on disk under a uuid of the kernel's code (and
+    file, if it has one; :func:`_user_kernel`): the first process pays their compilation
+    (tens of seconds), the next ones load them, even for a kernel typed at a prompt.
 
     Examples
     --------

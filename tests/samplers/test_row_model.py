@@ -5,6 +5,9 @@ variates around it, ``fit`` on a Poisson RowModel against quadrature, and bad ke
 data refused before any pass."""
 
 import math
+import os
+import subprocess
+import sys
 
 import numba
 import numpy as np
@@ -212,6 +215,40 @@ def test_fit_on_a_poisson_row_model_matches_quadrature():
     idata = fit(model, tolerance=0.05, draws=2000, n_trial=10, rng=3)
     assert idata.posterior.attrs["rows_realised"] < 0.2 * len(y)
     check_posterior(idata, grid_posterior(X, y))
+
+
+_TYPED_AT_A_PROMPT = '''
+import numpy as np
+from samplers.models import RowModel
+source = """
+import numba, numpy as np
+@numba.njit
+def row(data, i, theta):
+    X, y = data
+    a = X[i, 0] * theta[0] + X[i, 1] * theta[1]
+    return y[i] * a - np.exp(a)
+"""
+scope = {}
+exec(source, scope)   # no file behind it, as in a notebook cell
+X = np.column_stack([np.ones(50), np.linspace(-1.0, 1.0, 50)])
+print(RowModel(scope["row"], (X, np.ones(50)), dim=2).loglik_sums(np.array([0.3, -0.2]))[0])
+'''
+
+
+def test_kernels_around_a_kernel_typed_at_a_prompt_load_from_disk_in_the_next_process(tmp_path):
+    """The loops compiled around a user's kernel are cached on disk under its code's uuid:
+    a second process loads them instead of compiling them again (even for a kernel with no
+    file, defined by exec as in a notebook)."""
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path), NUMBA_DEBUG_CACHE="1")
+
+    def run():
+        out = subprocess.run([sys.executable, "-c", _TYPED_AT_A_PROMPT], env=env,
+                             capture_output=True, text=True, check=True)
+        return out.stdout + out.stderr
+
+    first, second = run(), run()
+    assert "data saved" in first
+    assert "data loaded" in second and "data saved" not in second
 
 
 @numba.njit
