@@ -427,8 +427,10 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
     each step (array of shape (n_samples, d)), the list of infos and the seconds spent.
 
     Ctrl-C (``KeyboardInterrupt``) ends the loop early, when the step it came in ends (a
-    second Ctrl-C: as soon as Python code runs again): the completed steps are returned (fewer than ``n_samples``)
-    with a :class:`ChainInterrupted` warning; with no completed step the interrupt
+    second Ctrl-C: as soon as Python code runs again, except in a worker of
+    :func:`sample_chains`' pool, where only the first counts and a step that hangs is ended
+    by the pool terminating the worker): the completed steps are returned (fewer than
+    ``n_samples``) with a :class:`ChainInterrupted` warning; with no completed step the interrupt
     propagates. Any other exception propagates with attributes
     ``step`` (completed steps), ``theta`` (the state it was raised from) and
     ``partial_chain`` (``finish(samples, infos, wall_time)`` of the completed steps, or None).
@@ -526,9 +528,11 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
 def keep_chain(finish, samples, records, wall):
     """``(finish(samples, records, wall), interrupted)``: the chain made from what a loop
     returned, with Ctrl-C held until it is made (O(steps) array copies, well under a second
-    at 10^6 steps), so that an interrupt after the loop never costs the samples. A Ctrl-C
-    that came meanwhile gives a :class:`ChainInterrupted` warning and ``interrupted =
-    True``: the caller returns the chain without further work."""
+    at 10^6 steps), so that an interrupt while it is made does not cost the samples. A
+    Ctrl-C that came meanwhile gives a :class:`ChainInterrupted` warning and ``interrupted =
+    True``: the caller returns the chain without further work. Not yet covered: one that
+    lands between the loop's hold and this one (closing the bar, the loop's return), which
+    raises and loses the chain."""
     with HeldInterrupt() as held:
         chain = finish(samples, records, wall)
     if held.pending:
