@@ -12,9 +12,10 @@ as closures over other compiled functions. numba keys the on-disk cache of a clo
 pickle of its closure cells, and a pickled dispatcher carries the dispatcher's uuid, which
 numba draws at random in each process: every new process missed the cache, recompiled the
 loops (seconds for the Barker test) and appended another entry to the cache files. So
-:func:`jit` (and :func:`intrinsic`) gives each dispatcher a uuid derived from what it compiles (module, qualified
-name, bytecode and the pickled closure cells, whose dispatchers are pinned the same way):
-equal code gives equal keys across processes, and changed code still misses.
+:func:`jit` (and :func:`intrinsic`) gives each dispatcher a uuid derived from what it compiles (module,
+qualified name, bytecode, constants and names, and the closure cells, whose dispatchers
+are pinned the same way): equal code gives equal keys across processes, and changed code
+in a closure's cells still misses.
 
 That hook, ``_set_uuid``, is private to numba (as is ``numba.core.serialize.dumps``), so
 ``pyproject.toml`` bounds numba's version and this module checks for it at every use: if a
@@ -119,20 +120,46 @@ def _fall_back(reason: str) -> None:
 
 
 def stable_uuid(func) -> str:
-    """A uuid determined by ``func``'s module, name, bytecode and closure cells.
+    """A uuid determined by ``func``'s module, name, code (bytecode, constants and the names
+    it reads, nested functions' too) and closure cells.
 
     A cell holding a dispatcher (or intrinsic) pinned here is taken as its own uuid and
     options, which its code and cells determine in turn, rather than pickled whole: a
     factory's closure over closures pickled every function below it again (about 50 kB and
     30-40 ms for each of the chains' block loops, a tenth of a second of a first ``fit``).
-    The on-disk cache's key is numba's own pickle of the cells, so changed code below still
-    misses the cache."""
+    A closure's on-disk cache key is numba's pickle of its cells (a pinned dispatcher by
+    this uuid), so a change in a compiled function a closure holds, a constant included,
+    misses the cache. A global one a kernel calls is numba's own limit: its cache entry is
+    keyed by its own file's time stamp only (a change in another file is not seen)."""
     digest = hashlib.sha256()
     digest.update(f"{func.__module__}.{func.__qualname__}".encode())
-    digest.update(func.__code__.co_code)
+    _digest_code(func.__code__, digest)
     if func.__closure__:
         digest.update(dumps(tuple(_token(cell.cell_contents) for cell in func.__closure__)))
     return str(uuid.uuid5(_NAMESPACE, digest.hexdigest()))
+
+
+def _digest_code(code, digest) -> None:
+    """Add ``code``'s bytecode, the names it reads and its constants (nested code objects
+    recursively) to ``digest``: a constant changed (``x * 2.0`` to ``x * 3.0``) leaves the
+    bytecode as it was. Not ``marshal.dumps``, whose bytes follow reference counts."""
+    digest.update(code.co_code)
+    digest.update(repr(code.co_names).encode())
+    for const in code.co_consts:
+        if isinstance(const, type(code)):
+            _digest_code(const, digest)
+        else:
+            digest.update(_const_repr(const).encode())
+
+
+def _const_repr(const) -> str:
+    """A constant's repr, the same in every process (a frozenset's items sorted: its order
+    follows string hashing, which is salted per process)."""
+    if isinstance(const, frozenset):
+        return "frozenset(" + ", ".join(sorted(map(_const_repr, const))) + ")"
+    if isinstance(const, tuple):
+        return "(" + ", ".join(map(_const_repr, const)) + ",)"
+    return repr(const)
 
 
 def _token(obj):

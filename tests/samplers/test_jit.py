@@ -51,6 +51,44 @@ def test_uuid_follows_the_code_and_the_closure():
     assert stable_uuid(make(2.0).py_func) == make(2.0)._uuid
 
 
+def test_uuid_follows_a_constant_of_a_kernel_a_closure_holds():
+    """A closure over a pinned kernel stands for it by the kernel's uuid: a constant changed
+    in the kernel (same bytecode) must change both uuids, or a closure cached on disk with
+    the old kernel would load in its place, and two closures would unpickle as one."""
+    def kernel(source):
+        scope = {}
+        exec(source, scope)
+        return jit(scope["link"], cache=False)     # no file to cache it by
+
+    def outer(link):
+        @jit
+        def apply(x):
+            return link(x) + 1.0
+        return apply
+
+    a, b = kernel("def link(x):\n    return x * 2.0"), kernel("def link(x):\n    return x * 3.0")
+    assert a._uuid != b._uuid
+    assert outer(a)._uuid != outer(b)._uuid
+    assert outer(a)._uuid == outer(kernel("def link(x):\n    return x * 2.0"))._uuid
+    assert (outer(a)(1.0), outer(b)(1.0)) == (3.0, 4.0)
+
+
+def test_the_code_digest_reads_names_nested_code_and_sorts_sets():
+    from design._lib.jit import _const_repr
+
+    def function(source):
+        scope = {}
+        exec(source, scope)
+        return scope["f"]
+
+    same = function("def f():\n    return g(1.5)")
+    assert stable_uuid(same) == stable_uuid(function("def f():\n    return g(1.5)"))
+    assert stable_uuid(same) != stable_uuid(function("def f():\n    return k(1.5)"))
+    assert (stable_uuid(function("def f():\n    return lambda: 2"))
+            != stable_uuid(function("def f():\n    return lambda: 3")))
+    assert _const_repr(frozenset({"b", "a", "c"})) == "frozenset('a', 'b', 'c')"
+
+
 def test_without_numbas_private_hook_caching_falls_back_with_one_warning(monkeypatch):
     """A numba release without ``_set_uuid`` (private) must still compile correct kernels:
     plain caching, and one NumbaCacheWarning saying what is lost."""
