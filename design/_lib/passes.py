@@ -77,10 +77,15 @@ def n_chunks(N: int, chunk: int) -> int:
 def _get_pool() -> ThreadPoolExecutor:
     """The module's pool (a new one in a forked child, whose copy has no threads)."""
     global _pool, _pool_pid
-    if _pool is None or _pool_pid != os.getpid():
-        _pool = ThreadPoolExecutor(max_workers=PASS_THREADS, thread_name_prefix="austerity-pass")
-        _pool_pid = os.getpid()
-    return _pool
+    with _pool_lock:        # passes start from several threads (the exact pass's blocks)
+        if _pool is None or _pool_pid != os.getpid():
+            _pool = ThreadPoolExecutor(max_workers=PASS_THREADS,
+                                       thread_name_prefix="austerity-pass")
+            _pool_pid = os.getpid()
+        return _pool
+
+
+_pool_lock = threading.Lock()
 
 
 #: Set in the pool's threads while they run a block (:func:`run_chunks`).
