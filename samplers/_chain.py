@@ -434,9 +434,11 @@ def run_chain(step, state, n_samples: int, finish, *, progress=None, desc="sampl
     by the pool terminating the worker): the chain of the completed steps is returned
     (fewer than ``n_samples``) with a :class:`ChainInterrupted` warning; with no completed
     step the interrupt propagates. One hold (:class:`HeldInterrupt`) spans the loop, the
-    closing of the bar and ``finish``, so a Ctrl-C after the last step never costs the
-    chain: it is held until the chain is made, which is then returned with the warning (see
-    :func:`_made`). Any other exception propagates with attributes ``step`` (completed
+    closing of the bar and ``finish`` (O(steps) array copies, well under a second at 10^6
+    steps), so a Ctrl-C after the last step does not cost the chain: it is held until the
+    chain is made, which is then returned with the warning (only the few bytecodes after the
+    hold's release, the rest of its ``__exit__`` and the returns, where Python runs the
+    handler, are not covered). Any other exception propagates with attributes ``step`` (completed
     steps), ``theta`` (the state it was raised from) and ``partial_chain``
     (``finish(samples, infos, wall_time)`` of the completed steps, or None).
     """
@@ -478,7 +480,10 @@ def run_chain(step, state, n_samples: int, finish, *, progress=None, desc="sampl
                         partial = finish(samples[:len(infos)].copy(), infos, wall)
                     _describe_failure(exc, len(infos), n_samples, state.theta, partial)
                     raise
-        return _made(held, finish, samples, infos, len(infos), n_samples, t0, stopped)
+        done = len(infos)
+        chain = finish(samples[:done] if done < n_samples else samples, infos,
+                       time.perf_counter() - t0)
+    return chain, _interrupted_after(chain, held.pending, stopped)
 
 
 #: Steps of the first compiled block; later blocks are sized to take about BLOCK_SECONDS.
@@ -543,25 +548,22 @@ def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling")
                     partial = finish(samples[:done].copy(), done, wall)
                 _describe_failure(exc, done, n_samples, block.theta, partial)
                 raise
-        return _made(held, finish, samples, done, done, n_samples, t0, stopped)
+        chain = finish(samples[:done] if done < n_samples else samples, done,
+                       time.perf_counter() - t0)
+    return chain, _interrupted_after(chain, held.pending, stopped)
 
 
-def _made(held, finish, samples, records, done, n_samples, t0, stopped):
-    """``(finish(samples, records, wall), interrupted)``: the end of a chain loop, run while
-    the loop's hold ``held`` still holds Ctrl-C (O(steps) array copies, well under a second
-    at 10^6 steps), so that no Ctrl-C after the loop costs the samples. ``stopped``: a
-    Ctrl-C ended the loop early (it was warned about). One that came after the loop's last
-    step gives a :class:`ChainInterrupted` warning; either way ``interrupted = True`` and
-    the caller returns the chain without further work. Only the few bytecodes after the
-    hold's exit (the rest of its ``__exit__`` and the returns up to the caller, where
-    Python runs the handler) are not covered."""
-    chain = finish(samples[:done] if done < n_samples else samples, records,
-                   time.perf_counter() - t0)
-    if held.pending and not stopped:
+def _interrupted_after(chain, pending, stopped):
+    """Whether a Ctrl-C came in a loop's hold (``pending``, read after the hold is released,
+    so that none it took is missed; ``stopped``: one ended the loop early and was warned
+    about). One that came after the loop's last step, while the chain's records were
+    assembled, gives a :class:`ChainInterrupted` warning. Either way the caller returns the
+    chain without further work."""
+    if pending and not stopped:
         warnings.warn(f"interrupted after the chain's {chain.samples.shape[0]} steps, while "
                       "its records were assembled: returning the chain; no check was run on "
                       "it", ChainInterrupted, stacklevel=4)
-    return chain, stopped or held.pending
+    return stopped or pending
 
 
 def check_bias(chain, interrupted=False):

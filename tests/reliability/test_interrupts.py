@@ -374,7 +374,7 @@ def test_a_worker_ctrl_c_while_the_chain_is_assembled_keeps_the_chain(as_a_worke
 def _trace_sample(at, *, compiled, worker):
     """``sample`` (from a pool worker's ``_in_worker`` if ``worker``) on a 3-step chain, with
     the SIGINT handler in place called at the ``at``-th opcode (None: never) of ``sample``,
-    ``_run``, the loops, the end of a loop (``_made``) and ``HeldInterrupt``'s entry and exit:
+    ``_run``, the loops, ``_interrupted_after`` and ``HeldInterrupt``'s entry and exit:
     what a real Ctrl-C does there, deterministically (a superset of the places where
     CPython runs a signal handler). Returns the chain (None if ``KeyboardInterrupt`` came
     out), the ChainInterrupted warnings, and for each opcode reached ``(where, stepped, made,
@@ -385,18 +385,18 @@ def _trace_sample(at, *, compiled, worker):
     from design._lib.interrupts import HeldInterrupt
 
     codes = {f.__code__ for f in (sample, _chain._run, _chain.run_chain, _chain.run_blocks,
-                                  _chain._made, HeldInterrupt.__enter__,
+                                  _chain._interrupted_after, HeldInterrupt.__enter__,
                                   HeldInterrupt.__exit__)}
-    stepped = {_chain.run_chain.__code__: "infos", _chain.run_blocks.__code__: "done"}
+    loops = {_chain.run_chain.__code__: "infos", _chain.run_blocks.__code__: "done"}
     model = GaussianMean(np.random.default_rng(0).normal(1.0, 1.0, 200))
     seen = []
 
     def local(frame, event, arg):
         if event == "opcode":
             step, made = seen[-1][1:3] if seen else (False, False)
-            name = stepped.get(frame.f_code)
+            name = loops.get(frame.f_code)
             step = step or (name is not None and bool(frame.f_locals.get(name)))
-            made = made or (frame.f_code is _chain._made.__code__ and "chain" in frame.f_locals)
+            made = made or (name is not None and "chain" in frame.f_locals)
             handler = signal.getsignal(signal.SIGINT)
             held = isinstance(getattr(handler, "__self__", None), HeldInterrupt)
             seen.append((f"{frame.f_code.co_name}:{frame.f_lasti}", step, made, held))
@@ -430,32 +430,32 @@ def _trace_sample(at, *, compiled, worker):
 @pytest.mark.parametrize("compiled", [False, True], ids=["python", "compiled"])
 def test_a_ctrl_c_anywhere_in_sample_keeps_the_steps_made(as_a_worker, compiled, worker):
     """A Ctrl-C handled at each opcode of ``sample``, ``_run`` and the loops in turn (see
-    :func:`_trace_sample`) never loses a step made before the chain is assembled: before
-    the first step it raises ``KeyboardInterrupt``; after it the chain so far (a prefix of
-    the uninterrupted chain, bit for bit) comes back with a ``ChainInterrupted`` warning.
-    Once the chain is made, the last bytecodes of the hold (after it read ``pending``) take
-    a Ctrl-C and drop it (the chain is whole), and those after it is released (the rest of
-    its ``__exit__``, the bias check's call, the returns) still raise: the residual, bounded
-    here. Before the fix (integ at 501b595) 100-111 of ~180-200 places in these frames lost
-    the chain: the loop's hold was released before the bar was closed and the chain
-    assembled under a second hold."""
+    :func:`_trace_sample`) never loses a step made while the loop's hold is in place: before
+    the first step it raises ``KeyboardInterrupt``; after it the chain so far (a prefix of the
+    uninterrupted chain, bit for bit) comes back with a ``ChainInterrupted`` warning. Only
+    the bytecodes after the hold's release, once the chain is made (the rest of its
+    ``__exit__``, the loop's and ``_run``'s returns, the bias check's call, ``sample``'s
+    return), still raise: the residual Python cannot close, bounded here. Before the fix
+    (integ at 501b595) 67-102 of 423-529 places in these frames lost the chain: the loop's
+    hold was released before the bar was closed and the chain was assembled under a second
+    hold."""
     _chain = as_a_worker
     if not worker:
         signal.signal(signal.SIGINT, signal.default_int_handler)
     whole, caught, places = _trace_sample(None, compiled=compiled, worker=worker)
     assert not caught and whole.samples.shape[0] == 3
-    lost, dropped, raised = [], [], []
+    lost, residual = [], []
     for at, (where, stepped, made, held) in enumerate(places):
         chain, warned, _ = _trace_sample(at, compiled=compiled, worker=worker)
         if chain is None:
             if stepped:
-                (raised if made and not held else lost).append(where)
+                (residual if made and not held else lost).append(where)
             continue
         k = chain.samples.shape[0]
         np.testing.assert_array_equal(chain.samples, whole.samples[:k])
         for name, column in chain.stats.items():
             np.testing.assert_array_equal(column, whole.stats[name][:k])
-        if not warned:
-            (dropped if made and held and k == 3 else lost).append(where)
+        if not warned:                    # the Ctrl-C was dropped
+            lost.append(where)
     assert not lost, f"{len(lost)} of {len(places)} places lost the chain or the Ctrl-C: {lost}"
-    assert len(dropped) <= 25 and len(raised) <= 30, (dropped, raised)
+    assert len(residual) <= 50, residual   # 44 on CPython 3.11
