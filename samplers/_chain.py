@@ -438,8 +438,8 @@ def run_chain(step, state, n_samples: int, finish, *, progress=None, desc="sampl
     steps), so a Ctrl-C after the last step does not cost the chain: it is held until the
     chain is made, which is then returned with the warning (only the few bytecodes after the
     hold's release, the rest of its ``__exit__`` and the returns, where Python runs the
-    handler, are not covered). Any other exception propagates with attributes ``step`` (completed
-    steps), ``theta`` (the state it was raised from) and ``partial_chain``
+    handler, are not covered). Any other exception propagates with attributes ``step``
+    (completed steps), ``theta`` (the state it was raised from) and ``partial_chain``
     (``finish(samples, infos, wall_time)`` of the completed steps, or None).
     """
     samples = np.empty((n_samples, np.shape(state.theta)[0]))
