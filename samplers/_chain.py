@@ -420,33 +420,40 @@ def _interrupted(done, n_samples):
                   "samples drawn so far", ChainInterrupted, stacklevel=4)
 
 
-def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="sampling"):
+def run_chain(step, state, n_samples: int, finish, *, progress=None, desc="sampling"):
     """Run ``state, info = step(state)`` ``n_samples`` times: the one chain loop of the toolkit.
 
-    ``state`` has a ``theta`` field. Returns ``(samples, infos, wall_time)``: the theta after
-    each step (array of shape (n_samples, d)), the list of infos and the seconds spent.
+    ``state`` has a ``theta`` field. Returns ``(chain, interrupted)``: ``chain =
+    finish(samples, infos, wall_time)`` of the steps made (the theta after each step, an
+    array of shape (steps, d); the list of infos; the seconds spent) and whether a Ctrl-C
+    came (the caller then returns the chain without further work).
 
     Ctrl-C (``KeyboardInterrupt``) ends the loop early, when the step it came in ends (a
     second Ctrl-C: as soon as Python code runs again, except in a worker of
     :func:`sample_chains`' pool, where only the first counts and a step that hangs is ended
-    by the pool terminating the worker): the completed steps are returned (fewer than
-    ``n_samples``) with a :class:`ChainInterrupted` warning; with no completed step the interrupt
-    propagates. Any other exception propagates with attributes
-    ``step`` (completed steps), ``theta`` (the state it was raised from) and
-    ``partial_chain`` (``finish(samples, infos, wall_time)`` of the completed steps, or None).
+    by the pool terminating the worker): the chain of the completed steps is returned
+    (fewer than ``n_samples``) with a :class:`ChainInterrupted` warning; with no completed
+    step the interrupt propagates. One hold (:class:`HeldInterrupt`) spans the loop, the
+    closing of the bar and ``finish`` (O(steps) array copies, well under a second at 10^6
+    steps), so a Ctrl-C after the last step does not cost the chain: it is held until the
+    chain is made, which is then returned with the warning (only the few bytecodes after the
+    hold's release, the rest of its ``__exit__`` and the returns, where Python runs the
+    handler, are not covered). Any other exception propagates with attributes ``step``
+    (completed steps), ``theta`` (the state it was raised from) and ``partial_chain``
+    (``finish(samples, infos, wall_time)`` of the completed steps, or None).
     """
     samples = np.empty((n_samples, np.shape(state.theta)[0]))
     infos = []
     t0 = time.perf_counter()
-    i = 0
-    with progress_bar(n_samples, desc=desc, progress=progress) as bar:
-        try:
-            # Ctrl-C is taken between steps, not inside one: a KeyboardInterrupt raised while
-            # a compiled test driver boxes the arrays it returns could crash the process
-            # (a segfault, about 1 in 10 presses on the Python loop before this). A second
-            # Ctrl-C interrupts as soon as Python code runs again, for a step that runs long
-            # (that press takes the old risk: the user asked twice).
-            with HeldInterrupt(second_raises=True) as held:
+    stopped = False
+    # Ctrl-C is taken between steps, not inside one: a KeyboardInterrupt raised while a
+    # compiled test driver boxes the arrays it returns could crash the process (a segfault,
+    # about 1 in 10 presses on the Python loop before this). A second Ctrl-C interrupts as
+    # soon as Python code runs again, for a step that runs long (that press takes the old
+    # risk: the user asked twice); after the loop every Ctrl-C is held.
+    with HeldInterrupt(second_raises=True) as held:
+        with progress_bar(n_samples, desc=desc, progress=progress) as bar:
+            try:
                 if _INTERRUPTED:     # a pool worker's Ctrl-C before the loop (_on_interrupt)
                     raise KeyboardInterrupt
                 for i in range(n_samples):
@@ -456,20 +463,27 @@ def run_chain(step, state, n_samples: int, *, progress=None, finish=None, desc="
                     bar.update()
                     if held.pending:
                         raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            _interrupted(len(infos), n_samples)
-        except Exception as exc:
-            if caused_by_interrupt(exc):   # a Ctrl-C that reached a compiled call's boxing
+                held.second_raises = False
+            except KeyboardInterrupt:
+                held.second_raises = False
+                stopped = True
                 _interrupted(len(infos), n_samples)
-            else:
-                wall = time.perf_counter() - t0
-                partial = None
-                if infos and finish is not None:
-                    partial = finish(samples[:len(infos)].copy(), infos, wall)
-                _describe_failure(exc, len(infos), n_samples, state.theta, partial)
-                raise
-    done = len(infos)
-    return samples[:done] if done < n_samples else samples, infos, time.perf_counter() - t0
+            except Exception as exc:
+                held.second_raises = False
+                if caused_by_interrupt(exc):   # a Ctrl-C that reached a compiled call's boxing
+                    stopped = True
+                    _interrupted(len(infos), n_samples)
+                else:
+                    wall = time.perf_counter() - t0
+                    partial = None
+                    if infos:
+                        partial = finish(samples[:len(infos)].copy(), infos, wall)
+                    _describe_failure(exc, len(infos), n_samples, state.theta, partial)
+                    raise
+        done = len(infos)
+        chain = finish(samples[:done] if done < n_samples else samples, infos,
+                       time.perf_counter() - t0)
+    return chain, _interrupted_after(chain, held.pending, stopped)
 
 
 #: Steps of the first compiled block; later blocks are sized to take about BLOCK_SECONDS.
@@ -480,71 +494,82 @@ BLOCK_SECONDS = 0.05
 def run_blocks(block, n_samples: int, finish, *, progress=None, desc="sampling"):
     """Run a compiled chain (:class:`samplers._blocks.Block`) block by block.
 
-    Returns ``(samples, done, wall_time)`` of the steps run, from which
-    ``keep_chain(finish, samples, done, wall_time)`` makes the chain. The same contract as
-    :func:`run_chain`, between blocks: the bar advances after each block; Ctrl-C ends the
-    chain with the steps of the completed blocks (a :class:`ChainInterrupted` warning; with
-    none completed the interrupt propagates); another exception propagates with ``step``,
-    ``theta`` and ``partial_chain`` (``finish(samples, done, wall_time)``) attached. Blocks start at
-    ``FIRST_BLOCK`` steps and are then sized to take about ``BLOCK_SECONDS``, so Ctrl-C is
-    honoured within a fraction of a second; the chain does not depend on the block sizes.
+    Returns ``(chain, interrupted)`` with ``chain = finish(samples, done, wall_time)`` of the
+    steps run. The same contract as :func:`run_chain`, between blocks: the bar advances after
+    each block; Ctrl-C is held until the block it came in ends (a block of the first run
+    also compiles the kernels: a first Ctrl-C then waits for the compiler, a second one
+    raises at once) and ends the chain with the steps of the completed blocks (a
+    :class:`ChainInterrupted` warning; with none completed the interrupt propagates); the
+    hold spans the loop, the closing of the bar and ``finish``; another exception propagates
+    with ``step``, ``theta`` and ``partial_chain`` (``finish(samples, done, wall_time)``)
+    attached. Blocks start at ``FIRST_BLOCK`` steps and are then sized to take about
+    ``BLOCK_SECONDS``, so Ctrl-C is honoured within a fraction of a second; the chain does
+    not depend on the block sizes.
     """
     samples = np.empty((n_samples, np.shape(block.theta)[0]))
     t0 = time.perf_counter()
     done, size = 0, FIRST_BLOCK
-    with progress_bar(n_samples, desc=desc, progress=progress) as bar:
-        try:
-            if _INTERRUPTED:         # a pool worker's Ctrl-C before the loop (_on_interrupt)
-                raise KeyboardInterrupt
-            while done < n_samples:
-                stop = min(n_samples, done + size)
-                tb = time.perf_counter()
-                try:
-                    block.run(done, stop, samples)
-                except SystemError as exc:
-                    # A Ctrl-C pending when a compiled block boxes what it returns (an array:
-                    # numba calls back into Python to unpickle its dtype) comes out as a
-                    # SystemError caused by the KeyboardInterrupt: it is the interrupt.
-                    if caused_by_interrupt(exc):
-                        raise KeyboardInterrupt from None
-                    raise
-                elapsed = time.perf_counter() - tb
-                bar.update(stop - done)
-                done = stop
-                size = max(1, min(4 * size, int(size * BLOCK_SECONDS / max(elapsed, 1e-6))))
-        except KeyboardInterrupt:
-            _interrupted(done, n_samples)
-        except Exception as exc:
-            done = block.done
-            wall = time.perf_counter() - t0
-            partial = None
-            if done:
-                partial = finish(samples[:done].copy(), done, wall)
-            _describe_failure(exc, done, n_samples, block.theta, partial)
-            raise
-    return samples[:done] if done < n_samples else samples, done, time.perf_counter() - t0
+    stopped = False
+    with HeldInterrupt(second_raises=True) as held:
+        with progress_bar(n_samples, desc=desc, progress=progress) as bar:
+            try:
+                if _INTERRUPTED:     # a pool worker's Ctrl-C before the loop (_on_interrupt)
+                    raise KeyboardInterrupt
+                while done < n_samples:
+                    stop = min(n_samples, done + size)
+                    tb = time.perf_counter()
+                    try:
+                        block.run(done, stop, samples)
+                    except SystemError as exc:
+                        # A second Ctrl-C raised while a compiled block boxes what it
+                        # returns (an array: numba calls back into Python to unpickle its
+                        # dtype) comes out as a SystemError caused by the KeyboardInterrupt:
+                        # it is the interrupt.
+                        if caused_by_interrupt(exc):
+                            raise KeyboardInterrupt from None
+                        raise
+                    elapsed = time.perf_counter() - tb
+                    bar.update(stop - done)
+                    done = stop
+                    if held.pending:
+                        raise KeyboardInterrupt
+                    size = max(1, min(4 * size, int(size * BLOCK_SECONDS / max(elapsed, 1e-6))))
+                held.second_raises = False
+            except KeyboardInterrupt:
+                held.second_raises = False
+                stopped = True
+                _interrupted(done, n_samples)
+            except Exception as exc:
+                held.second_raises = False
+                done = block.done
+                wall = time.perf_counter() - t0
+                partial = None
+                if done:
+                    partial = finish(samples[:done].copy(), done, wall)
+                _describe_failure(exc, done, n_samples, block.theta, partial)
+                raise
+        chain = finish(samples[:done] if done < n_samples else samples, done,
+                       time.perf_counter() - t0)
+    return chain, _interrupted_after(chain, held.pending, stopped)
 
 
-def keep_chain(finish, samples, records, wall):
-    """``(finish(samples, records, wall), interrupted)``: the chain made from what a loop
-    returned, with Ctrl-C held until it is made (O(steps) array copies, well under a second
-    at 10^6 steps), so that an interrupt while it is made does not cost the samples. A
-    Ctrl-C that came meanwhile gives a :class:`ChainInterrupted` warning and ``interrupted =
-    True``: the caller returns the chain without further work. Not yet covered: one that
-    lands between the loop's hold and this one (closing the bar, the loop's return), which
-    raises and loses the chain."""
-    with HeldInterrupt() as held:
-        chain = finish(samples, records, wall)
-    if held.pending:
+def _interrupted_after(chain, pending, stopped):
+    """Whether a Ctrl-C came in a loop's hold (``pending``, read after the hold is released,
+    so that none it took is missed; ``stopped``: one ended the loop early and was warned
+    about). One that came after the loop's last step, while the chain's records were
+    assembled, gives a :class:`ChainInterrupted` warning. Either way the caller returns the
+    chain without further work."""
+    if pending and not stopped:
         warnings.warn(f"interrupted after the chain's {chain.samples.shape[0]} steps, while "
                       "its records were assembled: returning the chain; no check was run on "
-                      "it", ChainInterrupted, stacklevel=3)
-    return chain, held.pending
+                      "it", ChainInterrupted, stacklevel=4)
+    return stopped or pending
 
 
 def check_bias(chain, interrupted=False):
-    """Run the post-loop bias check (:func:`warn_if_biased`) on a chain :func:`keep_chain`
-    made and return the chain; the check never costs the chain.
+    """Run the post-loop bias check (:func:`warn_if_biased`) on a chain a loop made
+    (:func:`run_chain`, :func:`run_blocks`) and return the chain; the check never costs the
+    chain.
 
     Skipped when the chain was interrupted (in its loop or while it was made: the user asked
     to stop). A Ctrl-C during the check ends the check: the chain is returned unchecked with
@@ -609,12 +634,14 @@ def sample(model, test, proposal, theta0, n_samples, rng=None, *, progress=None,
     -------
     Chain
         On Ctrl-C the chain so far (fewer samples, with a :class:`ChainInterrupted`
-        warning). A Ctrl-C after the loop never loses the samples either: while the chain's
-        records are assembled it is held and the whole chain is returned (with the warning);
-        during the bias check that follows (the estimated error of the decisions, for a test
-        made from a design; seconds at 10^5 steps) it ends the check and the chain is
-        returned unchecked (with the warning). After an interrupted loop the check is
-        skipped. Only a Ctrl-C before the first step completes raises ``KeyboardInterrupt``.
+        warning). A Ctrl-C after the loop keeps the samples too: the loop's hold lasts until
+        the chain's records are assembled, and the whole chain is returned (with the
+        warning); during the bias check that follows (the estimated error of the decisions,
+        for a test made from a design; seconds at 10^5 steps) it ends the check and the
+        chain is returned unchecked (with the warning). After an interrupted loop the check
+        is skipped. Only a Ctrl-C before the first step completes raises
+        ``KeyboardInterrupt``, and one in the few bytecodes Python runs outside both (the
+        hold's release and the calls and returns around the check) still does.
 
     Raises
     ------
@@ -764,9 +791,8 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
             return Chain(samples, block.stats(done), view.N, wall, test, proposal, theta,
                          store_reads=reads())
 
-        samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
-        chain, interrupted = keep_chain(finish_block, samples, done, wall)
-        return check_bias(chain, interrupted or done < n_samples or not bias_check)
+        chain, interrupted = run_blocks(block, n_samples, finish_block, progress=progress)
+        return check_bias(chain, interrupted or not bias_check)
 
     def finish(samples, infos, wall):
         n = len(infos)
@@ -780,9 +806,8 @@ def _run(view, test, proposal, rng, batches, state, theta, n_samples, feed, *, p
         return Chain(samples, stats, view.N, wall, test, proposal, theta, store_reads=reads())
 
     step = _fed_step(lambda s: mh_step(rng, s, view, test, proposal, batches), feed, n_samples)
-    samples, infos, wall = run_chain(step, state, n_samples, progress=progress, finish=finish)
-    chain, interrupted = keep_chain(finish, samples, infos, wall)
-    return check_bias(chain, interrupted or len(infos) < n_samples or not bias_check)
+    chain, interrupted = run_chain(step, state, n_samples, finish, progress=progress)
+    return check_bias(chain, interrupted or not bias_check)
 
 
 def compiled_block(view, test, proposal, rng, batches, state, n_samples):
@@ -962,7 +987,7 @@ def _on_interrupt(signum, frame):
     if it lands outside one (idle, or a chain just returned) it is only noted, and the next
     chain :func:`_in_worker` is given stops before its first step. Later ones (the
     forwarded copy of a terminal's) are ignored. Where the chain holds a Ctrl-C
-    (:class:`HeldInterrupt`: its Python loop, the assembly of its records) the holder takes
+    (:class:`HeldInterrupt`: its loop through the assembly of its records) the holder takes
     this handler's place and asks :func:`_take_interrupt`, so the chain stops between steps
     and keeps what it made.
 

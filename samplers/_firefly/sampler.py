@@ -13,7 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from .._chain import Chain, keep_chain, run_blocks, run_chain
+from .._chain import Chain, run_blocks, run_chain
 from design._lib.checks import as_generator, check_int
 from design._lib.rows import IndexSampler
 from .._view import check_model
@@ -234,16 +234,12 @@ def firefly(model, bound, theta_update, theta0, n_samples, rng=None, *, z_update
         def finish_block(samples, done, wall):
             return Chain(samples, block.stats(done), view.N, wall, None, None, theta, kernel)
 
-        samples, done, wall = run_blocks(block, n_samples, finish_block, progress=progress)
-        return keep_chain(finish_block, samples, done, wall)[0]
+        return run_blocks(block, n_samples, finish_block, progress=progress)[0]
 
     def finish(samples, infos, wall):
         stats = {name: np.array([getattr(info, name) for info in infos])
                  for name in FireflyInfo._fields}
         return Chain(samples, stats, view.N, wall, None, None, theta, kernel)
 
-    samples, infos, wall = run_chain(
-        lambda s: firefly_step(rng, s, target, update, z_update, rows), state, n_samples,
-        progress=progress, finish=finish,
-    )
-    return keep_chain(finish, samples, infos, wall)[0]
+    return run_chain(lambda s: firefly_step(rng, s, target, update, z_update, rows), state,
+                     n_samples, finish, progress=progress)[0]
