@@ -29,8 +29,10 @@ _blas_lock = threading.Lock()
 _blas_depth = 0
 _blas_limits = None
 
+#: The passes' thread pool, the process it was made in, and the lock its creation takes.
 _pool: ThreadPoolExecutor | None = None
 _pool_pid = -1
+_pool_lock = threading.Lock()
 
 
 @contextmanager
@@ -83,9 +85,6 @@ def _get_pool() -> ThreadPoolExecutor:
                                        thread_name_prefix="austerity-pass")
             _pool_pid = os.getpid()
         return _pool
-
-
-_pool_lock = threading.Lock()
 
 
 #: Set in the pool's threads while they run a block (:func:`run_chunks`).
