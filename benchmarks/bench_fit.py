@@ -65,12 +65,13 @@ results go to ``benchmarks/results/bench_fit.json``. The issue's table, one comm
 a quiet machine (durations estimated from runs at load 1-10; ``D`` keeps the memmaps):
 
 * ``--workloads d10-N1e5,d10-N1e6 --ess 10000 --draws 3000 --laplace-mass --ref-method
-  taylor4 --warm --skip nuts`` (about 3 minutes; NUTS apart: ``--skip fit,hmcecs``, a minute
-  or two at 10^5, 10-20 minutes at 10^6);
+  taylor4 --warm --imports-apart --skip nuts`` (about 3 minutes; NUTS apart: ``--skip
+  fit,hmcecs``, a minute or two at 10^5, 10-20 minutes at 10^6);
 * ``--workloads d10-N1e7 --data-dir D --write-only``, then the same as above with
   ``--workloads d10-N1e7 --data-dir D --skip hmcecs`` (HMCECS ran out of 24 GiB there; a few
   minutes);
-* ``--workloads rare-N2e5 --ess 10000 --ref-draws 40000 --warm --skip nuts`` (5 minutes), and
+* ``--workloads rare-N2e5 --ess 10000 --ref-draws 40000 --warm --exact-independence --skip
+  nuts`` (5 minutes), and
   ``rare-N1e6`` the same (about half an hour, mostly the reference, exact MH and HMCECS);
 * ``--workloads d100-N2e5 --warm --skip nuts`` (HMCECS about 20 minutes), ``d100-N1e6`` the
   same (HMCECS an hour or more). Timings are whole-process figures on the
