@@ -3,8 +3,8 @@
 The loops are closures over other compiled functions; numba keys a closure's cache entry
 by a pickle of its cells, which would carry a random per-process dispatcher uuid unless
 ``design._lib.jit`` pins it. Then every process recompiled (seconds for the Barker test) and
-appended to the cache files. Here a second process must load every compiled loop from the
-cache the first one wrote, and save nothing.
+appended to the cache files. Here a second process must load the compiled chain loops from
+the cache (the suite's, completed by a first process), and save nothing.
 """
 
 import os
