@@ -238,8 +238,15 @@ def test_fit_recovers_the_dispersion():
     z = rng.standard_normal((M, 3)) / np.sqrt(rng.chisquare(5, (M, 1)) / 5)
     pts = mode + z @ np.linalg.cholesky(cov).T
     log_q = stats.multivariate_t.logpdf(pts, mode, cov, df=5)
-    idx = np.arange(n)
-    log_p = np.array([model.loglik(t, idx).sum() + model.logprior(t) for t in pts])
+    # the log posterior at every point, in blocks of points (the model's loglik one point at
+    # a time took 9 s): log NB(y | r, mean e^eta) summed over rows, plus the N(0, 3) prior on
+    # log r (test_default_prior_is_flat...)
+    log_p = stats.norm.logpdf(pts[:, 2], 0.0, 3.0)
+    for s in range(0, M, 1000):
+        eta, r_ = pts[s:s + 1000, :2] @ X.T, np.exp(pts[s:s + 1000, 2:])
+        log_p[s:s + 1000] += (special.gammaln(y + r_) - special.gammaln(r_)
+                              - special.gammaln(y + 1) + r_ * np.log(r_) + y * eta
+                              - (r_ + y) * np.logaddexp(np.log(r_), eta)).sum(axis=1)
     w = np.exp(log_p - log_q - (log_p - log_q).max())
     w /= w.sum()
     mean = w @ pts
