@@ -21,7 +21,7 @@ from ._lib.summary import short_array
 from ._pair_scan import _chunk_columns, distinct_vectors, pair_statistics
 
 __all__ = ["TrialChain", "SampledTrial", "SAMPLE_SE", "SAMPLE_START", "SAMPLE_MAX_FRACTION",
-           "SAMPLE_START_PER_SQRT", "SHAPE_MIN_ROWS"]
+           "SAMPLE_START_PER_SQRT", "SHAPE_MIN_ROWS", "SHAPE_UNSEEN"]
 
 _FORMAT = "austerity.TrialChain"
 _VERSION = 2
@@ -72,6 +72,15 @@ SAMPLE_VARIANCE_Z = 2.0
 #: on the rare-covariate data, 40-43 on ``bench_fit``'s d10 workload at 10^6 rows (so those
 #: stay sampled); 6-40 (median 12-13) on t(2), 4-5 on t(1.2).
 SHAPE_MIN_ROWS, SHAPE_GROWTH = 16, 16
+#: Given per-row scales a_i of the l_i (``scales``: :func:`samplers.row_scales`, of which a
+#: control-variate residual is a per-pair multiple at most), the rows the sample did not draw
+#: may carry at most a_i^4 times that multiple of the fourth moment. Where their sum of a_i^4
+#: exceeds ``SHAPE_UNSEEN`` times the sample's own estimate of the rest's (its
+#: Horvitz-Thompson sum), the sample missed rows that could carry the fourth moment (it
+#: drew none of the few rows of large scale and looks like normal data: the
+#: ``SHAPE_MIN_ROWS`` rule cannot see that), and it grows as for ``SHAPE_MIN_ROWS``. A
+#: sample that represents the rows has a ratio near 1 - n / n_R.
+SHAPE_UNSEEN = 4.0
 #: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
 #: the sizing pass and the moments' pass (64 MB; a larger sample is read again).
 _SAMPLE_ENTRIES, _KEEP_ENTRIES = 2 ** 20, 2 ** 23
@@ -419,7 +428,8 @@ class TrialChain:
                         exact_rows=(), se_tolerance=SAMPLE_SE, start=SAMPLE_START,
                         max_fraction=SAMPLE_MAX_FRACTION, chunk=65_536, workers=None,
                         progress=None, cumulative=False, executor=None,
-                        shape_rows=SHAPE_MIN_ROWS) -> "SampledTrial":
+                        shape_rows=SHAPE_MIN_ROWS, scales=None,
+                        shape_unseen=SHAPE_UNSEEN) -> "SampledTrial":
         r"""Summarise pairs from a stratified sample of the rows: all of ``exact_rows`` and
         a uniform sample of the rest, sized by the error it allows; the exact pass
         (:meth:`from_model`) where a sample would not be much smaller than the data.
@@ -522,8 +532,11 @@ class TrialChain:
         start = check_int("start", start, low=2)
         check_interval("max_fraction", max_fraction, 0.0, 1.0)
         shape_rows = check_positive("shape_rows", shape_rows, allow_zero=True)
+        shape_unseen = check_positive("shape_unseen", shape_unseen)
         exact = _check_rows(exact_rows, N)
         rest = N - exact.size
+        if scales is not None:
+            scales, scales_total = _rest_scales(scales, N, exact)
         P = thetas.shape[0]
         start = max(start, math.ceil(SAMPLE_START_PER_SQRT * math.sqrt(rest)))
 
@@ -598,10 +611,24 @@ class TrialChain:
                                        shape))
             return trial, _shape_upper(trial, sums, powers, n, rest), _fourth_rows(powers, n)
 
+        def unseen():
+            """The unsampled rows' sum of scale^4 over the sample's estimate (None
+            without ``scales``)."""
+            return (None if scales is None else
+                    _unseen_fourth(scales, scales_total, _rest_rows(sample, exact), rest))
+
+        def short(spread, unseen):
+            """Whether the sample's fourth moment is not to be trusted: few of its rows
+            carry it, or the rows it did not draw could carry far more."""
+            return (float(np.median(spread)) < shape_rows
+                    or (unseen is not None and unseen > shape_unseen))
+
         trial, (skew_hi, kurt_hi), spread = totals()
-        if float(np.median(spread)) < shape_rows:
-            # few of the sample's rows carry the fourth moment: read more (a sample
-            # SHAPE_GROWTH times larger, new rows added; all rows where that is too large)
+        missed = unseen()
+        if short(spread, missed):
+            # few of the sample's rows carry the fourth moment, or the rows not drawn could
+            # carry more: read more (a sample SHAPE_GROWTH times larger, new rows added;
+            # all rows where that is too large)
             size = SHAPE_GROWTH * n
             if size > max_fraction * rest:
                 return exact_pass()
@@ -611,10 +638,11 @@ class TrialChain:
             n = sample.size
             se = _standard_error(moments, n, rest)
             trial, (skew_hi, kurt_hi), spread = totals()
-            if float(np.median(spread)) < shape_rows:
+            missed = unseen()
+            if short(spread, missed):
                 return exact_pass()
         return SampledTrial(trial, se[:P], se[P:] if cumulative else np.zeros(P),
-                            exact.size + n, True, skew_hi, kurt_hi, spread)
+                            exact.size + n, True, skew_hi, kurt_hi, spread, missed)
 
     @classmethod
     def from_chain(cls, chain):
@@ -854,6 +882,39 @@ def _fourth_rows(powers, n):
     return np.where(s8 > 0, s4 * s4 / np.maximum(s8, np.finfo(float).tiny), float(n))
 
 
+def _rest_scales(scales, N, exact):
+    """``scales`` checked (N finite values >= 0, a copy) with the exact rows' set to 0, over
+    their largest value (so that their fourth powers neither overflow nor vanish), and
+    the sum of those fourth powers: one chunked pass."""
+    a = check_finite_array("scales", scales, ndim=1)
+    if a.shape != (N,) or np.any(a < 0):
+        raise ValueError(f"scales must be {N} finite values >= 0 (one per row of the model, "
+                         f"samplers.row_scales), got shape {a.shape}"
+                         f"{'' if a.shape != (N,) else f' with minimum {float(a.min())!r}'}")
+    a[exact] = 0.0
+    top = float(a.max())
+    if top > 0:
+        a /= top
+    total = 0.0
+    for lo in range(0, N, _SAMPLE_ENTRIES):
+        c = a[lo:lo + _SAMPLE_ENTRIES] ** 2
+        total += float(np.dot(c, c))
+    return a, total
+
+
+def _unseen_fourth(a, total, rows, rest):
+    """The rest's sum of a^4 (``total``) over the rows not in the sample ``rows`` (row
+    indices of the model), over the sample's Horvitz-Thompson estimate of ``total``: about
+    1 - n / n_R where the sample represents the rows that carry it, large where it missed
+    them (inf where no sampled row has a scale)."""
+    c = a[rows] ** 2
+    got = float(np.dot(c, c))
+    unseen = max(total - got, 0.0)
+    if got == 0.0:
+        return math.inf if unseen > 0 else 0.0
+    return unseen / (got * rest / rows.size)
+
+
 def _accumulate(L, weight, mu, acc, powers=False):
     """(``acc``, ``got``): ``acc`` = (sum d^2, (sum d^3, d^4, |d|, |d|^3), min l, max l) per
     pair with the rows of ``L`` added at ``weight``, d = l - mu; ``got`` the unweighted sums
@@ -950,6 +1011,10 @@ class SampledTrial:
     fourth_moment_rows : ndarray of shape (n_pairs,) or None
         How many of the sample's rows carry each pair's fourth moment, (sum d^4)^2 /
         sum d^8 (``SHAPE_MIN_ROWS``); None after the exact pass.
+    unseen_fourth : float or None
+        With ``scales``: the sum of scale^4 over the rest's rows the sample did not draw,
+        over the sample's estimate of it over the whole rest (``SHAPE_UNSEEN``); None after
+        the exact pass or without ``scales``.
     """
 
     trial: TrialChain
@@ -960,6 +1025,7 @@ class SampledTrial:
     abs_skewness_upper: np.ndarray | None = None
     kurtosis_upper: np.ndarray | None = None
     fourth_moment_rows: np.ndarray | None = None
+    unseen_fourth: float | None = None
 
     def __post_init__(self):
         if self.abs_skewness_upper is None and self.trial.skewness is not None:

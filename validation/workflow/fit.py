@@ -278,12 +278,14 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
                       executor=executor)
         proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
-        split, split_lines, exact_rows = (
+        split, split_lines, exact_rows, scales = (
             clock("heavy_rows", _split, proxy, heavy, executor)
-            if test is None or test in DESIGNED else (None, (), None))
+            if test is None or test in DESIGNED else (None, (), None, None))
         if exact_rows is not None:      # the passes over pairs may sample the rest's rows
-            proxy = replace(proxy, exact_rows=exact_rows)
-            split = split and replace(split, exact_rows=_on_rest(exact_rows, split.cv.rows))
+            proxy = replace(proxy, exact_rows=exact_rows, scales=scales)
+            split = split and replace(
+                split, exact_rows=_on_rest(exact_rows, split.cv.rows),
+                scales=None if scales is None else np.delete(scales, split.cv.rows))
         draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS),
                        rng, executor=executor)
         choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
@@ -389,24 +391,33 @@ def _check_heavy_rows(heavy_rows, model):
 
 def _split(proxy, heavy, executor=None):
     """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows),
-    the explanation's lines and the rows a row sample reads exactly (the heavy rows, and
+    the explanation's lines, the rows a row sample reads exactly (the heavy rows, and
     beyond them the rest of :func:`samplers.heavy_rows`' cut for a sample, ``sample_rows``;
     empty when none were found or given; None when not looked for or not known, or when
     that cut does not stop within ``SAMPLE_EXACT_PER_SQRT * sqrt(N)`` rows: then the passes
-    over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`)."""
-    from samplers import ExactRows, heavy_rows
+    over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`) and each row's
+    residual at the edge of its reach (:func:`samplers.residual_scales`, one more chunked
+    pass: a row sample checks against them that it did not miss the rows that could carry
+    the fourth moment; None where the rows were given, or the passes run on a cluster)."""
+    from samplers import ExactRows, heavy_rows, residual_scales
 
     if heavy is False:
         return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
-                      "sampled",), None
-    note = ()
+                      "sampled",), None, None
+    note, scales = (), None
     if isinstance(heavy, str):
         cap = math.ceil(SAMPLE_EXACT_PER_SQRT * math.sqrt(proxy.cv.N))
+        cluster = steps.on_blocks(proxy.cv, executor)
         try:
-            rows, exact = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor),
+            rows, exact = heavy_rows(proxy.cv, executor=cluster,
                                      sample_rows=min(cap, int(proxy.cv.N) - 2))
         except TypeError:           # a user's model: no per-row residual scales
-            return None, (), None
+            return None, (), None, None
+        if exact is not None and cluster is None:
+            try:
+                scales = residual_scales(proxy.cv)
+            except TypeError:       # a GLM with a family parameter: not checked
+                scales = None
         how = "found by their residual scale (samplers.heavy_rows)"
         if exact is None:
             note = ("   the other rows' residual scales are too unequal for a row sample "
@@ -415,12 +426,13 @@ def _split(proxy, heavy, executor=None):
     else:
         rows, exact, how = heavy, heavy, "given (heavy_rows=)"
     if rows.size == 0:
-        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)), exact
+        return (None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)),
+                exact, scales)
     cv = ExactRows(proxy.cv, rows)
     return replace(proxy, cv=cv), (
         f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
         f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
-        f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact
+        f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact, scales
 
 
 def _on_rest(rows, heavy):
