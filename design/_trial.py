@@ -466,6 +466,15 @@ class TrialChain:
         shape_rows : float
             Fewest rows of the sample that must carry the median pair's fourth moment
             (``SHAPE_MIN_ROWS``, see Notes); below, more rows are read. 0: never.
+        scales : array_like of shape (N,), optional
+            A scale of each row's l_i (:func:`samplers.residual_scales`: a control-variate
+            model's residual at the edge of the pairs' reach), to check that the sample did
+            not miss the rows that could carry the fourth moment (see Notes). None: not
+            checked.
+        shape_unseen : float
+            With ``scales``: the most that the rows not drawn may hold of the rest's sum of
+            scale^4, as a multiple of the sample's estimate of it (``SHAPE_UNSEEN``); above,
+            more rows are read.
 
         Returns
         -------
@@ -497,6 +506,15 @@ class TrialChain:
         ``max_fraction`` of the rest or still falls short, the exact pass runs: one more
         chunked pass, once, for the heavy-tailed data whose kurtosis decides something
         (fit's heavy-tails gate, the Edgeworth check).
+
+        A sample that drew none of those rows looks like normal data to that rule (all of
+        its rows carry its small fourth moment evenly). Given ``scales`` a_i, known for
+        every row, the sample is also checked against them: the rows it did not draw hold
+        :math:`\sum_{R \setminus S} a_i^4`, and the sample estimates the rest's total as
+        :math:`(n_R / n) \sum_S a_i^4`; where the first exceeds ``shape_unseen`` times the
+        second (about 1 - n / n_R where the sample represents the rows: 0.8-1.4 on normal
+        covariates, up to 3.8 on t(2); 10^3-10^4 on the t(1.2) samples that missed) it grows
+        in the same way. The scales' sum is one chunked pass over them, once.
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
         chain of pairs telescope, and a cumulative sum of log ratios is the estimate of the
@@ -1007,7 +1025,9 @@ class SampledTrial:
         ``benchmarks/results/kurtosis_gate.md`` has the table. These count the samples
         that grew into the exact pass, covered by construction; among those still sampled
         (``sampled``) the share is lower: 0.72-0.90 on t(2), 0.77-0.90 from 8,192 of 10^5
-        rows on normal covariates, and none on the one t(1.2) sample of 10 left sampled.
+        rows on normal covariates. Without ``scales`` the one t(1.2) sample of 10 left
+        sampled drew none of the rows carrying the fourth moment and covered none; with
+        them (fit's passes) it grows into the exact pass (``unseen_fourth``).
     fourth_moment_rows : ndarray of shape (n_pairs,) or None
         How many of the sample's rows carry each pair's fourth moment, (sum d^4)^2 /
         sum d^8 (``SHAPE_MIN_ROWS``); None after the exact pass.

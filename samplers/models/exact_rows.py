@@ -220,7 +220,9 @@ def residual_scales(cv, *, radius=None) -> np.ndarray:
     t(1.2) the rows of largest :func:`row_scales` are such rows, and the l_i's fourth moment
     sits on a few rows with both covariates large and ``eta*`` moderate, which this ranks
     first. A weight, not a bound (a pair beyond ``radius``, or a residual larger inside
-    the reach than at its edges). One chunked pass over the rows, O(N d^2).
+    the reach than at its edges). Zeros where the proxy is exact (the Taylor constant of
+    its order is 0: linear regression, a Gaussian mean; the residuals are rounding). One
+    chunked pass over the rows, O(N d^2).
 
     Parameters
     ----------
@@ -253,6 +255,8 @@ def residual_scales(cv, *, radius=None) -> np.ndarray:
         raise TypeError(f"residual_scales needs a ControlVariates around a built-in GLM model "
                         f"without a family parameter, got {type(cv).__name__}")
     radius = math.sqrt(cv.dim) + 3.0 if radius is None else check_positive("radius", radius)
+    if (glm.m3(cv.model) if cv.order == 2 else glm.m2(cv.model)) == 0.0:
+        return np.zeros(cv.N)       # the proxy is exact (a Gaussian likelihood): rounding
     sigma = cv.laplace_covariance()
     centre = np.ascontiguousarray(cv.center.theta, dtype=np.float64)
     edges = _edge_kernel(glm.link, glm.derivs)

@@ -114,6 +114,45 @@ def test_row_scales_on_threads_are_the_one_thread_bits(rare, monkeypatch):
     np.testing.assert_array_equal(row_scales(cv), want)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+def test_residual_scales_are_the_taylor_residual_at_the_reach(rare, order, monkeypatch):
+    """residual_scales against NumPy: the logistic row's residual f(eta* +- h) less its
+    Taylor polynomial at eta*, h = radius sqrt(x' Sigma x), the larger in size (chunks of
+    500 rows on the threads: the same values as one chunk)."""
+    import samplers.models.exact_rows as er
+    from scipy.special import expit, log_expit
+
+    X, y, _ = rare
+    cv = ControlVariates(LogisticRegression(X, y, prior=PRIOR), order=order)
+    S = cv.laplace_covariance()
+    h = 2.5 * np.sqrt(np.einsum("ij,jk,ik->i", X, S, X))
+    eta = X @ cv.center.theta
+    f = lambda e: y * log_expit(e) + (1 - y) * log_expit(-e)              # noqa: E731
+    p = expit(eta)
+    f1, f2 = y - p, -p * (1 - p) * (order == 2)
+    edge = [f(eta + s * h) - f(eta) - f1 * s * h - 0.5 * f2 * h * h for s in (1, -1)]
+    want = np.maximum(np.abs(edge[0]), np.abs(edge[1]))
+    got = er.residual_scales(cv, radius=2.5)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12 * want.max())
+    monkeypatch.setattr(er, "SCAN_CHUNK", 500)
+    np.testing.assert_array_equal(er.residual_scales(cv, radius=2.5), got)
+    # the rows that carry a residual are not the saturated ones (|eta*| large)
+    assert np.all(got[np.abs(eta) > 30] < 1e-6 * np.median(got))
+
+
+def test_residual_scales_needs_a_glm_and_a_radius(rare):
+    import samplers.models.exact_rows as er
+    from samplers import GaussianMean
+
+    _, _, cv = rare
+    with pytest.raises(ValueError, match="radius"):
+        er.residual_scales(cv, radius=-1.0)
+    with pytest.raises(TypeError, match="built-in GLM"):
+        er.residual_scales(LogisticRegression(*rare[:2], prior=PRIOR))
+    mean = ControlVariates(GaussianMean(np.arange(10.0)))
+    assert np.all(er.residual_scales(mean) == 0.0)      # a quadratic: no residual
+
+
 def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
     _, _, cv = rare
     split = ExactRows(cv, "auto")
