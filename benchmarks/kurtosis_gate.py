@@ -10,10 +10,17 @@ or t(1.2); or ``rare_covariate_logistic``) at 2^18-2^20 rows, with fit's split: 
 variates at the mode, :func:`samplers.heavy_rows` with ``sample_rows = 8 sqrt(N)`` (where its
 cut does not stop, fit reads every row and the gate is exact: reported as such), the heavy
 rows read exactly (:class:`samplers.ExactRows`) and 40 chained Laplace pairs summarised on
-the rest by :meth:`design.TrialChain.from_row_sample` at its defaults, once per sample seed.
+the rest by :meth:`design.TrialChain.from_row_sample` at its defaults, with fit's residual
+scales (:func:`samplers.residual_scales`), once per sample seed. ``missed``: samples left
+sampled whose median pair's raised kurtosis is below a tenth of the full data's (they drew
+none of the rows carrying it); ``gate_missed``: samples whose gate decision is not the full
+data's. With ``--before`` each sample also runs without the scales' check (``before_*``
+columns, the same draws), ``fired`` counts the samples it changed and ``unseen_fourth_*``
+gives the ratio it reads (the rows not drawn's sum of scale^4 over the sample's estimate).
 
     PYTHONPATH=$PWD python benchmarks/kurtosis_gate.py --seeds 30 --out /tmp/gate.json
     ... --min-rows 0        # the sample never grows for its fourth moment (as before)
+    ... --before            # with and without the scales' check
 """
 
 import argparse

@@ -188,14 +188,17 @@ def row_scales(cv, *, executor=None) -> np.ndarray:
 
 @cache
 def _edge_kernel(link, derivs):
-    """Kernel of :func:`residual_scales` over the rows ``start + t`` of a model's kernel data
-    (memoised per link)."""
+    """Kernel of :func:`residual_scales` over the rows ``start + t`` of a model's kernel data,
+    ``x`` their block of the design (memoised per link)."""
 
     @jit
-    def edges(data, start, eta, reach, order2, out):
-        for t in range(eta.shape[0]):
+    def edges(data, start, x, centre, reach, order2, out):
+        for t in range(x.shape[0]):
             i = start + t
-            e, h = eta[t], reach[t]
+            e = 0.0
+            for j in range(x.shape[1]):
+                e += x[t, j] * centre[j]
+            h = reach[t]
             f0 = link(data, i, e)
             f1, f2 = derivs(data, i, e)
             quad = 0.5 * order2 * f2 * h * h
@@ -270,7 +273,7 @@ def residual_scales(cv, *, radius=None) -> np.ndarray:
             x = glm.design(cv.model, start, stop)
             reach = np.empty(stop - start)
             quadratic_forms(x, sigma, 0.5, reach)
-            edges(data, start, x @ centre, radius * reach, order2, out[start:stop])
+            edges(data, start, x, centre, radius * reach, order2, out[start:stop])
 
     threads = None if isinstance(getattr(cv.model, "X", None), np.ndarray) else 1
     run_chunks(scan, n_chunks(cv.N, SCAN_CHUNK), threads=threads)
