@@ -399,7 +399,6 @@ def _split(proxy, heavy, executor=None):
     residual at the edge of its reach (:func:`samplers.residual_scales`, one more chunked
     pass: a row sample checks against them that it did not miss the rows that could carry
     the fourth moment; None where the rows were given, or the passes run on a cluster)."""
-    import design
     from samplers import ExactRows, heavy_rows, residual_scales
 
     if heavy is False:
@@ -414,10 +413,7 @@ def _split(proxy, heavy, executor=None):
                                      sample_rows=min(cap, int(proxy.cv.N) - 2))
         except TypeError:           # a user's model: no per-row residual scales
             return None, (), None, None
-        # the scales, where a pass over pairs may sample (a first sample within its
-        # fraction of the rest) and reads the rows here
-        if (exact is not None and cluster is None and design.SAMPLE_START
-                <= design.SAMPLE_MAX_FRACTION * (int(proxy.cv.N) - exact.size)):
+        if exact is not None and cluster is None:      # a pass over pairs may sample
             try:
                 scales = residual_scales(proxy.cv)
             except TypeError:       # a GLM with a family parameter: not checked
