@@ -79,8 +79,12 @@ SHAPE_MIN_ROWS, SHAPE_GROWTH = 16, 16
 #: Horvitz-Thompson sum), the sample missed rows that could carry the fourth moment (it
 #: drew none of the few rows of large scale and looks like normal data: the
 #: ``SHAPE_MIN_ROWS`` rule cannot see that), and it grows as for ``SHAPE_MIN_ROWS``. A
-#: sample that represents the rows has a ratio near 1 - n / n_R.
-SHAPE_UNSEEN = 4.0
+#: sample that represents the rows has a ratio near 1 - n / n_R. Measured
+#: (``benchmarks/kurtosis_gate.py``, fit's scales :func:`samplers.residual_scales`): at
+#: most 1.35 on normal, t(3) and rare-covariate data, 5.8 on t(2) at 2^19-2^20 rows (where
+#: no sample missed), 0.95 on ``bench_fit``'s d10 at 10^6; 8,800-10,600 on the t(1.2)
+#: samples that drew none of the rows carrying the fourth moment (8,192 of 10^5 rows).
+SHAPE_UNSEEN = 16.0
 #: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
 #: the sizing pass and the moments' pass (64 MB; a larger sample is read again).
 _SAMPLE_ENTRIES, _KEEP_ENTRIES = 2 ** 20, 2 ** 23
@@ -513,7 +517,7 @@ class TrialChain:
         :math:`\sum_{R \setminus S} a_i^4`, and the sample estimates the rest's total as
         :math:`(n_R / n) \sum_S a_i^4`; where the first exceeds ``shape_unseen`` times the
         second (about 1 - n / n_R where the sample represents the rows: 0.8-1.4 on normal
-        covariates, up to 3.8 on t(2); 10^3-10^4 on the t(1.2) samples that missed) it grows
+        covariates, up to 5.8 on t(2); 10^3-10^4 on the t(1.2) samples that missed) it grows
         in the same way. The scales' sum is one chunked pass over them, once.
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
