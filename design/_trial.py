@@ -72,17 +72,17 @@ SAMPLE_VARIANCE_Z = 2.0
 #: on the rare-covariate data, 40-43 on ``bench_fit``'s d10 workload at 10^6 rows (so those
 #: stay sampled); 6-40 (median 12-13) on t(2), 4-5 on t(1.2).
 SHAPE_MIN_ROWS, SHAPE_GROWTH = 16, 16
-#: Given per-row scales a_i of the l_i (``scales``: :func:`samplers.row_scales`, of which a
-#: control-variate residual is a per-pair multiple at most), the rows the sample did not draw
-#: may carry at most a_i^4 times that multiple of the fourth moment. Where their sum of a_i^4
-#: exceeds ``SHAPE_UNSEEN`` times the sample's own estimate of the rest's (its
-#: Horvitz-Thompson sum), the sample missed rows that could carry the fourth moment (it
-#: drew none of the few rows of large scale and looks like normal data: the
-#: ``SHAPE_MIN_ROWS`` rule cannot see that), and it grows as for ``SHAPE_MIN_ROWS``. A
-#: sample that represents the rows has a ratio near 1 - n / n_R. Measured
+#: Given a scale a_i of each row's l_i (``scales``: a control-variate residual at the edge
+#: of the pairs' reach, :func:`samplers.residual_scales`), the rows the sample did not draw
+#: could carry about their share of the rest's sum of a_i^4 of the fourth moment. Where
+#: their sum of a_i^4 exceeds ``SHAPE_UNSEEN`` times the sample's own estimate of the
+#: rest's (its Horvitz-Thompson sum), the sample missed rows that could carry it (it drew
+#: none of the few rows of large scale and looks like normal data: the ``SHAPE_MIN_ROWS``
+#: rule cannot see that), and it grows as for ``SHAPE_MIN_ROWS``. A sample that
+#: represents the rows has a ratio near 1 - n / n_R. Measured
 #: (``benchmarks/kurtosis_gate.py``, fit's scales :func:`samplers.residual_scales`): at
 #: most 1.35 on normal, t(3) and rare-covariate data, 5.8 on t(2) at 2^19-2^20 rows (where
-#: no sample missed), 0.95 on ``bench_fit``'s d10 at 10^6; 8,800-10,600 on the t(1.2)
+#: no sample missed), 0.95 on ``bench_fit``'s d10 at 10^6; 8,800-250,000 on the t(1.2)
 #: samples that drew none of the rows carrying the fourth moment (8,192 of 10^5 rows).
 SHAPE_UNSEEN = 16.0
 #: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
@@ -517,7 +517,7 @@ class TrialChain:
         :math:`\sum_{R \setminus S} a_i^4`, and the sample estimates the rest's total as
         :math:`(n_R / n) \sum_S a_i^4`; where the first exceeds ``shape_unseen`` times the
         second (about 1 - n / n_R where the sample represents the rows: 0.8-1.4 on normal
-        covariates, up to 5.8 on t(2); 10^3-10^4 on the t(1.2) samples that missed) it grows
+        covariates, up to 5.8 on t(2); 10^4-10^5 on the t(1.2) samples that missed) it grows
         in the same way. The scales' sum is one chunked pass over them, once.
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
@@ -911,7 +911,7 @@ def _rest_scales(scales, N, exact):
     a = check_finite_array("scales", scales, ndim=1)
     if a.shape != (N,) or np.any(a < 0):
         raise ValueError(f"scales must be {N} finite values >= 0 (one per row of the model, "
-                         f"samplers.row_scales), got shape {a.shape}"
+                         f"samplers.residual_scales), got shape {a.shape}"
                          f"{'' if a.shape != (N,) else f' with minimum {float(a.min())!r}'}")
     a[exact] = 0.0
     top = float(a.max())
