@@ -153,6 +153,46 @@ def test_residual_scales_needs_a_glm_and_a_radius(rare):
     assert np.all(er.residual_scales(mean) == 0.0)      # a quadratic: no residual
 
 
+@pytest.mark.parametrize("data", ["logistic", "rare", "t1.2"])
+@pytest.mark.parametrize("order", [1, 2])
+def test_one_pass_gives_both_scales_bit_for_bit(rare, data, order, monkeypatch):
+    """row_and_residual_scales (fit's one pass) is row_scales and residual_scales, bit for
+    bit, on Gaussian, rare-covariate and t(1.2) covariates, orders 1 and 2, and on the
+    threads' chunks (500 rows) as on one."""
+    import samplers.models.exact_rows as er
+
+    rng = np.random.default_rng(2)
+    if data == "logistic":
+        X, y, _ = logistic_regression(4000, 4, rng=rng)
+    elif data == "rare":
+        X, y = rare[:2]
+    else:
+        X = np.column_stack([np.ones(4000), rng.standard_t(1.2, size=(4000, 2))])
+        y = (rng.random(4000) < 0.5 + 0.4 * np.sign(X @ [0.3, 1.0, -0.5])).astype(float)
+    cv = ControlVariates(LogisticRegression(X, y, prior=PRIOR), order=order)
+    a, w = er.row_and_residual_scales(cv)
+    np.testing.assert_array_equal(a, er.row_scales(cv))
+    np.testing.assert_array_equal(w, er.residual_scales(cv))
+    monkeypatch.setattr(er, "SCAN_CHUNK", 500)
+    a5, w5 = er.row_and_residual_scales(cv, radius=2.5)
+    np.testing.assert_array_equal(a5, a)
+    np.testing.assert_array_equal(w5, er.residual_scales(cv, radius=2.5))
+
+
+def test_one_pass_without_residuals_and_its_errors(rare):
+    import samplers.models.exact_rows as er
+    from samplers import GaussianMean
+
+    mean = ControlVariates(GaussianMean(np.arange(10.0)))
+    a, w = er.row_and_residual_scales(mean)
+    np.testing.assert_array_equal(a, er.row_scales(mean))
+    assert np.all(w == 0.0)                             # a quadratic: no residual
+    with pytest.raises(TypeError, match="built-in GLM"):
+        er.row_and_residual_scales(LogisticRegression(*rare[:2], prior=PRIOR))
+    with pytest.raises(ValueError, match="radius"):
+        er.row_and_residual_scales(rare[2], radius=0.0)
+
+
 def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
     _, _, cv = rare
     split = ExactRows(cv, "auto")
