@@ -396,10 +396,11 @@ def _split(proxy, heavy, executor=None):
     empty when none were found or given; None when not looked for or not known, or when
     that cut does not stop within ``SAMPLE_EXACT_PER_SQRT * sqrt(N)`` rows: then the passes
     over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`) and each row's
-    residual at the edge of its reach (:func:`samplers.residual_scales`, one more chunked
-    pass: a row sample checks against them that it did not miss the rows that could carry
-    the fourth moment; None where the rows were given, or the passes run on a cluster)."""
-    from samplers import ExactRows, heavy_rows, residual_scales
+    residual at the edge of its reach (:func:`samplers.residual_scales`, from the same
+    chunked pass as heavy_rows' scales, :func:`samplers.row_and_residual_scales`: a row
+    sample checks against them that it did not miss the rows that could carry the fourth
+    moment; None where the rows were given, or the passes run on a cluster)."""
+    from samplers import ExactRows, heavy_rows, row_and_residual_scales
 
     if heavy is False:
         return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
@@ -408,16 +409,16 @@ def _split(proxy, heavy, executor=None):
     if isinstance(heavy, str):
         cap = math.ceil(SAMPLE_EXACT_PER_SQRT * math.sqrt(proxy.cv.N))
         cluster = steps.on_blocks(proxy.cv, executor)
-        try:
-            rows, exact = heavy_rows(proxy.cv, executor=cluster,
+        try:                        # in this process: both scales from one pass over rows
+            found, edges = ((None, None) if cluster is not None
+                            else row_and_residual_scales(proxy.cv))
+            rows, exact = heavy_rows(proxy.cv, executor=cluster, scales=found,
                                      sample_rows=min(cap, int(proxy.cv.N) - 2))
         except TypeError:           # a user's model: no per-row residual scales
             return None, (), None, None
-        if exact is not None and cluster is None:      # a pass over pairs may sample
-            try:
-                scales = residual_scales(proxy.cv)
-            except TypeError:       # a GLM with a family parameter: not checked
-                scales = None
+        if exact is not None:       # a pass over pairs may sample: checked against the
+            scales = edges          # residual scales (None on a cluster, or for a GLM with
+                                    # a family parameter: not checked)
         how = "found by their residual scale (samplers.heavy_rows)"
         if exact is None:
             note = ("   the other rows' residual scales are too unequal for a row sample "
