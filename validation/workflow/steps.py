@@ -201,7 +201,7 @@ class Proxy:
         ``heavy_rows=False``): nothing says the rows' l_i are evenly spread, so every pass
         reads all rows.
     scales : ndarray of shape (cv.N,) or None
-        Each row's residual scale (:func:`samplers.row_scales`, from fit's heavy-row pass),
+        Each row's residual scale (:func:`samplers.residual_scales`, from fit's heavy-row pass),
         against which a sampled pass checks that it did not miss the rows that could carry
         the fourth moment (``scales`` of :meth:`design.TrialChain.from_row_sample`); None:
         not checked.
