@@ -291,25 +291,68 @@ def _both_kernel(link, derivs):
 
     @jit
     def both(data, start, x, sigma, power, half, centre, radius, order2, scale, edge):
-        d = x.shape[1]
-        for t in range(x.shape[0]):
+        # first each row's form v_i and predictor e_i, four rows at a time: each row's sums
+        # in the same order as quadratic_forms' and the edge kernel's (the same bits), the
+        # four rows' add chains side by side (one row's chain waits on each add);
+        # edge and scale hold them until the second loop
+        n, d = x.shape
+        t = 0
+        while t + 4 <= n:
+            v0 = v1 = v2 = v3 = 0.0
+            e0 = e1 = e2 = e3 = 0.0
+            for j in range(d):
+                a0, a1, a2, a3 = x[t, j], x[t + 1, j], x[t + 2, j], x[t + 3, j]
+                c = centre[j]
+                e0 += a0 * c
+                e1 += a1 * c
+                e2 += a2 * c
+                e3 += a3 * c
+                s = 0.5 * sigma[j, j]
+                w0, w1, w2, w3 = s * a0, s * a1, s * a2, s * a3
+                for k in range(j + 1, d):
+                    s = sigma[j, k]
+                    w0 += s * x[t, k]
+                    w1 += s * x[t + 1, k]
+                    w2 += s * x[t + 2, k]
+                    w3 += s * x[t + 3, k]
+                v0 += a0 * w0
+                v1 += a1 * w1
+                v2 += a2 * w2
+                v3 += a3 * w3
+            edge[t], edge[t + 1] = max(2.0 * v0, 0.0), max(2.0 * v1, 0.0)
+            edge[t + 2], edge[t + 3] = max(2.0 * v2, 0.0), max(2.0 * v3, 0.0)
+            scale[t], scale[t + 1], scale[t + 2], scale[t + 3] = e0, e1, e2, e3
+            t += 4
+        for t in range(t, n):
             v = 0.0
+            e = 0.0
             for j in range(d):
                 xj = x[t, j]
+                e += xj * centre[j]
                 w = 0.5 * sigma[j, j] * xj
                 for k in range(j + 1, d):
                     w += sigma[j, k] * x[t, k]
                 v += xj * w
-            v = max(2.0 * v, 0.0)
+            edge[t] = max(2.0 * v, 0.0)
+            scale[t] = e
+        # then the library calls (powers, the derivatives' exp), and last the link's values
+        # (the logistic's are branch-free, without calls): so split, the pass took 0.13 CPU s
+        # at 10^6 x 11 against 0.24 s in one loop, the same bits
+        reach, d1, d2 = np.empty(n), np.empty(n), np.empty(n)
+        for t in range(n):
+            v = edge[t]
+            e = scale[t]
             scale[t] = v ** power
+            reach[t] = radius * v ** half
+            d1[t], d2[t] = derivs(data, start + t, e)
+            edge[t] = e
+        for t in range(n):
             i = start + t
-            e = 0.0
-            for j in range(d):
-                e += x[t, j] * centre[j]
-            h = radius * v ** half
+            e = edge[t]
+            h = reach[t]
             f0 = link(data, i, e)
-            f1, f2 = derivs(data, i, e)
-            quad = 0.5 * order2 * f2 * h * h
+            f1 = d1[t]
+            quad = 0.5 * order2 * d2[t] * h * h
             up = link(data, i, e + h) - f0 - f1 * h - quad
             down = link(data, i, e - h) - f0 + f1 * h - quad
             edge[t] = max(abs(up), abs(down))
