@@ -10,10 +10,17 @@ or t(1.2); or ``rare_covariate_logistic``) at 2^18-2^20 rows, with fit's split: 
 variates at the mode, :func:`samplers.heavy_rows` with ``sample_rows = 8 sqrt(N)`` (where its
 cut does not stop, fit reads every row and the gate is exact: reported as such), the heavy
 rows read exactly (:class:`samplers.ExactRows`) and 40 chained Laplace pairs summarised on
-the rest by :meth:`design.TrialChain.from_row_sample` at its defaults, once per sample seed.
+the rest by :meth:`design.TrialChain.from_row_sample` at its defaults, with fit's residual
+scales (:func:`samplers.residual_scales`), once per sample seed. ``missed``: samples left
+sampled whose median pair's raised kurtosis is below a tenth of the full data's (they drew
+none of the rows carrying it); ``gate_missed``: samples whose gate decision is not the full
+data's. With ``--before`` each sample also runs without the scales' check (``before_*``
+columns, the same draws), ``fired`` counts the samples it changed and ``unseen_fourth_*``
+gives the ratio it reads (the rows not drawn's sum of scale^4 over the sample's estimate).
 
     PYTHONPATH=$PWD python benchmarks/kurtosis_gate.py --seeds 30 --out /tmp/gate.json
     ... --min-rows 0        # the sample never grows for its fourth moment (as before)
+    ... --before            # with and without the scales' check
 """
 
 import argparse
@@ -24,7 +31,8 @@ import time
 import numpy as np
 
 from design import TrialChain
-from samplers import ControlVariates, ExactRows, GaussianPrior, LogisticRegression, heavy_rows
+from samplers import (ControlVariates, ExactRows, GaussianPrior, LogisticRegression, heavy_rows,
+                      residual_scales)
 from samplers.datasets import rare_covariate_logistic
 from validation.workflow.fit import HEAVY_KURTOSIS
 
@@ -60,7 +68,31 @@ def data(kind, N, seed):
     return X, y
 
 
-def case(kind, N, data_seed, seeds, n_pairs=40, **sample):
+def _summary(got, full, prefix=""):
+    """The coverage and gate columns of the samples ``got`` against the ``full`` trial."""
+    upper = np.array([g.kurtosis_upper for g in got])
+    est = np.array([g.trial.kurtosis for g in got])
+    heavy = bool(np.median(full.kurtosis) > HEAVY_KURTOSIS)
+    low = np.median(upper, axis=1) < np.median(full.kurtosis)
+    out = dict(
+        sampled=float(np.mean([g.sampled for g in got])),
+        rows_read=float(np.median([g.rows_read for g in got])),
+        cover_pairs=float(np.mean(upper >= full.kurtosis)),
+        cover_pairs_estimate=float(np.mean(est >= full.kurtosis)),
+        cover_median=float(np.mean(~low)),
+        median_of_upper=float(np.median(np.median(upper, axis=1))),
+        median_of_estimate=float(np.median(np.median(est, axis=1))),
+        gate_agrees=float(np.mean((np.median(upper, axis=1) > HEAVY_KURTOSIS) == heavy)),
+        gate_heavy=float(np.mean(np.median(upper, axis=1) > HEAVY_KURTOSIS)),
+        # samples left sampled whose median pair's raised kurtosis is below a tenth of the
+        # full data's (they drew none of the rows carrying it: they look like lighter data)
+        missed=int(np.sum([g.sampled and np.median(g.kurtosis_upper)
+                           < 0.1 * np.median(full.kurtosis) for g in got])),
+        gate_missed=int(np.sum((np.median(upper, axis=1) > HEAVY_KURTOSIS) != heavy)))
+    return {prefix + k: v for k, v in out.items()}
+
+
+def case(kind, N, data_seed, seeds, n_pairs=40, before=False, **sample):
     X, y = data(kind, N, data_seed)
     model = LogisticRegression(X, y, prior=GaussianPrior(0.0, 10.0))
     cv = ControlVariates(model, center=_newton_mode(X, y))
@@ -81,27 +113,29 @@ def case(kind, N, data_seed, seeds, n_pairs=40, **sample):
     # the sample's exact rows other than the heavy ones, numbered among the rest's rows
     extra = exact[~np.isin(exact, rows)]
     on_rest = (extra - np.searchsorted(rows, extra)).astype(np.intp)
-    got, cpu = [], 0.0
-    for s in range(seeds):
-        t0 = time.process_time()
-        got.append(TrialChain.from_row_sample(split, thetas[:-1], thetas[1:], rng=s,
-                                              exact_rows=on_rest, progress=False, workers=1,
-                                              **sample))
-        cpu += time.process_time() - t0
-    upper = np.array([g.kurtosis_upper for g in got])
-    est = np.array([g.trial.kurtosis for g in got])
-    out.update(
-        sampled=float(np.mean([g.sampled for g in got])),
-        rows_read=float(np.median([g.rows_read for g in got])),
-        sample_cpu=cpu / seeds,
-        cover_pairs=float(np.mean(upper >= full.kurtosis)),
-        cover_pairs_estimate=float(np.mean(est >= full.kurtosis)),
-        cover_median=float(np.mean(np.median(upper, axis=1) >= np.median(full.kurtosis))),
-        median_of_upper=float(np.median(np.median(upper, axis=1))),
-        median_of_estimate=float(np.median(np.median(est, axis=1))),
-        gate_agrees=float(np.mean((np.median(upper, axis=1) > HEAVY_KURTOSIS)
-                                  == out["full_heavy"])),
-        gate_heavy=float(np.mean(np.median(upper, axis=1) > HEAVY_KURTOSIS)))
+    rest_scales = np.delete(residual_scales(cv), rows)        # as fit passes them
+
+    def run(**kw):
+        got, cpu = [], 0.0
+        for s in range(seeds):
+            t0 = time.process_time()
+            got.append(TrialChain.from_row_sample(split, thetas[:-1], thetas[1:], rng=s,
+                                                  exact_rows=on_rest, progress=False,
+                                                  workers=1, **sample, **kw))
+            cpu += time.process_time() - t0
+        return got, cpu / seeds
+
+    got, cpu = run(scales=rest_scales)
+    out.update(sample_cpu=cpu, **_summary(got, full))
+    if before:      # the same samples without the check of the rows not drawn (as before)
+        old, cpu_old = run(scales=rest_scales, shape_unseen=1e300)
+        out.update(sample_cpu_before=cpu_old, **_summary(old, full, "before_"))
+        out["fired"] = int(sum(g.rows_read != h.rows_read or g.sampled != h.sampled
+                               for g, h in zip(got, old)))
+        ratio = [h.unseen_fourth for h in old if h.sampled]
+        if ratio:       # the unsampled rows' scale^4 over the sample's estimate
+            out["unseen_fourth_median"] = float(np.median(ratio))
+            out["unseen_fourth_max"] = float(np.max(ratio))
     spread = [np.median(g.fourth_moment_rows) for g in got if g.sampled]
     if spread:      # rows of the sample carrying the median pair's fourth moment
         out.update(fourth_rows_median=float(np.median(spread)),
@@ -119,6 +153,9 @@ def main():
     p.add_argument("--min-rows", type=float, default=None,
                    help="from_row_sample's shape_rows (0: never read more rows for the "
                         "fourth moment, as before)")
+    p.add_argument("--before", action="store_true",
+                   help="also run each sample without the check of the rows it did not "
+                        "draw (shape_unseen): before_* columns, fired = samples it changed")
     p.add_argument("--data-seeds", default="1")
     p.add_argument("--out", default=None)
     args = p.parse_args()
@@ -128,7 +165,7 @@ def main():
     for kind in args.kinds.split(","):
         for N in map(int, args.sizes.split(",")):
             for ds in map(int, args.data_seeds.split(",")):
-                r = case(kind, N, ds, args.seeds, **sample)
+                r = case(kind, N, ds, args.seeds, before=args.before, **sample)
                 rows.append(r)
                 print(json.dumps({k: (round(v, 3) if isinstance(v, float) else v)
                                   for k, v in r.items()}), flush=True)

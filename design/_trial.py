@@ -21,7 +21,7 @@ from ._lib.summary import short_array
 from ._pair_scan import _chunk_columns, distinct_vectors, pair_statistics
 
 __all__ = ["TrialChain", "SampledTrial", "SAMPLE_SE", "SAMPLE_START", "SAMPLE_MAX_FRACTION",
-           "SAMPLE_START_PER_SQRT", "SHAPE_MIN_ROWS"]
+           "SAMPLE_START_PER_SQRT", "SHAPE_MIN_ROWS", "SHAPE_UNSEEN"]
 
 _FORMAT = "austerity.TrialChain"
 _VERSION = 2
@@ -72,6 +72,19 @@ SAMPLE_VARIANCE_Z = 2.0
 #: on the rare-covariate data, 40-43 on ``bench_fit``'s d10 workload at 10^6 rows (so those
 #: stay sampled); 6-40 (median 12-13) on t(2), 4-5 on t(1.2).
 SHAPE_MIN_ROWS, SHAPE_GROWTH = 16, 16
+#: Given a scale a_i of each row's l_i (``scales``: a control-variate residual at the edge
+#: of the pairs' reach, :func:`samplers.residual_scales`), the rows the sample did not draw
+#: could carry about their share of the rest's sum of a_i^4 of the fourth moment. Where
+#: their sum of a_i^4 exceeds ``SHAPE_UNSEEN`` times the sample's own estimate of the
+#: rest's (its Horvitz-Thompson sum), the sample missed rows that could carry it (it drew
+#: none of the few rows of large scale and looks like normal data: the ``SHAPE_MIN_ROWS``
+#: rule cannot see that), and it grows as for ``SHAPE_MIN_ROWS``. A sample that
+#: represents the rows has a ratio near 1 - n / n_R. Measured
+#: (``benchmarks/kurtosis_gate.py``, fit's scales :func:`samplers.residual_scales`): at
+#: most 1.35 on normal, t(3) and rare-covariate data, 5.8 on t(2) at 2^19-2^20 rows (where
+#: no sample missed), 0.95 on ``bench_fit``'s d10 at 10^6; 8,800-250,000 on the t(1.2)
+#: samples that drew none of the rows carrying the fourth moment (8,192 of 10^5 rows).
+SHAPE_UNSEEN = 16.0
 #: Rows x columns of one chunk of the sample's l_i (8 MB), and of all of them kept between
 #: the sizing pass and the moments' pass (64 MB; a larger sample is read again).
 _SAMPLE_ENTRIES, _KEEP_ENTRIES = 2 ** 20, 2 ** 23
@@ -419,7 +432,8 @@ class TrialChain:
                         exact_rows=(), se_tolerance=SAMPLE_SE, start=SAMPLE_START,
                         max_fraction=SAMPLE_MAX_FRACTION, chunk=65_536, workers=None,
                         progress=None, cumulative=False, executor=None,
-                        shape_rows=SHAPE_MIN_ROWS) -> "SampledTrial":
+                        shape_rows=SHAPE_MIN_ROWS, scales=None,
+                        shape_unseen=SHAPE_UNSEEN) -> "SampledTrial":
         r"""Summarise pairs from a stratified sample of the rows: all of ``exact_rows`` and
         a uniform sample of the rest, sized by the error it allows; the exact pass
         (:meth:`from_model`) where a sample would not be much smaller than the data.
@@ -456,6 +470,15 @@ class TrialChain:
         shape_rows : float
             Fewest rows of the sample that must carry the median pair's fourth moment
             (``SHAPE_MIN_ROWS``, see Notes); below, more rows are read. 0: never.
+        scales : array_like of shape (N,), optional
+            A scale of each row's l_i (:func:`samplers.residual_scales`: a control-variate
+            model's residual at the edge of the pairs' reach), to check that the sample did
+            not miss the rows that could carry the fourth moment (see Notes). None: not
+            checked.
+        shape_unseen : float
+            With ``scales``: the most that the rows not drawn may hold of the rest's sum of
+            scale^4, as a multiple of the sample's estimate of it (``SHAPE_UNSEEN``); above,
+            more rows are read.
 
         Returns
         -------
@@ -487,6 +510,15 @@ class TrialChain:
         ``max_fraction`` of the rest or still falls short, the exact pass runs: one more
         chunked pass, once, for the heavy-tailed data whose kurtosis decides something
         (fit's heavy-tails gate, the Edgeworth check).
+
+        A sample that drew none of those rows looks like normal data to that rule (all of
+        its rows carry its small fourth moment evenly). Given ``scales`` a_i, known for
+        every row, the sample is also checked against them: the rows it did not draw hold
+        :math:`\sum_{R \setminus S} a_i^4`, and the sample estimates the rest's total as
+        :math:`(n_R / n) \sum_S a_i^4`; where the first exceeds ``shape_unseen`` times the
+        second (about 1 - n / n_R where the sample represents the rows: 0.8-1.4 on normal
+        covariates, up to 5.8 on t(2); 10^4-10^5 on the t(1.2) samples that missed) it grows
+        in the same way. The scales' sum is one chunked pass over them, once.
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
         chain of pairs telescope, and a cumulative sum of log ratios is the estimate of the
@@ -522,8 +554,11 @@ class TrialChain:
         start = check_int("start", start, low=2)
         check_interval("max_fraction", max_fraction, 0.0, 1.0)
         shape_rows = check_positive("shape_rows", shape_rows, allow_zero=True)
+        shape_unseen = check_positive("shape_unseen", shape_unseen)
         exact = _check_rows(exact_rows, N)
         rest = N - exact.size
+        if scales is not None:
+            scales, scales_total = _rest_scales(scales, N, exact)
         P = thetas.shape[0]
         start = max(start, math.ceil(SAMPLE_START_PER_SQRT * math.sqrt(rest)))
 
@@ -598,10 +633,24 @@ class TrialChain:
                                        shape))
             return trial, _shape_upper(trial, sums, powers, n, rest), _fourth_rows(powers, n)
 
+        def unseen():
+            """The unsampled rows' sum of scale^4 over the sample's estimate (None
+            without ``scales``)."""
+            return (None if scales is None else
+                    _unseen_fourth(scales, scales_total, _rest_rows(sample, exact), rest))
+
+        def short(spread, unseen):
+            """Whether the sample's fourth moment is not to be trusted: few of its rows
+            carry it, or the rows it did not draw could carry far more."""
+            return (float(np.median(spread)) < shape_rows
+                    or (unseen is not None and unseen > shape_unseen))
+
         trial, (skew_hi, kurt_hi), spread = totals()
-        if float(np.median(spread)) < shape_rows:
-            # few of the sample's rows carry the fourth moment: read more (a sample
-            # SHAPE_GROWTH times larger, new rows added; all rows where that is too large)
+        missed = unseen()
+        if short(spread, missed):
+            # few of the sample's rows carry the fourth moment, or the rows not drawn could
+            # carry more: read more (a sample SHAPE_GROWTH times larger, new rows added;
+            # all rows where that is too large)
             size = SHAPE_GROWTH * n
             if size > max_fraction * rest:
                 return exact_pass()
@@ -611,10 +660,11 @@ class TrialChain:
             n = sample.size
             se = _standard_error(moments, n, rest)
             trial, (skew_hi, kurt_hi), spread = totals()
-            if float(np.median(spread)) < shape_rows:
+            missed = unseen()
+            if short(spread, missed):
                 return exact_pass()
         return SampledTrial(trial, se[:P], se[P:] if cumulative else np.zeros(P),
-                            exact.size + n, True, skew_hi, kurt_hi, spread)
+                            exact.size + n, True, skew_hi, kurt_hi, spread, missed)
 
     @classmethod
     def from_chain(cls, chain):
@@ -854,6 +904,39 @@ def _fourth_rows(powers, n):
     return np.where(s8 > 0, s4 * s4 / np.maximum(s8, np.finfo(float).tiny), float(n))
 
 
+def _rest_scales(scales, N, exact):
+    """``scales`` checked (N finite values >= 0, a copy) with the exact rows' set to 0, over
+    their largest value (so that their fourth powers neither overflow nor vanish), and
+    the sum of those fourth powers: one chunked pass."""
+    a = check_finite_array("scales", scales, ndim=1)
+    if a.shape != (N,) or np.any(a < 0):
+        raise ValueError(f"scales must be {N} finite values >= 0 (one per row of the model, "
+                         f"samplers.residual_scales), got shape {a.shape}"
+                         f"{'' if a.shape != (N,) else f' with minimum {float(a.min())!r}'}")
+    a[exact] = 0.0
+    top = float(a.max())
+    if top > 0:
+        a /= top
+    total = 0.0
+    for lo in range(0, N, _SAMPLE_ENTRIES):
+        c = a[lo:lo + _SAMPLE_ENTRIES] ** 2
+        total += float(np.dot(c, c))
+    return a, total
+
+
+def _unseen_fourth(a, total, rows, rest):
+    """The rest's sum of a^4 (``total``) over the rows not in the sample ``rows`` (row
+    indices of the model), over the sample's Horvitz-Thompson estimate of ``total``: about
+    1 - n / n_R where the sample represents the rows that carry it, large where it missed
+    them (inf where no sampled row has a scale)."""
+    c = a[rows] ** 2
+    got = float(np.dot(c, c))
+    unseen = max(total - got, 0.0)
+    if got == 0.0:
+        return math.inf if unseen > 0 else 0.0
+    return unseen / (got * rest / rows.size)
+
+
 def _accumulate(L, weight, mu, acc, powers=False):
     """(``acc``, ``got``): ``acc`` = (sum d^2, (sum d^3, d^4, |d|, |d|^3), min l, max l) per
     pair with the rows of ``L`` added at ``weight``, d = l - mu; ``got`` the unweighted sums
@@ -946,10 +1029,16 @@ class SampledTrial:
         ``benchmarks/results/kurtosis_gate.md`` has the table. These count the samples
         that grew into the exact pass, covered by construction; among those still sampled
         (``sampled``) the share is lower: 0.72-0.90 on t(2), 0.77-0.90 from 8,192 of 10^5
-        rows on normal covariates, and none on the one t(1.2) sample of 10 left sampled.
+        rows on normal covariates. Without ``scales`` the one t(1.2) sample of 10 left
+        sampled drew none of the rows carrying the fourth moment and covered none; with
+        them (fit's passes) it grows into the exact pass (``unseen_fourth``).
     fourth_moment_rows : ndarray of shape (n_pairs,) or None
         How many of the sample's rows carry each pair's fourth moment, (sum d^4)^2 /
         sum d^8 (``SHAPE_MIN_ROWS``); None after the exact pass.
+    unseen_fourth : float or None
+        With ``scales``: the sum of scale^4 over the rest's rows the sample did not draw,
+        over the sample's estimate of it over the whole rest (``SHAPE_UNSEEN``); None after
+        the exact pass or without ``scales``.
     """
 
     trial: TrialChain
@@ -960,6 +1049,7 @@ class SampledTrial:
     abs_skewness_upper: np.ndarray | None = None
     kurtosis_upper: np.ndarray | None = None
     fourth_moment_rows: np.ndarray | None = None
+    unseen_fourth: float | None = None
 
     def __post_init__(self):
         if self.abs_skewness_upper is None and self.trial.skewness is not None:

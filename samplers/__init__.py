@@ -53,7 +53,8 @@ from .models import (GLM, Bound, ControlVariates, ExactRows, Gaussian, GaussianM
                      GaussianMixture, JaakkolaJordanBound, LaplaceApproximation, LinearRegression,
                      LogisticRegression, Model, QuadraticBound, RobustRegression, StudentTBound,
                      TaylorCenter, TaylorSums, heavy_rows, laplace_approximation,
-                     map_estimate)
+                     map_estimate, residual_scales, row_and_residual_scales,
+                     row_scales)
 from .priors import FlatPrior, GaussianPrior, LaplacePrior
 from .proposals import Independence, Langevin, MixtureIndependence, RandomWalk, StudentTIndependence
 from .sgld import SGLD, AcceptAll, AcceptAllInfo, ConstantStep, PolynomialDecay, StepSchedule
@@ -90,7 +91,8 @@ __all__ = [
     "Model", "GLM", "GaussianMean", "Gaussian", "LogisticRegression", "LinearRegression",
     "RobustRegression", "GaussianMixture", "FlatPrior", "GaussianPrior", "LaplacePrior",
     "ControlVariates", "TaylorCenter", "TaylorSums", "LaplaceApproximation", "laplace_approximation",
-    "map_estimate", "ExactRows", "heavy_rows",
+    "map_estimate", "ExactRows", "heavy_rows", "row_scales", "residual_scales",
+    "row_and_residual_scales",
     # Firefly Monte Carlo
     "firefly", "FireflyInfo", "FireflyKernel", "ImplicitZ", "ExplicitZ", "Slice", "BrightSet",
     "Bound", "QuadraticBound", "JaakkolaJordanBound", "StudentTBound",

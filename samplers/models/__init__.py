@@ -20,7 +20,8 @@ from .robust import RobustRegression
 from .control_variates import ControlVariates, TaylorCenter, TaylorSums
 
 # Heavy rows read exactly.
-from .exact_rows import ExactRows, heavy_rows, row_scales
+from .exact_rows import (ExactRows, heavy_rows, residual_scales, row_and_residual_scales,
+                         row_scales)
 # Your own compiled model: numba row kernels on the compiled loop.
 from .row_model import RowModel
 # Your own model by autodiff, and the NumPyro bridge (JAX imported on first use).
@@ -57,8 +58,8 @@ __all__ = [
     "TaylorSums",
     # heavy rows read exactly
     "ExactRows",
-    "heavy_rows",
-    "row_scales",
+    "heavy_rows", "residual_scales",
+    "row_scales", "row_and_residual_scales",
     # your own compiled model
     "RowModel",
     # your own model by autodiff

@@ -6,7 +6,8 @@ import pytest
 
 from design import SampledTrial, TrialChain
 from design._trial import SAMPLE_START_PER_SQRT
-from samplers import ControlVariates, GaussianPrior, LogisticRegression, heavy_rows
+from samplers import (ControlVariates, GaussianPrior, LogisticRegression, heavy_rows,
+                      residual_scales)
 from samplers.datasets import rare_covariate_logistic
 
 N = 60_000
@@ -262,10 +263,12 @@ def test_the_standard_error_is_honest_on_heavy_tailed_covariates(name, covariate
     assert rms > low, (name, rms, se, exact_rows)
 
 
-def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, **kw):
+def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, scaled=False,
+                   **kw):
     """(exact trial, [SampledTrial] over ``reps`` samples, the rows read exactly) of 10
     chained Laplace pairs on fit's split of the rows (``kw`` to from_row_sample; without
-    growth for the fourth moment unless asked: the z-scores' tests read small samples)."""
+    growth for the fourth moment unless asked: the z-scores' tests read small samples;
+    with ``scaled``, fit's residual scales as ``scales``)."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([np.ones(n_rows), covariates(rng, (n_rows, 2))])
     y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50))))
@@ -276,6 +279,8 @@ def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, **kw):
     thetas = cv.center.theta + rng.standard_normal((11, 3)) @ chol.T
     exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
     kw = {"se_tolerance": 1e9, "shape_rows": 0, **kw}
+    if scaled:
+        kw["scales"] = residual_scales(cv)
     return exact, [TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=r,
                                               exact_rows=rows, start=start, **kw)
                    for r in range(reps)], rows
@@ -312,7 +317,7 @@ def test_a_fourth_moment_on_few_sampled_rows_reads_more_rows():
     growth the median pair's raised kurtosis was below it in all 10 (1,639 in the median
     sample, under 1,000 in 4, where fit's gate would have passed the data). A sample that
     draws none of the rows that carry it looks like normal data (the 10th: median kurtosis
-    45) and is not caught."""
+    45): this rule does not catch it (the scales' rule does, the next test)."""
     exact, got, _ = _shape_samples(lambda rng, shape: rng.standard_normal(shape), 2, reps=5,
                                    n_rows=2 ** 18, start=4096, shape_rows=16)
     for g in got:
@@ -329,6 +334,52 @@ def test_a_fourth_moment_on_few_sampled_rows_reads_more_rows():
     _, small, _ = _shape_samples(heavy, 4, reps=10)                       # no growth
     assert all(g.sampled for g in small)
     assert np.mean([np.median(g.kurtosis_upper) < full for g in small]) > 0.5
+
+
+def test_a_sample_that_missed_the_rows_of_large_residual_scale_reads_more_rows():
+    """A sample that drew none of the few rows carrying the fourth moment looks like normal
+    data to the ``shape_rows`` rule; given each row's residual scale
+    (:func:`samplers.residual_scales`), the rows it did not draw hold far more than the
+    sample's estimate of the rest's sum of scale^4, so it grows, here into the exact pass.
+    t(1.2) covariates, seed 4, 8,192 of 10^5 rows: the 10th sample (full median kurtosis
+    24,215) stays sampled with median raised kurtosis 45 without the scales (fit's gate
+    would pass it) and reads every row with them; its ratio was 2.5 x 10^5 (the threshold
+    ``SHAPE_UNSEEN`` is 16), at most 1.4 on normal covariates. On normal covariates (2^18 rows, 2^12 sampled) the scales change no
+    sample: the same bits."""
+    heavy = lambda rng, shape: rng.standard_t(1.2, size=shape)            # noqa: E731
+    exact, plain, _ = _shape_samples(heavy, 4, reps=10, shape_rows=16)
+    _, scaled, _ = _shape_samples(heavy, 4, reps=10, shape_rows=16, scaled=True)
+    full = np.median(exact.kurtosis)
+    missed = [g for g in plain if g.sampled]
+    assert len(missed) >= 1
+    assert all(np.median(g.kurtosis_upper) < min(0.01 * full, 1000) for g in missed)
+    assert not any(g.sampled for g in scaled)
+    for g in scaled:
+        np.testing.assert_array_equal(g.kurtosis_upper, exact.kurtosis)
+    normal = lambda rng, shape: rng.standard_normal(shape)                # noqa: E731
+    _, plain, _ = _shape_samples(normal, 2, reps=5, n_rows=2 ** 18, start=4096, shape_rows=16)
+    _, scaled, _ = _shape_samples(normal, 2, reps=5, n_rows=2 ** 18, start=4096,
+                                  shape_rows=16, scaled=True)
+    for g, h in zip(plain, scaled):
+        assert h.sampled and h.unseen_fourth < 2.0
+        assert (g.rows_read, g.unseen_fourth) == (h.rows_read, None)
+        np.testing.assert_array_equal(g.kurtosis_upper, h.kurtosis_upper)
+        np.testing.assert_array_equal(g.trial.mu, h.trial.mu)
+
+
+def test_scales_are_checked():
+    """``scales`` must be one finite value >= 0 per row; ``shape_unseen`` > 0."""
+    cv = ControlVariates(LogisticRegression(*rare_covariate_logistic(2000, rng=1)[:2],
+                                            prior=GaussianPrior(0.0, 10.0)))
+    pairs = cv.center.theta + np.zeros((2, cv.dim))
+    pairs[1, 0] += 1e-3
+    for bad, match in ((np.ones(5), "scales must be 2000"), (-np.ones(2000), "minimum -1"),
+                       (np.full(2000, np.nan), "scales")):
+        with pytest.raises(ValueError, match=match):
+            TrialChain.from_row_sample(cv, pairs[:1], pairs[1:], scales=bad)
+    with pytest.raises(ValueError, match="shape_unseen"):
+        TrialChain.from_row_sample(cv, pairs[:1], pairs[1:], scales=np.ones(2000),
+                                   shape_unseen=0.0)
 
 
 def _chan_numpy(L, cumulative):

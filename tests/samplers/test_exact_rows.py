@@ -114,6 +114,85 @@ def test_row_scales_on_threads_are_the_one_thread_bits(rare, monkeypatch):
     np.testing.assert_array_equal(row_scales(cv), want)
 
 
+@pytest.mark.parametrize("order", [1, 2])
+def test_residual_scales_are_the_taylor_residual_at_the_reach(rare, order, monkeypatch):
+    """residual_scales against NumPy: the logistic row's residual f(eta* +- h) less its
+    Taylor polynomial at eta*, h = radius sqrt(x' Sigma x), the larger in size (chunks of
+    500 rows on the threads: the same values as one chunk)."""
+    import samplers.models.exact_rows as er
+    from scipy.special import expit, log_expit
+
+    X, y, _ = rare
+    cv = ControlVariates(LogisticRegression(X, y, prior=PRIOR), order=order)
+    S = cv.laplace_covariance()
+    h = 2.5 * np.sqrt(np.einsum("ij,jk,ik->i", X, S, X))
+    eta = X @ cv.center.theta
+    f = lambda e: y * log_expit(e) + (1 - y) * log_expit(-e)              # noqa: E731
+    p = expit(eta)
+    f1, f2 = y - p, -p * (1 - p) * (order == 2)
+    edge = [f(eta + s * h) - f(eta) - f1 * s * h - 0.5 * f2 * h * h for s in (1, -1)]
+    want = np.maximum(np.abs(edge[0]), np.abs(edge[1]))
+    got = er.residual_scales(cv, radius=2.5)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-12 * want.max())
+    monkeypatch.setattr(er, "SCAN_CHUNK", 500)
+    np.testing.assert_array_equal(er.residual_scales(cv, radius=2.5), got)
+    # the rows that carry a residual are not the saturated ones (|eta*| large)
+    assert np.all(got[np.abs(eta) > 30] < 1e-6 * np.median(got))
+
+
+def test_residual_scales_needs_a_glm_and_a_radius(rare):
+    import samplers.models.exact_rows as er
+    from samplers import GaussianMean
+
+    _, _, cv = rare
+    with pytest.raises(ValueError, match="radius"):
+        er.residual_scales(cv, radius=-1.0)
+    with pytest.raises(TypeError, match="built-in GLM"):
+        er.residual_scales(LogisticRegression(*rare[:2], prior=PRIOR))
+    mean = ControlVariates(GaussianMean(np.arange(10.0)))
+    assert np.all(er.residual_scales(mean) == 0.0)      # a quadratic: no residual
+
+
+@pytest.mark.parametrize("data", ["logistic", "rare", "t1.2"])
+@pytest.mark.parametrize("order", [1, 2])
+def test_one_pass_gives_both_scales_bit_for_bit(rare, data, order, monkeypatch):
+    """row_and_residual_scales (fit's one pass) is row_scales and residual_scales, bit for
+    bit, on Gaussian, rare-covariate and t(1.2) covariates, orders 1 and 2, and on the
+    threads' chunks (500 rows) as on one."""
+    import samplers.models.exact_rows as er
+
+    rng = np.random.default_rng(2)
+    if data == "logistic":
+        X, y, _ = logistic_regression(4000, 4, rng=rng)
+    elif data == "rare":
+        X, y = rare[:2]
+    else:
+        X = np.column_stack([np.ones(4000), rng.standard_t(1.2, size=(4000, 2))])
+        y = (rng.random(4000) < 0.5 + 0.4 * np.sign(X @ [0.3, 1.0, -0.5])).astype(float)
+    cv = ControlVariates(LogisticRegression(X, y, prior=PRIOR), order=order)
+    a, w = er.row_and_residual_scales(cv)
+    np.testing.assert_array_equal(a, er.row_scales(cv))
+    np.testing.assert_array_equal(w, er.residual_scales(cv))
+    monkeypatch.setattr(er, "SCAN_CHUNK", 500)
+    a5, w5 = er.row_and_residual_scales(cv, radius=2.5)
+    np.testing.assert_array_equal(a5, a)
+    np.testing.assert_array_equal(w5, er.residual_scales(cv, radius=2.5))
+
+
+def test_one_pass_without_residuals_and_its_errors(rare):
+    import samplers.models.exact_rows as er
+    from samplers import GaussianMean
+
+    mean = ControlVariates(GaussianMean(np.arange(10.0)))
+    a, w = er.row_and_residual_scales(mean)
+    np.testing.assert_array_equal(a, er.row_scales(mean))
+    assert np.all(w == 0.0)                             # a quadratic: no residual
+    with pytest.raises(TypeError, match="built-in GLM"):
+        er.row_and_residual_scales(LogisticRegression(*rare[:2], prior=PRIOR))
+    with pytest.raises(ValueError, match="radius"):
+        er.row_and_residual_scales(rare[2], radius=0.0)
+
+
 def test_split_keeps_the_full_sums_and_its_kernel_the_python_bits(rare):
     _, _, cv = rare
     split = ExactRows(cv, "auto")

@@ -52,6 +52,8 @@ def test_fit_samples_its_pair_passes_and_equal_seeds_give_identical_fits(model, 
     assert len(first) >= 3 and all(p.sampled for p in first)
     assert all(p.rows_read <= N / 4 for p in first)
     assert all(0 < p.log_ratio_se.max() <= 0.01 for p in first)
+    # each checked against the rows' residual scales (samplers.residual_scales), unfired
+    assert all(p.unseen_fourth is not None and p.unseen_fourth < 16.0 for p in first)
     attrs = a.posterior.attrs
     assert attrs["heavy_rows"] > 0
     assert "uniform sample" in attrs["explanation"]

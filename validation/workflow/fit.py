@@ -278,12 +278,14 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
         proxy = clock("mode_and_proxy", steps.mode_and_proxy, reached.model, center, order,
                       executor=executor)
         proxy = replace(proxy, lines=(*reached.lines, *proxy.lines))
-        split, split_lines, exact_rows = (
+        split, split_lines, exact_rows, scales = (
             clock("heavy_rows", _split, proxy, heavy, executor)
-            if test is None or test in DESIGNED else (None, (), None))
+            if test is None or test in DESIGNED else (None, (), None, None))
         if exact_rows is not None:      # the passes over pairs may sample the rest's rows
-            proxy = replace(proxy, exact_rows=exact_rows)
-            split = split and replace(split, exact_rows=_on_rest(exact_rows, split.cv.rows))
+            proxy = replace(proxy, exact_rows=exact_rows, scales=scales)
+            split = split and replace(
+                split, exact_rows=_on_rest(exact_rows, split.cv.rows),
+                scales=None if scales is None else np.delete(scales, split.cv.rows))
         draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS),
                        rng, executor=executor)
         choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
@@ -389,24 +391,34 @@ def _check_heavy_rows(heavy_rows, model):
 
 def _split(proxy, heavy, executor=None):
     """The designed test's proxy on :class:`samplers.ExactRows` (None without heavy rows),
-    the explanation's lines and the rows a row sample reads exactly (the heavy rows, and
+    the explanation's lines, the rows a row sample reads exactly (the heavy rows, and
     beyond them the rest of :func:`samplers.heavy_rows`' cut for a sample, ``sample_rows``;
     empty when none were found or given; None when not looked for or not known, or when
     that cut does not stop within ``SAMPLE_EXACT_PER_SQRT * sqrt(N)`` rows: then the passes
-    over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`)."""
-    from samplers import ExactRows, heavy_rows
+    over pairs read every row, :func:`~validation.workflow.steps.pairs_pass`) and each row's
+    residual at the edge of its reach (:func:`samplers.residual_scales`, from the same
+    chunked pass as heavy_rows' scales, :func:`samplers.row_and_residual_scales`: a row
+    sample checks against them that it did not miss the rows that could carry the fourth
+    moment; None where the rows were given, or the passes run on a cluster)."""
+    from samplers import ExactRows, heavy_rows, row_and_residual_scales
 
     if heavy is False:
         return None, ("   heavy rows: not looked for (heavy_rows=False); every row is "
-                      "sampled",), None
-    note = ()
+                      "sampled",), None, None
+    note, scales = (), None
     if isinstance(heavy, str):
         cap = math.ceil(SAMPLE_EXACT_PER_SQRT * math.sqrt(proxy.cv.N))
-        try:
-            rows, exact = heavy_rows(proxy.cv, executor=steps.on_blocks(proxy.cv, executor),
+        cluster = steps.on_blocks(proxy.cv, executor)
+        try:                        # in this process: both scales from one pass over rows
+            found, edges = ((None, None) if cluster is not None
+                            else row_and_residual_scales(proxy.cv))
+            rows, exact = heavy_rows(proxy.cv, executor=cluster, scales=found,
                                      sample_rows=min(cap, int(proxy.cv.N) - 2))
         except TypeError:           # a user's model: no per-row residual scales
-            return None, (), None
+            return None, (), None, None
+        if exact is not None:       # a pass over pairs may sample: checked against the
+            scales = edges          # residual scales (None on a cluster, or for a GLM with
+                                    # a family parameter: not checked)
         how = "found by their residual scale (samplers.heavy_rows)"
         if exact is None:
             note = ("   the other rows' residual scales are too unequal for a row sample "
@@ -415,12 +427,13 @@ def _split(proxy, heavy, executor=None):
     else:
         rows, exact, how = heavy, heavy, "given (heavy_rows=)"
     if rows.size == 0:
-        return None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)), exact
+        return (None, (() if isinstance(heavy, str) else ("   heavy rows: none given",)),
+                exact, scales)
     cv = ExactRows(proxy.cv, rows)
     return replace(proxy, cv=cv), (
         f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
         f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
-        f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact
+        f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact, scales
 
 
 def _on_rest(rows, heavy):
@@ -582,10 +595,13 @@ def _heavy_tails(pairs, plan):
     those still sampled on t(2) data, :class:`design.SampledTrial`): the sample is grown, up to all
     rows, where few of its rows carry the fourth moment (``shape_rows`` of
     :meth:`design.TrialChain.from_row_sample`), so that the rows the gate hinges on are
-    read, but a sample that drew none of them looks like normal data. On the measured data
-    (``benchmarks/results/kurtosis_gate.md``: normal, t(3), t(2), t(1.2) and rare-covariate
-    data, 2^18-2^20 rows, 30 samples each) the gate's decision was the full data's in every sample; from 8,192 of 10^5 rows of t(1.2) data it
-    was in 0.9 of them (0.5 without the growth)."""
+    read; a sample that drew none of them looks like normal data, and is caught by the
+    rows' residual scales (:func:`samplers.residual_scales`, ``shape_unseen``): where the
+    rows it did not draw hold far more of their fourth power than the sample estimates, it
+    grows too. On the measured data (``benchmarks/results/kurtosis_gate.md``: normal, t(3),
+    t(2), t(1.2) and rare-covariate data, 2^18-2^20 rows) the gate's decision was the full
+    data's in every sample; from 8,192 of 10^5 rows of t(1.2) data it was in 0.9 of them
+    with the growth alone (0.5 without), and in all with the scales."""
     kurt = pairs.trial.kurtosis if pairs.kurtosis_upper is None else pairs.kurtosis_upper
     if kurt is None or plan is None or plan.test == "confidence":
         return None

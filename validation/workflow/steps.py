@@ -200,6 +200,11 @@ class Proxy:
         model without per-row residual scales under ``heavy_rows="auto"``,
         ``heavy_rows=False``): nothing says the rows' l_i are evenly spread, so every pass
         reads all rows.
+    scales : ndarray of shape (cv.N,) or None
+        Each row's residual scale (:func:`samplers.residual_scales`, from fit's heavy-row pass),
+        against which a sampled pass checks that it did not miss the rows that could carry
+        the fourth moment (``scales`` of :meth:`design.TrialChain.from_row_sample`); None:
+        not checked.
     """
 
     cv: object
@@ -207,6 +212,7 @@ class Proxy:
     covariance: np.ndarray
     lines: tuple
     exact_rows: np.ndarray | None = None
+    scales: np.ndarray | None = None
 
 
 def mode_and_proxy(model, center=None, order=2, *, executor=None) -> Proxy:
@@ -420,7 +426,9 @@ def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=N
     sample grows until every log ratio's standard error is at most its ``se_tolerance``
     default, 0.001 nats, and the exact pass runs once it would exceed a quarter of the rows,
     so below 2^18 rows nothing is sampled and ``rng`` is not drawn from; it grows too, up
-    to all rows, where few of its rows carry the fourth moment: its ``shape_rows``). Once
+    to all rows, where few of its rows carry the fourth moment, its ``shape_rows``, or
+    where the rows it did not draw could carry far more of it, judged by ``proxy.scales``,
+    its ``shape_unseen``). Once
     the heavy rows are read exactly, a control-variate model's residuals are evenly spread
     and their mean over the sample is normal; the proxy's sum, the prior and the proposal
     stay exact. Where it is not known (None), one exact pass over all rows (:meth:`design.TrialChain.from_model`),
@@ -437,7 +445,8 @@ def pairs_pass(proxy: Proxy, thetas, news, log_q_ratios, rng=None, *, executor=N
         return design.SampledTrial(trial, zero, zero, int(cv.N), False)
     return design.TrialChain.from_row_sample(
         cv, thetas, news, log_q_ratios, rng=as_generator(rng), exact_rows=proxy.exact_rows,
-        cumulative=cumulative, progress=False, executor=on_blocks(cv, executor))
+        cumulative=cumulative, progress=False, executor=on_blocks(cv, executor),
+        scales=proxy.scales)
 
 
 def _sample_note(se, rows, N, heavy=0, passes=1) -> str:
