@@ -13,9 +13,10 @@ from __future__ import annotations
 
 import os
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 from contextlib import contextmanager
 
+from .interrupts import HeldInterrupt
 from .jit import PASS_THREADS
 
 __all__ = ["n_chunks", "one_blas_thread", "run_chunks"]
@@ -23,6 +24,9 @@ __all__ = ["n_chunks", "one_blas_thread", "run_chunks"]
 #: Blocks of chunks handed to the pool per thread (small blocks balance the load when
 #: another process holds a core).
 _BLOCKS_PER_THREAD = 4
+
+#: Seconds between the looks for a Ctrl-C while a pass waits for its blocks.
+_POLL_SECONDS = 0.02
 
 #: :func:`one_blas_thread`'s blocks open in any thread, and the limit they hold.
 _blas_lock = threading.Lock()
@@ -104,7 +108,9 @@ def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
 
     ``threads`` defaults to :data:`PASS_THREADS`; with one thread (or one chunk), or when
     called from a block already running on the pool (a kernel that runs a pass), the kernel
-    runs in the calling thread. The first exception raised by a block is re-raised.
+    runs in the calling thread. The first exception raised by a block is re-raised. A Ctrl-C
+    in the main thread is held while the pool is used and raised as ``KeyboardInterrupt``
+    within :data:`_POLL_SECONDS` (the blocks not yet started are not run).
 
     Examples
     --------
@@ -121,13 +127,26 @@ def run_chunks(kernel, count: int, *args, threads: int | None = None) -> None:
         kernel(*args, 0, count)     # on the pool, waiting for its own blocks could deadlock
         return
     step = max(1, -(-count // (threads * _BLOCKS_PER_THREAD)))
-    pool = _get_pool()
-    futures = [pool.submit(_on_pool_run, kernel, *args, c0, min(c0 + step, count))
-               for c0 in range(0, count, step)]
-    try:
-        for future in futures:
-            future.result()
-    except BaseException:     # a Ctrl-C (or a failed block): the blocks not started are not
-        for future in futures:                                             # run at all
-            future.cancel()
-        raise
+    # A Ctrl-C is held while the pool is used and acted on at the next poll: raised as it
+    # came, it could land inside the pool's own bookkeeping (between the start of a pool
+    # thread and its registration for the interpreter's exit, which then waited for that
+    # thread for ever; or with a future's lock taken and never released).
+    with HeldInterrupt() as held:
+        pool = _get_pool()
+        futures = [pool.submit(_on_pool_run, kernel, *args, c0, min(c0 + step, count))
+                   for c0 in range(0, count, step)]
+        try:
+            waiting = set(futures)
+            while waiting and not held.pending:
+                done, waiting = wait(waiting, timeout=_POLL_SECONDS,
+                                     return_when=FIRST_EXCEPTION)
+                if any(f.exception() is not None for f in done):
+                    break
+        finally:    # after a Ctrl-C (or a failed block) the blocks not started are not run
+            for future in futures:
+                future.cancel()
+    if held.pending:
+        raise KeyboardInterrupt
+    for future in futures:
+        if future.done() and not future.cancelled():
+            future.result()         # the first exception raised by a block, in block order

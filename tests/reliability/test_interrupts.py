@@ -35,6 +35,19 @@ PROMPT = 5.0
 #: Seconds a child may take to import, compile (a cold cache) and reach its marker.
 START = 600
 
+
+def _abort(pid, group=False):
+    """The watchdog's end of a hung child (or of its process ``group``): SIGABRT, on which
+    the child's faulthandler (``PYTHONFAULTHANDLER=1``) writes every thread's stack to its
+    stderr, which the failure message shows; SIGKILL if it is still there 10 s later."""
+    send = os.killpg if group else os.kill
+    try:
+        send(pid, signal.SIGABRT)
+        time.sleep(10.0)
+        send(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
 SAMPLE_CHILD = r'''
 import sys, warnings
 import numpy as np
@@ -97,13 +110,13 @@ def interrupt(tmp_path, code, args, marker, delay=0.0):
     script = tmp_path / "child.py"
     script.write_text(code)
     path = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
-    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONPATH=path, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
     child = subprocess.Popen([sys.executable, str(script), *map(str, args)], cwd=tmp_path,
                              env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True)
     sent = result = elapsed = None
     warned = []
-    watchdog = threading.Timer(START, child.kill)   # a hung child fails the test, not the run
+    watchdog = threading.Timer(START, _abort, (child.pid,))   # fails the test, not the run
     watchdog.start()
     try:
         for line in child.stdout:
@@ -123,7 +136,7 @@ def interrupt(tmp_path, code, args, marker, delay=0.0):
             child.kill()
             child.wait()
     err = child.stderr.read()
-    assert child.returncode == 0, f"child exited {child.returncode}: {err[-2000:]}"
+    assert child.returncode == 0, f"child exited {child.returncode} (-6: the watchdog; its stacks): {err[-20000:]}"
     assert result is not None, f"no result from the child: {err[-2000:]}"
     return result, warned, elapsed
 
@@ -468,3 +481,91 @@ def test_a_ctrl_c_anywhere_in_sample_keeps_the_steps_made(as_a_worker, compiled,
             lost.append(where)
     assert not lost, f"{len(lost)} of {len(places)} places lost the chain or the Ctrl-C: {lost}"
     assert len(residual) <= 50, residual   # 44 on CPython 3.11
+
+
+def _trace_pass(at):
+    """``run_chunks`` over 4 chunks on 2 threads of a new pool, with the SIGINT handler in
+    place called at the ``at``-th opcode (None: never) of the pass and of the pool's and
+    threading's Python code under it (a superset of the places where CPython runs a signal
+    handler). Returns whether ``KeyboardInterrupt`` came out, the pool, and the opcodes
+    reached."""
+    import concurrent.futures
+    import concurrent.futures.thread
+
+    from design._lib import passes
+
+    files = {threading.__file__, concurrent.futures._base.__file__,
+             concurrent.futures.thread.__file__, passes.__file__}
+    seen = []
+
+    def local(frame, event, arg):
+        if event == "opcode":
+            seen.append(f"{frame.f_code.co_name}:{frame.f_lasti}")
+            if len(seen) - 1 == at:
+                signal.getsignal(signal.SIGINT)(signal.SIGINT, frame)
+        return local
+
+    def trace(frame, event, arg):
+        if event == "call" and frame.f_code.co_filename in files:
+            frame.f_trace_opcodes = True
+            frame.f_trace_lines = False
+            return local
+        return None
+
+    out = np.zeros(4)
+    passes._pool = None                       # a new pool: its threads start in this pass
+    sys.settrace(trace)
+    try:
+        passes.run_chunks(lambda out, c0, c1: out.__setitem__(slice(c0, c1), 1.0), 4, out,
+                          threads=2)
+        raised = False
+    except KeyboardInterrupt:
+        raised = True
+    finally:
+        sys.settrace(None)
+    return raised, passes._pool, seen
+
+
+@OPCODE_TRACE
+def test_a_ctrl_c_anywhere_in_a_pass_leaves_the_pool_whole(no_gc_callbacks):
+    """A Ctrl-C at each opcode of a full-data pass (``run_chunks``, as in the bias check,
+    whose first pass also starts the pool's threads) in turn comes out as
+    ``KeyboardInterrupt`` and leaves every pool thread known to the interpreter's exit and
+    able to finish. Before the fix 12:00 UTC runs of
+    ``test_ctrl_c_during_the_bias_check_returns_the_whole_chain_unchecked`` hung 3 times in
+    12 at load 6-8: the child printed its result, then waited at exit for ever (main thread
+    in ``threading._shutdown``, a pool thread in ``work_queue.get``), as the Ctrl-C had
+    landed in ``Thread.start`` of a pool thread, before ``ThreadPoolExecutor`` registered
+    the thread for the exit; a Ctrl-C in ``Condition.__enter__`` of a future could also
+    leave its lock taken, and the thread that sets its result blocked."""
+    import concurrent.futures.thread
+
+    from design._lib import passes
+
+    if signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        pytest.skip("this process's SIGINT handler is not Python's default")
+    saved = passes._pool
+    try:
+        raised, _, places = _trace_pass(None)
+        assert not raised and len(places) > 50
+        stuck, lost = [], []
+        for at in range(len(places)):
+            raised, pool, seen = _trace_pass(at)
+            where = seen[at] if at < len(seen) else "after"
+            if at < len(seen) and not raised:
+                lost.append(where)            # a Ctrl-C the pass dropped
+            if pool is None:
+                continue
+            unknown = [t for t in threading.enumerate() if t.name.startswith("austerity-pass")
+                       and t not in concurrent.futures.thread._threads_queues]   # exit skips
+            closer = threading.Thread(target=pool.shutdown, daemon=True)
+            closer.start()
+            closer.join(5.0)
+            if unknown or closer.is_alive():
+                stuck.append(where)
+                if len(stuck) == 3:           # enough: each costs the 5 s wait
+                    break
+        assert not stuck, f"{len(stuck)} of {len(places)} places left a pool thread: {stuck}"
+        assert not lost, f"{len(lost)} of {len(places)} places dropped the Ctrl-C: {lost}"
+    finally:
+        passes._pool = saved

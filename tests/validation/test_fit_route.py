@@ -23,6 +23,7 @@ from validation import fit
 from validation.workflow import route as routes
 from validation.workflow import steps
 
+from ..reliability.test_interrupts import _abort
 from .test_fit import N, grid_posterior
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -253,7 +254,7 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
     if parallel and (multiprocessing.get_context().get_start_method() != "fork"
                      or (os.cpu_count() or 1) < 2):
         pytest.skip("the workers announce their steps only when forked, two at once")
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "1"}   # stacks on abort
     running = 2 if parallel else 1               # one after the other: the first chain
     with open(tmp_path / "stderr", "w+") as err:  # the bars (a pipe left unread could fill)
         proc = subprocess.Popen(
@@ -261,9 +262,9 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
                                                 parallel=parallel)],
             cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True,
             start_new_session=True)
-        # a hung child fails, not hangs, the run; its group: workers left by a dead child
-        # would hold stdout open
-        watchdog = threading.Timer(600, os.killpg, (proc.pid, signal.SIGKILL))
+        # a hung child fails, not hangs, the run, with every thread's stack of the group's
+        # processes in the message; its group: workers left by a dead child hold stdout open
+        watchdog = threading.Timer(600, _abort, (proc.pid, True))
         watchdog.start()
         try:
             stepped, sent, out = 0, None, []
@@ -282,7 +283,7 @@ def test_ctrl_c_stops_fit_at_once_and_keeps_the_draws(parallel, tmp_path):
         err.seek(0)
         assert sent is not None, f"no chain stepped: {err.read()[-2000:]}"
         line = next((x for x in out if x.startswith("DONE")), None)
-        assert line is not None, f"no result: {err.read()[-2000:]}"
+        assert line is not None, f"no result (exit {proc.returncode}): {err.read()[-20000:]}"
     assert float(line.split()[1]) - sent < 15.0          # stopped promptly, not 10^7 steps on
     assert "True True" in line                            # attrs and ChainInterrupted warning
     shape = eval(line.split(" ", 2)[2].rsplit(" ", 2)[0])
