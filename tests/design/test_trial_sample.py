@@ -344,8 +344,8 @@ def test_a_sample_that_missed_the_rows_of_large_residual_scale_reads_more_rows()
     t(1.2) covariates, seed 4, 8,192 of 10^5 rows: the 10th sample (full median kurtosis
     24,215) stays sampled with median raised kurtosis 45 without the scales (fit's gate
     would pass it) and reads every row with them; its ratio was 2.5 x 10^5 (the threshold
-    ``SHAPE_UNSEEN`` is 16), at most 1.4 on normal covariates. On normal covariates (2^18 rows, 2^12 sampled) the scales change no
-    sample: the same bits."""
+    ``SHAPE_UNSEEN`` is 16), at most 1.4 on normal covariates. On normal covariates (2^18
+    rows, 2^12 sampled) the scales change no sample: the same bits."""
     heavy = lambda rng, shape: rng.standard_t(1.2, size=shape)            # noqa: E731
     exact, plain, _ = _shape_samples(heavy, 4, reps=10, shape_rows=16)
     _, scaled, _ = _shape_samples(heavy, 4, reps=10, shape_rows=16, scaled=True)
