@@ -923,7 +923,7 @@ def sample_chains(model, test, proposal, theta0, n_samples, n_chains=4, rng=None
             workers = executor.workers()
             executor.shutdown(wait=not interrupted, cancel_futures=interrupted)
             for proc in workers if interrupted else ():
-                if proc.is_alive():     # what the grace left (an idle one only notes a Ctrl-C)
+                if proc.is_alive():     # given up on (a second Ctrl-C), or idle (it only noted one)
                     proc.terminate()
     return _common_length(done, interrupted)
 
@@ -1032,14 +1032,25 @@ def _in_worker(fn, *args):
     return fn(*args)
 
 
-def _gather_after_interrupt(futures, grace: float = 5.0):
-    """After Ctrl-C: the chains that finish within ``grace`` seconds (process workers were
-    interrupted too and return their partial chains); the rest are cancelled."""
-    out, deadline = [], time.perf_counter() + grace
+def _gather_after_interrupt(futures):
+    """After Ctrl-C: the chains the interrupted workers send back (each stops between steps
+    and returns its partial chain). Chains not started yet are cancelled; the others are
+    waited for, however long a loaded machine (or a cold cache's compilation in a chain's
+    finish) makes them take, until a second Ctrl-C, which gives up on those still out."""
     for f in futures:
-        try:
-            out.append(f.result(timeout=max(deadline - time.perf_counter(), 0.0)))
-        except BaseException:   # still running, cancelled or failed: skip it
+        if hasattr(f, "cancel"):
+            f.cancel()                  # only those not running yet: nothing to keep there
+    out = []
+    try:
+        for f in futures:
+            try:
+                out.append(f.result())
+            except KeyboardInterrupt:
+                raise
+            except BaseException:       # cancelled or failed: nothing to keep
+                pass
+    except KeyboardInterrupt:           # pressed again: the user does not want to wait
+        for f in futures:
             if hasattr(f, "cancel"):
                 f.cancel()
     return out

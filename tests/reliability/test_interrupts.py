@@ -575,3 +575,36 @@ def test_a_ctrl_c_anywhere_in_a_pass_leaves_the_pool_whole(no_gc_callbacks):
     finally:
         faulthandler.cancel_dump_traceback_later()
         passes._pool = saved
+
+
+def test_after_a_ctrl_c_every_interrupted_chain_is_waited_for_until_a_second_one():
+    """After a Ctrl-C, fit waits for each interrupted worker's partial chain however long its
+    finish takes (a 5 s grace dropped a chain whose worker compiled its bias check on a cold
+    cache under load: the parallel Ctrl-C test's flake); chains not started are cancelled;
+    a second Ctrl-C gives up on those still out and keeps what came back."""
+    from concurrent.futures import Future
+
+    from samplers._chain import _gather_after_interrupt
+
+    slow, quick, queued = Future(), Future(), Future()
+    for f in (slow, quick):
+        f.set_running_or_notify_cancel()
+    threading.Timer(0.2, quick.set_result, ("quick",)).start()
+    threading.Timer(1.5, slow.set_result, ("slow",)).start()
+    t = time.perf_counter()
+    assert _gather_after_interrupt([slow, quick, queued]) == ["slow", "quick"]
+    assert queued.cancelled() and time.perf_counter() - t >= 1.4
+
+    stuck, back = Future(), Future()
+    for f in (stuck, back):
+        f.set_running_or_notify_cancel()
+    back.set_result("back")
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("a second Ctrl-C is delivered to the main thread only")
+    # to the process, as a terminal's Ctrl-C (the kernel hands it to the main thread)
+    faulthandler.dump_traceback_later(60, exit=True)      # a lost signal: fail, not hang
+    try:
+        threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()
+        assert _gather_after_interrupt([back, stuck]) == ["back"]
+    finally:
+        faulthandler.cancel_dump_traceback_later()
