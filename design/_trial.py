@@ -427,6 +427,22 @@ class TrialChain:
                                            two_pass=bool(two_pass), executor=cluster)
         return cls(N=N, **_fields(model, thetas, theta_news, lqr, N, mu, sigma, shape))
 
+    @staticmethod
+    def prepare_scales(scales, N, exact_rows=()):
+        """Row scales prepared once for many :meth:`from_row_sample` passes over the same
+        rows (its ``scales``): checked (N finite values >= 0), the ``exact_rows`` set to 0,
+        normalised, and the sum of their fourth powers taken, in one chunked pass, so that
+        each pass then costs O(rows it reads), not O(N). The caller's array is not changed.
+
+        >>> import numpy as np
+        >>> prepared = TrialChain.prepare_scales(np.ones(1000), 1000, exact_rows=[3, 7])
+        >>> float(prepared.total), float(prepared.a[3])
+        (998.0, 0.0)
+        """
+        N = check_int("N", N, low=2)
+        exact = _check_rows(exact_rows, N)
+        return _PreparedScales(*_rest_scales(scales, N, exact), exact)
+
     @classmethod
     def from_row_sample(cls, model, thetas, theta_news=None, log_q_ratios=None, *, rng=None,
                         exact_rows=(), se_tolerance=SAMPLE_SE, start=SAMPLE_START,
@@ -473,7 +489,8 @@ class TrialChain:
         scales : array_like of shape (N,), optional
             A scale of each row's l_i (:func:`samplers.residual_scales`: a control-variate
             model's residual at the edge of the pairs' reach), to check that the sample did
-            not miss the rows that could carry the fourth moment (see Notes). None: not
+            not miss the rows that could carry the fourth moment (see Notes), or those
+            scales prepared once for many passes (:meth:`prepare_scales`). None: not
             checked.
         shape_unseen : float
             With ``scales``: the most that the rows not drawn may hold of the rest's sum of
@@ -518,7 +535,9 @@ class TrialChain:
         :math:`(n_R / n) \sum_S a_i^4`; where the first exceeds ``shape_unseen`` times the
         second (about 1 - n / n_R where the sample represents the rows: 0.8-1.4 on normal
         covariates, up to 5.8 on t(2); 10^4-10^5 on the t(1.2) samples that missed) it grows
-        in the same way. The scales' sum is one chunked pass over them, once.
+        in the same way. Preparing the scales (checked, normalised, their sum) is a
+        chunked pass over all N of them; :meth:`prepare_scales` does it once for many
+        passes, after which a pass costs O(rows it reads).
 
         The sample is drawn once and grown, so all pairs share its rows: the estimates of a
         chain of pairs telescope, and a cumulative sum of log ratios is the estimate of the
@@ -557,7 +576,13 @@ class TrialChain:
         shape_unseen = check_positive("shape_unseen", shape_unseen)
         exact = _check_rows(exact_rows, N)
         rest = N - exact.size
-        if scales is not None:
+        if isinstance(scales, _PreparedScales):
+            if scales.a.shape != (N,) or not np.array_equal(scales.exact, exact):
+                raise ValueError(f"scales were prepared (TrialChain.prepare_scales) for "
+                                 f"{scales.a.size} rows and {scales.exact.size} exact rows, "
+                                 f"not these {N} rows and {exact.size} exact rows")
+            scales, scales_total = scales.a, scales.total
+        elif scales is not None:
             scales, scales_total = _rest_scales(scales, N, exact)
         P = thetas.shape[0]
         start = max(start, math.ceil(SAMPLE_START_PER_SQRT * math.sqrt(rest)))
@@ -902,6 +927,16 @@ def _fourth_rows(powers, n):
     n when every row holds an equal share, 1 when one row holds it all."""
     _, s4, _, s8 = powers
     return np.where(s8 > 0, s4 * s4 / np.maximum(s8, np.finfo(float).tiny), float(n))
+
+
+@dataclass(frozen=True, eq=False)
+class _PreparedScales:
+    """:meth:`TrialChain.prepare_scales`' result: the normalised scales ``a`` (the exact rows
+    0), the sum of their fourth powers ``total`` and the exact rows they were prepared for."""
+
+    a: np.ndarray
+    total: float
+    exact: np.ndarray
 
 
 def _rest_scales(scales, N, exact):

@@ -268,7 +268,7 @@ def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, scaled
     """(exact trial, [SampledTrial] over ``reps`` samples, the rows read exactly) of 10
     chained Laplace pairs on fit's split of the rows (``kw`` to from_row_sample; without
     growth for the fourth moment unless asked: the z-scores' tests read small samples;
-    with ``scaled``, fit's residual scales as ``scales``)."""
+    with ``scaled``, fit's residual scales as ``scales``, prepared once with "once")."""
     rng = np.random.default_rng(seed)
     X = np.column_stack([np.ones(n_rows), covariates(rng, (n_rows, 2))])
     y = (rng.random(n_rows) < 1.0 / (1.0 + np.exp(-np.clip(X @ np.full(3, 0.3), -50, 50))))
@@ -279,8 +279,10 @@ def _shape_samples(covariates, seed, reps=30, n_rows=100_000, start=8192, scaled
     thetas = cv.center.theta + rng.standard_normal((11, 3)) @ chol.T
     exact = TrialChain.from_model(cv, thetas[:-1], thetas[1:], progress=False)
     kw = {"se_tolerance": 1e9, "shape_rows": 0, **kw}
-    if scaled:
+    if scaled:                      # "once": prepared for every pass, as fit does
         kw["scales"] = residual_scales(cv)
+        if scaled == "once":
+            kw["scales"] = TrialChain.prepare_scales(kw["scales"], cv.N, rows)
     return exact, [TrialChain.from_row_sample(cv, thetas[:-1], thetas[1:], rng=r,
                                               exact_rows=rows, start=start, **kw)
                    for r in range(reps)], rows
@@ -380,6 +382,28 @@ def test_scales_are_checked():
     with pytest.raises(ValueError, match="shape_unseen"):
         TrialChain.from_row_sample(cv, pairs[:1], pairs[1:], scales=np.ones(2000),
                                    shape_unseen=0.0)
+
+
+def test_scales_prepared_once_give_the_same_samples_and_must_match_their_rows():
+    """fit prepares the residual scales once (``TrialChain.prepare_scales``: an O(N) pass) for
+    its several sampled passes, which then cost O(rows read): the same samples, bit for bit,
+    as the raw scales given to each pass (here samples that miss the heavy rows and grow);
+    the caller's scales unchanged; prepared for other exact rows, refused."""
+    heavy = lambda rng, shape: rng.standard_t(1.2, size=shape)            # noqa: E731
+    _, raw, rows = _shape_samples(heavy, 4, reps=3, n_rows=20_000, start=2048, scaled=True)
+    _, once, _ = _shape_samples(heavy, 4, reps=3, n_rows=20_000, start=2048, scaled="once")
+    assert all(g.sampled for g in raw)
+    for g, h in zip(raw, once):
+        assert (g.rows_read, g.unseen_fourth) == (h.rows_read, h.unseen_fourth)
+        np.testing.assert_array_equal(g.kurtosis_upper, h.kurtosis_upper)
+    scales = np.abs(np.random.default_rng(0).standard_normal(20_000))
+    kept = scales.copy()
+    prepared = TrialChain.prepare_scales(scales, 20_000, rows)
+    np.testing.assert_array_equal(scales, kept)
+    assert prepared.a[rows].max() == 0.0 and prepared.a.max() == 1.0
+    with pytest.raises(ValueError, match="prepared"):
+        _shape_samples(heavy, 4, reps=1, n_rows=20_000, start=2048,
+                       scales=TrialChain.prepare_scales(scales, 20_000, rows[:-1]))
 
 
 def _chan_numpy(L, cumulative):

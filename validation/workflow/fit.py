@@ -282,10 +282,13 @@ def fit(model, tolerance=0.01, draws=2000, *, test=None, proposal=None, route=No
             clock("heavy_rows", _split, proxy, heavy, executor)
             if test is None or test in DESIGNED else (None, (), None, None))
         if exact_rows is not None:      # the passes over pairs may sample the rest's rows
-            proxy = replace(proxy, exact_rows=exact_rows, scales=scales)
-            split = split and replace(
-                split, exact_rows=_on_rest(exact_rows, split.cv.rows),
-                scales=None if scales is None else np.delete(scales, split.cv.rows))
+            proxy = replace(proxy, exact_rows=exact_rows,
+                            scales=_prepared(scales, proxy.cv.N, exact_rows))
+            if split:
+                rest = _on_rest(exact_rows, split.cv.rows)
+                split = replace(split, exact_rows=rest, scales=_prepared(
+                    None if scales is None else np.delete(scales, split.cv.rows),
+                    split.cv.N, rest))
         draws_ = clock("laplace_draws", steps.laplace_draws, proxy, max(n_trial, MIN_DRAWS),
                        rng, executor=executor)
         choice = clock("proposal", steps.choose_proposal, proxy, draws_, proposal, rng,
@@ -434,6 +437,15 @@ def _split(proxy, heavy, executor=None):
         f"   heavy rows: {rows.size:,} {how}; the designed test reads them exactly in every "
         f"decision (their exact sum shifts the minibatch mean) and draws its minibatches "
         f"from the other {cv.N:,} rows; the exact routes read all rows", *note), exact, scales
+
+
+def _prepared(scales, N, exact_rows):
+    """The residual scales prepared once for every sampled pass over pairs
+    (:meth:`design.TrialChain.prepare_scales`: one pass over them here, O(rows read) in each
+    pass after), or None."""
+    import design
+
+    return None if scales is None else design.TrialChain.prepare_scales(scales, N, exact_rows)
 
 
 def _on_rest(rows, heavy):

@@ -200,11 +200,11 @@ class Proxy:
         model without per-row residual scales under ``heavy_rows="auto"``,
         ``heavy_rows=False``): nothing says the rows' l_i are evenly spread, so every pass
         reads all rows.
-    scales : ndarray of shape (cv.N,) or None
-        Each row's residual scale (:func:`samplers.residual_scales`, from fit's heavy-row pass),
-        against which a sampled pass checks that it did not miss the rows that could carry
-        the fourth moment (``scales`` of :meth:`design.TrialChain.from_row_sample`); None:
-        not checked.
+    scales : object or None
+        Each row's residual scale (:func:`samplers.residual_scales`, from fit's heavy-row
+        pass), prepared once (:meth:`design.TrialChain.prepare_scales`), against which a
+        sampled pass checks that it did not miss the rows that could carry the fourth moment
+        (``scales`` of :meth:`design.TrialChain.from_row_sample`); None: not checked.
     """
 
     cv: object
